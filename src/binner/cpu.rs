@@ -1,0 +1,249 @@
+//! The CPU binner: per-thread u32 histograms, Morton codes by BMI2 `pdep` where it is fast and by
+//! byte lookup tables elsewhere, chosen at run time.
+
+use rayon::prelude::*;
+
+use crate::error::Result;
+use crate::partition::{deposit_bits, CellGeometry};
+
+use super::{Binner, BinnerWorker};
+
+/// How axis indices are scattered into code bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DepositMethod {
+    /// Four byte lookups per axis: portable and branch-free.
+    LookupTable,
+    /// One `pdep` per axis (x86-64 with BMI2, on CPUs where it is not micro-coded).
+    #[cfg(target_arch = "x86_64")]
+    Bmi2,
+}
+
+impl DepositMethod {
+    /// The fastest method this CPU runs correctly.
+    pub fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("bmi2") && !pdep_is_microcoded() {
+            return DepositMethod::Bmi2;
+        }
+        DepositMethod::LookupTable
+    }
+}
+
+/// AMD before Zen 3 (family < 0x19) implements pdep in microcode at 18–300 cycles.
+#[cfg(target_arch = "x86_64")]
+fn pdep_is_microcoded() -> bool {
+    let vendor = std::arch::x86_64::__cpuid(0);
+    let is_amd = vendor.ebx == 0x6874_7541 && vendor.edx == 0x6974_6e65 && vendor.ecx == 0x444d_4163; // "AuthenticAMD"
+    if !is_amd {
+        return false;
+    }
+    let signature = std::arch::x86_64::__cpuid(1).eax;
+    let family = ((signature >> 8) & 0xf) + ((signature >> 20) & 0xff);
+    family < 0x19
+}
+
+/// Bins on the CPU; one u32 histogram per scanning thread, summed into u64 at the end.
+pub struct CpuBinner {
+    geometry: CellGeometry,
+    method: DepositMethod,
+    tables: Vec<[[u32; 256]; 4]>,
+}
+
+impl CpuBinner {
+    pub fn new(geometry: CellGeometry) -> Self {
+        Self::with_method(geometry, DepositMethod::detect())
+    }
+
+    pub fn with_method(geometry: CellGeometry, method: DepositMethod) -> Self {
+        let tables = (0..geometry.dims())
+            .map(|axis| {
+                let mask = geometry.axis_mask(axis);
+                let mut table = [[0u32; 256]; 4];
+                for (byte, entries) in table.iter_mut().enumerate() {
+                    for (value, entry) in entries.iter_mut().enumerate() {
+                        *entry = deposit_bits((value as u32) << (8 * byte), mask);
+                    }
+                }
+                table
+            })
+            .collect();
+        CpuBinner { geometry, method, tables }
+    }
+
+    pub fn method(&self) -> DepositMethod {
+        self.method
+    }
+}
+
+pub struct CpuWorker {
+    method: DepositMethod,
+    tables: Vec<[[u32; 256]; 4]>,
+    masks: Vec<u32>,
+    counts: Vec<u32>,
+    /// Rows added since `counts` was last flushed into `totals`, so no u32 bin can overflow.
+    rows_in_counts: u64,
+    totals: Option<Vec<u64>>,
+    codes: Vec<u32>,
+}
+
+impl Binner for CpuBinner {
+    type Worker = CpuWorker;
+
+    fn worker(&self) -> Result<CpuWorker> {
+        Ok(CpuWorker {
+            method: self.method,
+            tables: self.tables.clone(),
+            masks: (0..self.geometry.dims()).map(|axis| self.geometry.axis_mask(axis)).collect(),
+            counts: vec![0; self.geometry.leaf_count()],
+            rows_in_counts: 0,
+            totals: None,
+            codes: Vec::new(),
+        })
+    }
+
+    fn finish(&self, workers: Vec<CpuWorker>) -> Result<Vec<u64>> {
+        let mut totals = vec![0u64; self.geometry.leaf_count()];
+        for worker in workers {
+            worker.add_into(&mut totals);
+        }
+        Ok(totals)
+    }
+}
+
+impl CpuWorker {
+    fn add_into(mut self, totals: &mut [u64]) {
+        self.flush();
+        if let Some(own) = self.totals {
+            totals.par_iter_mut().zip(own.par_iter()).for_each(|(total, own)| *total += own);
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.rows_in_counts == 0 {
+            return;
+        }
+        let totals = self.totals.get_or_insert_with(|| vec![0; self.counts.len()]);
+        for (total, count) in totals.iter_mut().zip(self.counts.iter_mut()) {
+            *total += u64::from(std::mem::take(count));
+        }
+        self.rows_in_counts = 0;
+    }
+
+    fn deposit_axis(&mut self, axis: usize, indices: &[u32]) {
+        match self.method {
+            DepositMethod::LookupTable => {
+                let table = &self.tables[axis];
+                for (code, &index) in self.codes.iter_mut().zip(indices) {
+                    let bytes = index.to_le_bytes();
+                    *code |= table[0][bytes[0] as usize]
+                        | table[1][bytes[1] as usize]
+                        | table[2][bytes[2] as usize]
+                        | table[3][bytes[3] as usize];
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            DepositMethod::Bmi2 => {
+                // SAFETY: Bmi2 is only chosen after `is_x86_feature_detected!("bmi2")`.
+                unsafe { deposit_axis_bmi2(&mut self.codes, indices, self.masks[axis]) }
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "bmi2")]
+unsafe fn deposit_axis_bmi2(codes: &mut [u32], indices: &[u32], mask: u32) {
+    for (code, &index) in codes.iter_mut().zip(indices) {
+        *code |= std::arch::x86_64::_pdep_u32(index, mask);
+    }
+}
+
+impl BinnerWorker for CpuWorker {
+    fn add_batch(&mut self, axes: &[&[u32]]) -> Result<()> {
+        let rows = axes.first().map_or(0, |axis| axis.len());
+        if self.rows_in_counts + rows as u64 > u64::from(u32::MAX) {
+            self.flush();
+        }
+        self.codes.clear();
+        self.codes.resize(rows, 0);
+        for (axis, indices) in axes.iter().enumerate() {
+            self.deposit_axis(axis, indices);
+        }
+        for &code in &self.codes {
+            self.counts[code as usize] += 1;
+        }
+        self.rows_in_counts += rows as u64;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn methods() -> Vec<DepositMethod> {
+        let mut methods = vec![DepositMethod::LookupTable];
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("bmi2") {
+            methods.push(DepositMethod::Bmi2);
+        }
+        methods
+    }
+
+    #[test]
+    fn every_deposit_method_matches_the_definition() {
+        let mut state = 12345u64;
+        for dims in 1..=5 {
+            for depth in [0u32, 1, 9, 21, 30] {
+                let geometry = CellGeometry::new(dims, depth);
+                let rows = 777;
+                let axes: Vec<Vec<u32>> = (0..dims)
+                    .map(|axis| {
+                        (0..rows)
+                            .map(|_| {
+                                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                                ((state >> 33) as u32) & ((1u64 << geometry.axis_bits(axis)) - 1) as u32
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let slices: Vec<&[u32]> = axes.iter().map(Vec::as_slice).collect();
+                for method in methods() {
+                    let binner = CpuBinner::with_method(geometry, method);
+                    let mut worker = binner.worker().unwrap();
+                    worker.codes.resize(rows, 0);
+                    for (axis, indices) in slices.iter().enumerate() {
+                        worker.deposit_axis(axis, indices);
+                    }
+                    for row in 0..rows {
+                        let point: Vec<u32> = (0..dims).map(|axis| axes[axis][row]).collect();
+                        assert_eq!(worker.codes[row], geometry.leaf_code(&point), "{method:?} d={dims} r={depth}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn counts_survive_flushes_and_merge_across_workers() {
+        let geometry = CellGeometry::new(2, 4);
+        let binner = CpuBinner::new(geometry);
+        let x: Vec<u32> = (0..1000).map(|i| i % 4).collect();
+        let y: Vec<u32> = (0..1000).map(|i| (i / 4) % 4).collect();
+        let mut first = binner.worker().unwrap();
+        let mut second = binner.worker().unwrap();
+        first.add_batch(&[&x, &y]).unwrap();
+        first.rows_in_counts = u64::from(u32::MAX) - 10; // force a flush on the next batch
+        first.add_batch(&[&x, &y]).unwrap();
+        second.add_batch(&[&x[..500], &y[..500]]).unwrap();
+        let counts = binner.finish(vec![first, second]).unwrap();
+        assert_eq!(counts.iter().sum::<u64>(), 2500);
+        let mut expected = vec![0u64; 16];
+        for (rows, times) in [(1000usize, 2u64), (500, 1)] {
+            for i in 0..rows {
+                expected[geometry.leaf_code(&[x[i], y[i]]) as usize] += times;
+            }
+        }
+        assert_eq!(counts, expected);
+    }
+}

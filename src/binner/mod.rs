@@ -1,0 +1,135 @@
+//! Binning: from decoded columns to the leaf histogram of the partition (SPEC §2–3).
+//!
+//! The host quantises every value to its per-axis cell index (f64 arithmetic, once, in
+//! [`quantize_values`]); a [`Binner`] then interleaves the indices into Morton codes and counts them.
+//! Because every binner starts from the same integers, CPU and GPU histograms are identical by
+//! construction.
+
+pub mod cpu;
+mod scan;
+
+use arrow::buffer::NullBuffer;
+use serde::{Deserialize, Serialize};
+
+pub use scan::{scan_leaf_counts, ScanStats};
+
+use crate::bounds::ColumnBounds;
+use crate::error::Result;
+use crate::partition::{quantize_unit, CellGeometry};
+use crate::source::column::NumericValues;
+
+/// A row flag: some coordinate was outside its bounds and was clamped.
+pub const ROW_CLAMPED: u8 = 1;
+/// A row flag: some coordinate was null, NaN or infinite.
+pub const ROW_INVALID: u8 = 2;
+
+/// What to do with rows that have a null, NaN or infinite value in a used column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum NullPolicy {
+    /// Stop with an error naming the column and row group.
+    Error,
+    /// Leave such rows out (their count goes to the diagnostics only).
+    Drop,
+}
+
+impl NullPolicy {
+    pub const DEFAULT: NullPolicy = NullPolicy::Error;
+}
+
+/// Counts leaf codes. One [`BinnerWorker`] per scanning thread feeds batches; `finish` merges them.
+pub trait Binner: Sync {
+    type Worker: BinnerWorker;
+    fn worker(&self) -> Result<Self::Worker>;
+    /// The leaf histogram (length 2^r) of everything the workers were fed.
+    fn finish(&self, workers: Vec<Self::Worker>) -> Result<Vec<u64>>;
+}
+
+pub trait BinnerWorker: Send {
+    /// One batch of quantised rows: `axes[k][i]` is row i's cell index on axis k, below 2^{h_k(r)}.
+    fn add_batch(&mut self, axes: &[&[u32]]) -> Result<()>;
+}
+
+/// How one column maps onto one axis of the partition.
+#[derive(Clone, Debug)]
+pub struct AxisPlan {
+    pub bounds: ColumnBounds,
+    /// h_k(r): bits of this axis's cell index.
+    pub bits: u32,
+}
+
+impl AxisPlan {
+    pub fn for_geometry(geometry: &CellGeometry, bounds: &[ColumnBounds]) -> Vec<AxisPlan> {
+        bounds.iter().enumerate().map(|(axis, bounds)| AxisPlan { bounds: bounds.clone(), bits: geometry.axis_bits(axis) }).collect()
+    }
+}
+
+/// Quantises one column into `indices`, OR-ing [`ROW_CLAMPED`] / [`ROW_INVALID`] into `flags`.
+/// Returns how many values were clamped.
+pub fn quantize_values(values: &NumericValues, nulls: Option<&NullBuffer>, axis: &AxisPlan, indices: &mut [u32], flags: &mut [u8]) -> u64 {
+    macro_rules! each {
+        ($values:expr) => {
+            quantize_slice($values, axis, indices, flags)
+        };
+    }
+    let clamped = match values {
+        NumericValues::F32(values) => each!(values),
+        NumericValues::F64(values) => each!(values),
+        NumericValues::I8(values) => each!(values),
+        NumericValues::I16(values) => each!(values),
+        NumericValues::I32(values) => each!(values),
+        NumericValues::I64(values) => each!(values),
+        NumericValues::U8(values) => each!(values),
+        NumericValues::U16(values) => each!(values),
+        NumericValues::U32(values) => each!(values),
+        NumericValues::U64(values) => each!(values),
+    };
+    if let Some(nulls) = nulls {
+        for row in nulls.iter().enumerate().filter_map(|(row, valid)| (!valid).then_some(row)) {
+            flags[row] |= ROW_INVALID;
+        }
+    }
+    clamped
+}
+
+/// A native column value as f64 (integers beyond 2^53 round to the nearest f64).
+pub trait AsF64: Copy {
+    fn as_f64(self) -> f64;
+}
+
+macro_rules! as_f64 {
+    ($($t:ty),*) => { $(impl AsF64 for $t { #[inline(always)] fn as_f64(self) -> f64 { self as f64 } })* };
+}
+as_f64!(f32, f64, i8, i16, i32, i64, u8, u16, u32, u64);
+
+fn quantize_slice<T: AsF64>(values: &[T], axis: &AxisPlan, indices: &mut [u32], flags: &mut [u8]) -> u64 {
+    let (lo, hi) = (axis.bounds.lo, axis.bounds.hi);
+    let mut clamped = 0u64;
+    for ((&value, index), flag) in values.iter().zip(indices.iter_mut()).zip(flags.iter_mut()) {
+        let value = value.as_f64();
+        let outside = value < lo || value > hi;
+        clamped += outside as u64;
+        *flag |= (outside as u8) * ROW_CLAMPED | (!value.is_finite() as u8) * ROW_INVALID;
+        *index = quantize_unit(axis.bounds.normalise(value), axis.bits);
+    }
+    clamped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantisation_flags_clamped_and_invalid_values() {
+        let axis = AxisPlan { bounds: ColumnBounds::new("x", -1.0, 1.0).unwrap(), bits: 3 };
+        let values = [-1.0, -2.0, 0.0, 0.999, 1.0, 7.0, f64::NAN, f64::INFINITY];
+        let mut indices = [0u32; 8];
+        let mut flags = [0u8; 8];
+        let clamped = quantize_values(&NumericValues::F64(&values), None, &axis, &mut indices, &mut flags);
+        assert_eq!(indices[..6], [0, 0, 4, 7, 7, 7]);
+        assert_eq!(clamped, 3, "-2, 7 and +inf are outside [-1, 1]");
+        assert_eq!(flags[..6], [0, ROW_CLAMPED, 0, 0, 0, ROW_CLAMPED]);
+        assert_eq!(flags[6], ROW_INVALID);
+        assert_eq!(flags[7], ROW_INVALID | ROW_CLAMPED);
+    }
+}

@@ -1,0 +1,173 @@
+//! Top-down consistency (dissertation Algorithm 3): turn non-negative noisy counts into counts whose
+//! children sum to their parent, level by level, each pair adjusted towards a point comparable with it.
+//!
+//! Given a parent count m and clipped noisy children (a, b), both rules pick integers (x, y) ≥ 0 with
+//! x + y = m and (x − a)(y − b) ≥ 0, which is all the accuracy proof (Lemma 3.16) needs. Where a rule
+//! must round a half, a coin keyed by (seed, level, cell) decides, so neither child is favoured and the
+//! result does not depend on the thread count. This is post-processing: it never reads the data.
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::tree::CountTree;
+
+/// Parent cells handled per rayon task.
+const CELLS_PER_TASK: usize = 1 << 12;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConsistencyRule {
+    /// Share the deficit or surplus equally: the closest point of the line x + y = m (Euclidean).
+    Uniform,
+    /// Scale the children to sum to m: the point of the line closest to the ray through (a, b).
+    Proportional,
+}
+
+/// The rule used when none is asked for. Chosen by measured W1 (see README, "Consistency rule").
+pub const DEFAULT_CONSISTENCY: ConsistencyRule = ConsistencyRule::Uniform;
+
+/// Makes `tree` consistent from the root down. The root count is kept as it is.
+pub fn enforce_consistency(tree: &mut CountTree, rule: ConsistencyRule, coin_seed: u64) {
+    for parent_level in 0..tree.depth() {
+        let (parents, children) = tree.parent_and_children_mut(parent_level);
+        parents
+            .par_chunks(CELLS_PER_TASK)
+            .zip(children.par_chunks_mut(2 * CELLS_PER_TASK))
+            .enumerate()
+            .for_each(|(task, (parents, children))| {
+                let first_cell = (task * CELLS_PER_TASK) as u64;
+                for (offset, (&parent, pair)) in parents.iter().zip(children.chunks_exact_mut(2)).enumerate() {
+                    let coin = || coin_flip(coin_seed, parent_level, first_cell + offset as u64);
+                    let (left, right) = split(rule, parent, pair[0], pair[1], coin);
+                    pair[0] = left;
+                    pair[1] = right;
+                }
+            });
+    }
+}
+
+/// One step of Algorithm 3: children (a, b) ≥ 0 of a parent with count m ≥ 0 become (x, y).
+fn split(rule: ConsistencyRule, m: i64, a: i64, b: i64, coin: impl FnOnce() -> bool) -> (i64, i64) {
+    debug_assert!(m >= 0 && a >= 0 && b >= 0);
+    let x = match rule {
+        ConsistencyRule::Uniform => {
+            // x* = a + (m − a − b)/2, rounded half at random, then pushed back onto [0, m].
+            let twice = a + m - b;
+            let x = twice.div_euclid(2) + i64::from(twice.rem_euclid(2) == 1 && coin());
+            x.clamp(0, m)
+        }
+        ConsistencyRule::Proportional => {
+            let total = (a + b) as i128;
+            if total == 0 {
+                m / 2 + i64::from(m % 2 == 1 && coin())
+            } else {
+                // x = m·a/(a+b), rounded to nearest, a half at random; exact in i128.
+                let scaled = m as i128 * a as i128;
+                let (floor, remainder) = (scaled / total, scaled % total);
+                let round_up = match (2 * remainder).cmp(&total) {
+                    std::cmp::Ordering::Greater => true,
+                    std::cmp::Ordering::Equal => coin(),
+                    std::cmp::Ordering::Less => false,
+                };
+                (floor + i128::from(round_up)) as i64
+            }
+        }
+    };
+    (x, m - x)
+}
+
+/// A fair coin that depends only on (seed, level, cell): SplitMix64's finaliser of the three.
+fn coin_flip(seed: u64, level: u32, cell: u64) -> bool {
+    let mut z = seed ^ (u64::from(level) << 58) ^ cell.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) & 1 == 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RULES: [ConsistencyRule; 2] = [ConsistencyRule::Uniform, ConsistencyRule::Proportional];
+
+    fn comparable(x: i64, y: i64, a: i64, b: i64) -> bool {
+        (x >= a && y >= b) || (x <= a && y <= b)
+    }
+
+    #[test]
+    fn every_split_is_non_negative_sums_to_the_parent_and_is_comparable() {
+        for rule in RULES {
+            for m in 0..25 {
+                for a in 0..25 {
+                    for b in 0..25 {
+                        for coin in [false, true] {
+                            let (x, y) = split(rule, m, a, b, || coin);
+                            assert!(x >= 0 && y >= 0, "{rule:?} m={m} a={a} b={b}");
+                            assert_eq!(x + y, m);
+                            assert!(comparable(x, y, a, b), "{rule:?} m={m} a={a} b={b} -> ({x},{y})");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn uniform_is_the_closest_point_and_proportional_keeps_the_ratio() {
+        // Brute force over the discrete segment x + y = m.
+        for m in 0..20i64 {
+            for a in 0..20i64 {
+                for b in 0..20i64 {
+                    let (x, _) = split(ConsistencyRule::Uniform, m, a, b, || false);
+                    let distance = |x: i64| (x - a).pow(2) + (m - x - b).pow(2);
+                    let best = (0..=m).map(distance).min().unwrap();
+                    assert_eq!(distance(x), best, "uniform m={m} a={a} b={b}");
+                    if a + b > 0 {
+                        let (x, _) = split(ConsistencyRule::Proportional, m, a, b, || false);
+                        let ideal = m as f64 * a as f64 / (a + b) as f64;
+                        assert!((x as f64 - ideal).abs() <= 0.5 + 1e-9, "proportional m={m} a={a} b={b}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn consistent_tree_sums_down_from_the_root() {
+        let depth = 13;
+        let leaves: Vec<u64> = (0..1u64 << depth).map(|i| (i * 7919) % 13).collect();
+        for rule in RULES {
+            let mut tree = CountTree::from_leaves(leaves.clone(), depth);
+            // Scramble the counts as noise would, keeping them non-negative.
+            for level in 1..=depth {
+                for (cell, count) in tree.level_mut(level).iter_mut().enumerate() {
+                    *count = (*count + (cell as i64 % 9) - 4).max(0);
+                }
+            }
+            let noisy = tree.clone();
+            enforce_consistency(&mut tree, rule, 11);
+            assert_eq!(tree.root(), noisy.root());
+            for level in 0..depth {
+                for (theta, &parent) in tree.level(level).iter().enumerate() {
+                    let (x, y) = (tree.level(level + 1)[2 * theta], tree.level(level + 1)[2 * theta + 1]);
+                    assert!(x >= 0 && y >= 0);
+                    assert_eq!(x + y, parent);
+                    let (a, b) = (noisy.level(level + 1)[2 * theta], noisy.level(level + 1)[2 * theta + 1]);
+                    assert!(comparable(x, y, a, b));
+                }
+            }
+            assert_eq!(tree.leaves().iter().sum::<i64>(), tree.root());
+        }
+    }
+
+    #[test]
+    fn halves_are_shared_fairly() {
+        // A deficit of one unit at 4096 parents: a rule that always favoured one side would give it all.
+        let mut left = 0;
+        for cell in 0..4096u64 {
+            let (x, _) = split(ConsistencyRule::Uniform, 1, 0, 0, || coin_flip(3, 5, cell));
+            left += x;
+        }
+        assert!((1800..2300).contains(&left), "left child got {left} of 4096 units");
+    }
+}

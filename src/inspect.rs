@@ -1,0 +1,40 @@
+//! `inspect`: what a Parquet file holds (schema, row count, row groups), read from its footer alone.
+//! Nothing about the values is computed; column statistics are deliberately not shown.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use crate::error::Result;
+use crate::source::{is_numeric, ParquetSource};
+
+pub fn describe(path: &Path) -> Result<String> {
+    let source = ParquetSource::open(path)?;
+    let metadata = source.parquet_metadata();
+    let mut text = String::new();
+    let _ = writeln!(text, "file: {}", path.display());
+    let _ = writeln!(text, "rows: {}", source.row_count());
+    let _ = writeln!(text, "row groups: {}", source.row_group_count());
+    let _ = writeln!(text, "columns:");
+    for (index, field) in source.schema().fields().iter().enumerate() {
+        let compression = metadata
+            .row_groups()
+            .first()
+            .and_then(|group| group.columns().get(index))
+            .map(|column| format!("{:?}", column.compression()))
+            .unwrap_or_else(|| "-".to_string());
+        let _ = writeln!(
+            text,
+            "  {:<24} {:<28} {:<9} {:<11} {}",
+            field.name(),
+            field.data_type().to_string(),
+            if field.is_nullable() { "nullable" } else { "required" },
+            compression,
+            if is_numeric(field.data_type()) { "usable" } else { "not numeric" },
+        );
+    }
+    let _ = writeln!(text, "row groups (rows, compressed bytes):");
+    for (index, group) in metadata.row_groups().iter().enumerate() {
+        let _ = writeln!(text, "  {index:>5}: {:>12} rows {:>14} bytes", group.num_rows(), group.compressed_size());
+    }
+    Ok(text)
+}

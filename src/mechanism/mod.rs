@@ -1,0 +1,3 @@
+//! Mechanisms: from a private leaf histogram to released, consistent leaf counts.
+
+pub mod pmm;

@@ -1,0 +1,206 @@
+//! The settings of a `synth` run, with documented defaults, and their config-file twin (TOML).
+//!
+//! Every command-line option has a key of the same name in the config file (`--root-share` is
+//! `root-share`); bounds go in a `[bounds]` table, `column = [lo, hi]`. The command line wins over the file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::binner::NullPolicy;
+use crate::bounds::ColumnBounds;
+use crate::consistency::{ConsistencyRule, DEFAULT_CONSISTENCY};
+use crate::error::{Error, Result};
+use crate::privacy::{check_epsilon, Neighbours, DEFAULT_ROOT_SHARE};
+use crate::sampler::Placement;
+
+/// The name the command line uses for an option's value (for messages and reports).
+pub fn value_name<T: clap::ValueEnum>(value: &T) -> String {
+    value.to_possible_value().map_or_else(String::new, |possible| possible.get_name().to_string())
+}
+
+/// The mechanisms `--mechanism` names. Only PMM is built so far; the others are refused clearly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mechanism {
+    Pmm,
+    Psmm,
+    Lowdim,
+}
+
+/// Where binning runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeviceChoice {
+    /// A real GPU when there is one, else the CPU (a software adapter is never chosen automatically).
+    Auto,
+    Cpu,
+    /// A GPU adapter (a software one such as lavapipe included); fails when there is none.
+    Gpu,
+}
+
+/// Everything a `synth` run needs besides its input and output paths.
+#[derive(Clone, Debug)]
+pub struct SynthOptions {
+    pub epsilon: f64,
+    /// Public bounds, one per column used; the columns are those named here.
+    pub bounds: Vec<ColumnBounds>,
+    pub mechanism: Mechanism,
+    pub neighbours: Neighbours,
+    /// Leaf depth r; `None` chooses it (from the public n, or from a released n̂).
+    pub depth: Option<u32>,
+    /// Share of ε spent on n̂ when the depth is chosen under add-remove.
+    pub root_share: f64,
+    /// Output rows; `None` gives the released (consistent) root count.
+    pub rows: Option<u64>,
+    /// Makes the run reproducible and therefore unfit for release.
+    pub seed: Option<u64>,
+    pub nulls: NullPolicy,
+    pub consistency: ConsistencyRule,
+    pub placement: Placement,
+    pub device: DeviceChoice,
+    /// Worker threads; `None` uses every core.
+    pub threads: Option<usize>,
+    /// Bytes the cell arrays may use; `None` is half the machine's memory.
+    pub memory_limit: Option<u64>,
+}
+
+impl SynthOptions {
+    /// Options with every default, for ε and the public bounds.
+    pub fn new(epsilon: f64, bounds: Vec<ColumnBounds>) -> Self {
+        SynthOptions {
+            epsilon,
+            bounds,
+            mechanism: Mechanism::Pmm,
+            neighbours: Neighbours::DEFAULT,
+            depth: None,
+            root_share: DEFAULT_ROOT_SHARE,
+            rows: None,
+            seed: None,
+            nulls: NullPolicy::DEFAULT,
+            consistency: DEFAULT_CONSISTENCY,
+            placement: Placement::DEFAULT,
+            device: DeviceChoice::Auto,
+            threads: None,
+            memory_limit: None,
+        }
+    }
+
+    /// The checks that need no data.
+    pub fn validate(&self) -> Result<()> {
+        check_epsilon(self.epsilon)?;
+        if self.bounds.is_empty() {
+            return Err(Error::bad_input("no columns: give --columns with --bounds for each (or a config file with [bounds])"));
+        }
+        if !(self.root_share > 0.0 && self.root_share < 1.0) {
+            return Err(Error::bad_input(format!("--root-share must be strictly between 0 and 1, got {}", self.root_share)));
+        }
+        if self.threads == Some(0) {
+            return Err(Error::bad_input("--threads must be at least 1"));
+        }
+        if self.neighbours == Neighbours::Replace && self.nulls == NullPolicy::Drop {
+            return Err(Error::bad_input(
+                "--nulls drop cannot be used with --neighbours replace: dropping rows makes n depend on the data, \
+                 while replace treats n as public; use --neighbours add-remove, or clean the file first",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The config-file twin of the command line. Every key is optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ConfigFile {
+    pub output: Option<PathBuf>,
+    pub epsilon: Option<f64>,
+    pub columns: Option<Vec<String>>,
+    pub bounds: Option<BTreeMap<String, [f64; 2]>>,
+    pub mechanism: Option<Mechanism>,
+    pub neighbours: Option<Neighbours>,
+    pub depth: Option<u32>,
+    pub root_share: Option<f64>,
+    pub rows: Option<u64>,
+    pub seed: Option<u64>,
+    pub nulls: Option<NullPolicy>,
+    pub consistency: Option<ConsistencyRule>,
+    pub placement: Option<Placement>,
+    pub device: Option<DeviceChoice>,
+    pub threads: Option<usize>,
+    pub memory_limit: Option<u64>,
+    pub report: Option<PathBuf>,
+    pub diagnostics: Option<PathBuf>,
+    pub quiet: Option<bool>,
+}
+
+impl ConfigFile {
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|error| Error::in_file(path, format!("cannot read the config file: {error}")))?;
+        toml::from_str(&text).map_err(|error| Error::in_file(path, format!("invalid config file: {error}")))
+    }
+
+    /// The bounds table as a list, each validated.
+    pub fn bounds_list(&self, path: &Path) -> Result<Vec<ColumnBounds>> {
+        let Some(table) = &self.bounds else { return Ok(Vec::new()) };
+        table
+            .iter()
+            .map(|(column, [lo, hi])| ColumnBounds::new(column.clone(), *lo, *hi).map_err(|error| Error::in_file(path, error)))
+            .collect()
+    }
+}
+
+/// Chooses the bounds of the columns used: the `--columns` list (or every column with bounds when it
+/// is absent), each of which must have public bounds.
+pub fn bounds_for_columns(columns: Option<&[String]>, bounds: &[ColumnBounds]) -> Result<Vec<ColumnBounds>> {
+    let Some(columns) = columns else { return Ok(bounds.to_vec()) };
+    columns
+        .iter()
+        .map(|column| {
+            bounds.iter().find(|bounds| &bounds.column == column).cloned().ok_or_else(|| {
+                Error::bad_input(format!(
+                    "column '{column}' has no public bounds: give --bounds {column}=LO:HI (bounds are never taken from the data)"
+                ))
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_file_keys_mirror_the_options() {
+        let config: ConfigFile = toml::from_str(
+            r#"
+            epsilon = 0.5
+            columns = ["a"]
+            neighbours = "replace"
+            root-share = 0.1
+            consistency = "proportional"
+            placement = "centre"
+            nulls = "drop"
+            device = "cpu"
+            [bounds]
+            a = [0, 10]
+            b = [-1.5, 2]
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.neighbours, Some(Neighbours::Replace));
+        assert_eq!(config.consistency, Some(ConsistencyRule::Proportional));
+        let bounds = config.bounds_list(Path::new("run.toml")).unwrap();
+        assert_eq!(bounds.len(), 2);
+        let chosen = bounds_for_columns(config.columns.as_deref(), &bounds).unwrap();
+        assert_eq!(chosen, vec![ColumnBounds::new("a", 0.0, 10.0).unwrap()]);
+        assert!(toml::from_str::<ConfigFile>("epsilonn = 1").is_err(), "unknown keys are errors");
+    }
+
+    #[test]
+    fn a_column_without_bounds_is_an_error() {
+        let bounds = vec![ColumnBounds::new("a", 0.0, 1.0).unwrap()];
+        let error = bounds_for_columns(Some(&["a".into(), "b".into()]), &bounds).unwrap_err();
+        assert!(error.to_string().contains("'b' has no public bounds"));
+    }
+}

@@ -1,0 +1,159 @@
+//! The two outputs besides the table, kept apart (SPEC §1, §6):
+//! - [`RunReport`]: publishable. Only public inputs and values computed from the release.
+//! - [`Diagnostics`]: for the data owner only. True counts, clamped/dropped rows, timings, memory.
+
+use serde::Serialize;
+
+use crate::binner::ScanStats;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    pub tool: ToolInfo,
+    pub mechanism: &'static str,
+    pub guarantee: Guarantee,
+    pub input: InputInfo,
+    pub parameters: Parameters,
+    pub release: ReleaseInfo,
+    pub accuracy: AccuracyBound,
+    pub device: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ToolInfo {
+    pub name: &'static str,
+    pub version: &'static str,
+    pub arrow_parquet: &'static str,
+}
+
+impl ToolInfo {
+    pub fn current() -> Self {
+        ToolInfo { name: "dpsynth", version: env!("CARGO_PKG_VERSION"), arrow_parquet: "60" }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Guarantee {
+    /// Pure ε-differential privacy.
+    pub epsilon: f64,
+    pub delta: f64,
+    /// ε actually spent with the rounded noise scales (never above `epsilon`).
+    pub epsilon_spent: f64,
+    pub neighbours: String,
+    /// What the guarantee treats as public.
+    pub public_inputs: Vec<String>,
+    /// False for a run with `--seed`: its noise is reproducible by anyone who knows the seed.
+    pub fit_for_release: bool,
+    pub noise: &'static str,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct InputInfo {
+    pub file: String,
+    pub columns: Vec<ColumnInfo>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ColumnInfo {
+    pub name: String,
+    pub data_type: String,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Parameters {
+    pub depth: u32,
+    pub depth_rule: String,
+    pub consistency: String,
+    pub placement: String,
+    pub levels: Vec<LevelInfo>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LevelInfo {
+    pub level: u32,
+    /// σ_j as released to the sampler (num/den exactly); null where the count is public.
+    pub sigma: Option<f64>,
+    pub sigma_num: Option<u64>,
+    pub sigma_den: Option<u64>,
+    pub epsilon: f64,
+    pub cell_diameter: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ReleaseInfo {
+    /// n̂ under add-remove (released), the public n under replace.
+    pub root_count: u64,
+    pub root_count_is: &'static str,
+    pub synthetic_rows: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct AccuracyBound {
+    /// Theorem 3.9 of the dissertation for this run's schedule, with `n` below.
+    pub expected_w1_bound: f64,
+    pub units: &'static str,
+    pub n: u64,
+    pub formula: &'static str,
+}
+
+/// Owner-only facts about the run. Not differentially private; never publish.
+#[derive(Clone, Debug, Serialize)]
+pub struct Diagnostics {
+    pub warning: &'static str,
+    pub true_rows: u64,
+    pub rows_read: u64,
+    pub rows_dropped: u64,
+    pub rows_clamped: u64,
+    pub clamped_values: Vec<ClampedColumn>,
+    pub timings_seconds: Vec<(String, f64)>,
+    pub threads: usize,
+    pub binning: String,
+    pub peak_memory_bytes: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ClampedColumn {
+    pub column: String,
+    pub clamped: u64,
+}
+
+pub const DIAGNOSTICS_WARNING: &str =
+    "NOT PRIVATE: true counts and timings about the sensitive data, for the data owner only. Never publish this file.";
+
+impl Diagnostics {
+    pub fn new(stats: &ScanStats, columns: &[String], threads: usize, binning: String) -> Self {
+        Diagnostics {
+            warning: DIAGNOSTICS_WARNING,
+            true_rows: stats.rows_binned,
+            rows_read: stats.rows_read,
+            rows_dropped: stats.rows_dropped,
+            rows_clamped: stats.rows_clamped,
+            clamped_values: columns
+                .iter()
+                .zip(&stats.clamped_values)
+                .map(|(column, &clamped)| ClampedColumn { column: column.clone(), clamped })
+                .collect(),
+            timings_seconds: Vec::new(),
+            threads,
+            binning,
+            peak_memory_bytes: None,
+        }
+    }
+}
+
+/// The process's peak resident memory (Linux `VmHWM`), if the platform says.
+pub fn peak_memory_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Total physical memory (Linux `MemTotal`), if the platform says.
+pub fn physical_memory_bytes() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|line| line.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}

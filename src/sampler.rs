@@ -1,0 +1,226 @@
+//! Synthetic points from released leaf counts (SPEC §2, §4): m_θ points in each leaf cell, uniform in
+//! the cell (default) or at its centre. Pure post-processing: it sees only released counts.
+//!
+//! Rows are generated in blocks of [`SAMPLE_BLOCK_ROWS`]; block b draws from its own xoshiro256++
+//! stream seeded by (seed, b), so any batch of blocks can be generated in parallel and the output does
+//! not depend on the thread count.
+
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::partition::CellGeometry;
+
+/// Rows drawn from one random stream.
+pub const SAMPLE_BLOCK_ROWS: usize = 1 << 12;
+
+/// Where the points of a leaf go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    /// Independent uniform points in the cell.
+    Uniform,
+    /// Every point at the cell's centre.
+    Centre,
+}
+
+impl Placement {
+    pub const DEFAULT: Placement = Placement::Uniform;
+}
+
+/// Draws the synthetic rows of a released set of leaf counts, in leaf (Morton) order.
+pub struct LeafSampler {
+    geometry: CellGeometry,
+    /// offsets[θ] = Σ_{θ' < θ} m_θ', with the total at the end.
+    offsets: Vec<u64>,
+    placement: Placement,
+    seed: u64,
+}
+
+impl LeafSampler {
+    pub fn new(geometry: CellGeometry, leaf_counts: &[u64], placement: Placement, seed: u64) -> Self {
+        assert_eq!(leaf_counts.len(), geometry.leaf_count());
+        let mut offsets = Vec::with_capacity(leaf_counts.len() + 1);
+        let mut total = 0u64;
+        offsets.push(0);
+        for &count in leaf_counts {
+            total += count;
+            offsets.push(total);
+        }
+        LeafSampler { geometry, offsets, placement, seed }
+    }
+
+    pub fn total_rows(&self) -> u64 {
+        *self.offsets.last().expect("offsets start with 0")
+    }
+
+    /// Fills `columns[k]` with the normalised coordinate k of rows `start..start + rows`.
+    /// `start` must be a multiple of [`SAMPLE_BLOCK_ROWS`] (batches are whole blocks but the last).
+    pub fn sample_rows(&self, start: u64, rows: usize, columns: &mut [Vec<f64>]) {
+        assert_eq!(start % SAMPLE_BLOCK_ROWS as u64, 0, "batches must start on a block boundary");
+        assert!(start + rows as u64 <= self.total_rows());
+        let dims = self.geometry.dims();
+        let mut interleaved = vec![0.0f64; rows * dims];
+        interleaved.par_chunks_mut(SAMPLE_BLOCK_ROWS * dims).enumerate().for_each(|(offset, block)| {
+            let first_row = start + (offset * SAMPLE_BLOCK_ROWS) as u64;
+            self.sample_block(first_row, block);
+        });
+        for (axis, column) in columns.iter_mut().enumerate() {
+            column.clear();
+            column.extend(interleaved.iter().skip(axis).step_by(dims));
+        }
+    }
+
+    /// Rows first_row.. into a row-major block.
+    fn sample_block(&self, first_row: u64, block: &mut [f64]) {
+        let dims = self.geometry.dims();
+        let block_index = first_row / SAMPLE_BLOCK_ROWS as u64;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix(self.seed, block_index));
+        let mut leaf = self.offsets.partition_point(|&offset| offset <= first_row) - 1;
+        let mut corner = vec![0.0f64; dims];
+        let mut width = vec![0.0f64; dims];
+        let mut indices = vec![0u32; dims];
+        let mut corner_leaf = usize::MAX;
+        for (row, point) in (first_row..).zip(block.chunks_exact_mut(dims)) {
+            while self.offsets[leaf + 1] <= row {
+                leaf += 1;
+            }
+            if corner_leaf != leaf {
+                self.geometry.axis_indices(leaf as u32, &mut indices);
+                for axis in 0..dims {
+                    width[axis] = (-(self.geometry.axis_bits(axis) as f64)).exp2();
+                    corner[axis] = indices[axis] as f64 * width[axis];
+                }
+                corner_leaf = leaf;
+            }
+            for axis in 0..dims {
+                let within = match self.placement {
+                    Placement::Uniform => unit_interval(&mut rng),
+                    Placement::Centre => 0.5,
+                };
+                point[axis] = corner[axis] + within * width[axis];
+            }
+        }
+    }
+}
+
+/// A uniform draw from [0, 1) with 53 random bits.
+fn unit_interval(rng: &mut impl Rng) -> f64 {
+    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+/// SplitMix64's finaliser of (seed, stream): well-spread seeds for neighbouring stream numbers.
+fn mix(seed: u64, stream: u64) -> u64 {
+    let mut z = seed ^ stream.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// `--rows N`: spreads N rows over the leaves in proportion to the released counts, by largest
+/// remainder (exact rounding: every leaf gets ⌊N·m_θ/m⌋ or one more). An empty release spreads the
+/// rows evenly over all leaves, the data-independent choice.
+pub fn allocate_rows(leaf_counts: &[u64], rows: u64) -> Vec<u64> {
+    let total: u128 = leaf_counts.iter().map(|&count| u128::from(count)).sum();
+    let uniform;
+    let (weights, total) = if total == 0 {
+        uniform = vec![1u64; leaf_counts.len()];
+        (&uniform[..], leaf_counts.len() as u128)
+    } else {
+        (leaf_counts, total)
+    };
+    let mut allocation = Vec::with_capacity(weights.len());
+    let mut remainders = Vec::new();
+    let mut given = 0u128;
+    for (leaf, &weight) in weights.iter().enumerate() {
+        let share = u128::from(rows) * u128::from(weight);
+        allocation.push((share / total) as u64);
+        given += share / total;
+        if share % total != 0 {
+            remainders.push((share % total, leaf));
+        }
+    }
+    let missing = (u128::from(rows) - given) as usize;
+    // Largest remainders first; ties go to the lower cell code so the result is deterministic.
+    if missing > 0 {
+        remainders.select_nth_unstable_by(missing - 1, |a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        for &(_, leaf) in &remainders[..missing] {
+            allocation[leaf] += 1;
+        }
+    }
+    allocation
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_point_lands_in_its_leaf_cell() {
+        for dims in 1..=3 {
+            let geometry = CellGeometry::new(dims, 7);
+            let counts: Vec<u64> = (0..128u64).map(|leaf| (leaf * 37) % 5).collect();
+            for placement in [Placement::Uniform, Placement::Centre] {
+                let sampler = LeafSampler::new(geometry, &counts, placement, 9);
+                let total = sampler.total_rows() as usize;
+                let mut columns = vec![Vec::new(); dims];
+                sampler.sample_rows(0, total, &mut columns);
+                let mut seen = vec![0u64; 128];
+                for row in 0..total {
+                    let indices: Vec<u32> = (0..dims)
+                        .map(|axis| crate::partition::quantize_unit(columns[axis][row], geometry.axis_bits(axis)))
+                        .collect();
+                    seen[geometry.leaf_code(&indices) as usize] += 1;
+                }
+                assert_eq!(seen, counts, "{placement:?} d={dims}");
+            }
+        }
+    }
+
+    #[test]
+    fn batches_and_threads_do_not_change_the_points() {
+        let geometry = CellGeometry::new(2, 10);
+        let counts: Vec<u64> = (0..1024u64).map(|leaf| leaf % 23).collect();
+        let sampler = LeafSampler::new(geometry, &counts, Placement::Uniform, 4);
+        let total = sampler.total_rows() as usize;
+        let whole = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let mut columns = vec![Vec::new(); 2];
+            pool.install(|| sampler.sample_rows(0, total, &mut columns));
+            columns
+        };
+        let reference = whole(1);
+        assert_eq!(reference, whole(3));
+        let mut pieces = vec![Vec::new(); 2];
+        let mut start = 0;
+        while start < total {
+            let rows = (2 * SAMPLE_BLOCK_ROWS).min(total - start);
+            let mut columns = vec![Vec::new(); 2];
+            sampler.sample_rows(start as u64, rows, &mut columns);
+            for axis in 0..2 {
+                pieces[axis].extend_from_slice(&columns[axis]);
+            }
+            start += rows;
+        }
+        assert_eq!(reference, pieces);
+    }
+
+    #[test]
+    fn allocation_is_exact_largest_remainder() {
+        let counts = [3u64, 0, 1, 6];
+        let allocation = allocate_rows(&counts, 7);
+        assert_eq!(allocation.iter().sum::<u64>(), 7);
+        // Shares 2.1, 0, 0.7, 4.2: floors 2, 0, 0, 4 and the one missing row to the 0.7 remainder.
+        assert_eq!(allocation, vec![2, 0, 1, 4]);
+        for rows in [0u64, 1, 10, 1000, 12345] {
+            let allocation = allocate_rows(&counts, rows);
+            assert_eq!(allocation.iter().sum::<u64>(), rows);
+            for (leaf, &given) in allocation.iter().enumerate() {
+                let share = rows as f64 * counts[leaf] as f64 / 10.0;
+                assert!((given as f64 - share).abs() < 1.0);
+            }
+        }
+        assert_eq!(allocate_rows(&[0, 0, 0, 0], 6), vec![2, 2, 1, 1]);
+    }
+}

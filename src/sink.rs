@@ -1,0 +1,113 @@
+//! Writing the synthetic table: Parquet with the input's column names, order and types, written to a
+//! temporary file beside the target and renamed into place only when complete (SPEC §6), so a failed
+//! run leaves nothing behind.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::datatypes::{Field, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
+
+use crate::bounds::ColumnBounds;
+use crate::error::{Error, Result};
+use crate::source::column::build_array;
+use crate::source::NumericColumn;
+
+/// Synthetic floats are incompressible noise in their low bits; Snappy costs little and still
+/// shrinks integer columns.
+pub const OUTPUT_COMPRESSION: Compression = Compression::SNAPPY;
+
+/// Rows per output row group.
+pub const OUTPUT_ROW_GROUP_ROWS: usize = 1 << 20;
+
+pub struct ParquetSink {
+    target: PathBuf,
+    temporary: PathBuf,
+    writer: Option<ArrowWriter<File>>,
+    schema: SchemaRef,
+    columns: Vec<NumericColumn>,
+    bounds: Vec<ColumnBounds>,
+    values: Vec<f64>,
+}
+
+impl ParquetSink {
+    /// Opens a temporary file beside `target`. `columns` and `bounds` are in output order.
+    pub fn create(target: &Path, columns: &[NumericColumn], bounds: &[ColumnBounds]) -> Result<Self> {
+        let file_name = target.file_name().ok_or_else(|| Error::in_file(target, "the output needs a file name"))?;
+        let temporary = target.with_file_name(format!(".{}.{}.tmp", file_name.to_string_lossy(), std::process::id()));
+        let file = File::create(&temporary)
+            .map_err(|error| Error::in_file(target, format!("cannot create the output: {error}")))?;
+        let schema: SchemaRef = Arc::new(Schema::new(
+            columns.iter().map(|column| Field::new(column.name.clone(), column.data_type.clone(), false)).collect::<Vec<_>>(),
+        ));
+        let properties = WriterProperties::builder()
+            .set_compression(OUTPUT_COMPRESSION)
+            .set_dictionary_enabled(false)
+            .set_max_row_group_row_count(Some(OUTPUT_ROW_GROUP_ROWS))
+            .build();
+        let writer = ArrowWriter::try_new(file, schema.clone(), Some(properties));
+        let mut sink = ParquetSink {
+            target: target.to_path_buf(),
+            temporary,
+            writer: None,
+            schema,
+            columns: columns.to_vec(),
+            bounds: bounds.to_vec(),
+            values: Vec::new(),
+        };
+        sink.writer = Some(writer.map_err(|error| Error::in_file(target, format!("cannot start the Parquet writer: {error}")))?);
+        Ok(sink)
+    }
+
+    /// Appends rows given per column in normalised units [0,1]; they are mapped back to each column's
+    /// bounds and type (integers rounded).
+    pub fn write_normalised(&mut self, unit_columns: &[Vec<f64>]) -> Result<()> {
+        let mut arrays = Vec::with_capacity(unit_columns.len());
+        for ((units, column), bounds) in unit_columns.iter().zip(&self.columns).zip(&self.bounds) {
+            self.values.clear();
+            self.values.extend(units.iter().map(|&unit| bounds.denormalise(unit)));
+            arrays.push(build_array(&column.data_type, &self.values));
+        }
+        let batch = RecordBatch::try_new(self.schema.clone(), arrays)
+            .map_err(|error| Error::internal(format!("building an output batch: {error}")))?;
+        let target = &self.target;
+        self.writer
+            .as_mut()
+            .expect("the writer lives until commit")
+            .write(&batch)
+            .map_err(|error| Error::in_file(target, format!("cannot write the output: {error}")))
+    }
+
+    /// Finishes the file and moves it into place.
+    pub fn commit(mut self) -> Result<()> {
+        let writer = self.writer.take().expect("the writer lives until commit");
+        writer.close().map_err(|error| Error::in_file(&self.target, format!("cannot finish the output: {error}")))?;
+        std::fs::rename(&self.temporary, &self.target)
+            .map_err(|error| Error::in_file(&self.target, format!("cannot move the finished output into place: {error}")))
+    }
+}
+
+impl Drop for ParquetSink {
+    /// An uncommitted sink removes its temporary file: nothing half-written survives a failed run.
+    fn drop(&mut self) {
+        if self.writer.is_some() {
+            self.writer = None;
+            let _ = std::fs::remove_file(&self.temporary);
+        }
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename (for reports).
+pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let file_name = path.file_name().ok_or_else(|| Error::in_file(path, "needs a file name"))?;
+    let temporary = path.with_file_name(format!(".{}.{}.tmp", file_name.to_string_lossy(), std::process::id()));
+    std::fs::write(&temporary, bytes).map_err(|error| Error::in_file(path, format!("cannot write: {error}")))?;
+    std::fs::rename(&temporary, path).map_err(|error| {
+        let _ = std::fs::remove_file(&temporary);
+        Error::in_file(path, format!("cannot move into place: {error}"))
+    })
+}

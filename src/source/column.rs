@@ -1,0 +1,143 @@
+//! The numeric column types dpsynth reads and writes, and typed access to their values.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, PrimitiveArray};
+use arrow::datatypes::*;
+
+/// How a column's values come back in the output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColumnKind {
+    /// float32/float64: written as floats.
+    Float,
+    /// Signed or unsigned integers, dates and timestamps: rounded to the nearest integer.
+    Integer,
+}
+
+impl ColumnKind {
+    pub fn of(data_type: &DataType) -> Option<Self> {
+        use DataType::*;
+        match data_type {
+            Float32 | Float64 => Some(ColumnKind::Float),
+            Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 | UInt64 | Date32 | Date64 | Timestamp(_, _) => {
+                Some(ColumnKind::Integer)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A column of the input that the run reads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NumericColumn {
+    pub name: String,
+    /// Position in the file's schema (and so in the output).
+    pub schema_index: usize,
+    pub kind: ColumnKind,
+    pub data_type: DataType,
+}
+
+/// The values of one decoded column, in their native type (nulls are described by the array's bitmap).
+pub enum NumericValues<'a> {
+    F32(&'a [f32]),
+    F64(&'a [f64]),
+    I8(&'a [i8]),
+    I16(&'a [i16]),
+    I32(&'a [i32]),
+    I64(&'a [i64]),
+    U8(&'a [u8]),
+    U16(&'a [u16]),
+    U32(&'a [u32]),
+    U64(&'a [u64]),
+}
+
+impl<'a> NumericValues<'a> {
+    /// The values of a decoded array of a supported type (checked when the column was resolved).
+    pub fn of(array: &'a dyn Array) -> Option<Self> {
+        use DataType::*;
+        Some(match array.data_type() {
+            Float32 => NumericValues::F32(array.as_primitive::<Float32Type>().values()),
+            Float64 => NumericValues::F64(array.as_primitive::<Float64Type>().values()),
+            Int8 => NumericValues::I8(array.as_primitive::<Int8Type>().values()),
+            Int16 => NumericValues::I16(array.as_primitive::<Int16Type>().values()),
+            Int32 => NumericValues::I32(array.as_primitive::<Int32Type>().values()),
+            Int64 => NumericValues::I64(array.as_primitive::<Int64Type>().values()),
+            UInt8 => NumericValues::U8(array.as_primitive::<UInt8Type>().values()),
+            UInt16 => NumericValues::U16(array.as_primitive::<UInt16Type>().values()),
+            UInt32 => NumericValues::U32(array.as_primitive::<UInt32Type>().values()),
+            UInt64 => NumericValues::U64(array.as_primitive::<UInt64Type>().values()),
+            Date32 => NumericValues::I32(array.as_primitive::<Date32Type>().values()),
+            Date64 => NumericValues::I64(array.as_primitive::<Date64Type>().values()),
+            Timestamp(TimeUnit::Second, _) => NumericValues::I64(array.as_primitive::<TimestampSecondType>().values()),
+            Timestamp(TimeUnit::Millisecond, _) => {
+                NumericValues::I64(array.as_primitive::<TimestampMillisecondType>().values())
+            }
+            Timestamp(TimeUnit::Microsecond, _) => {
+                NumericValues::I64(array.as_primitive::<TimestampMicrosecondType>().values())
+            }
+            Timestamp(TimeUnit::Nanosecond, _) => {
+                NumericValues::I64(array.as_primitive::<TimestampNanosecondType>().values())
+            }
+            _ => return None,
+        })
+    }
+}
+
+/// Builds an output array of `data_type` from values in the column's units. Integer types are rounded
+/// to nearest and saturate at the type's range (bounds inside the range make that a no-op).
+pub fn build_array(data_type: &DataType, values: &[f64]) -> ArrayRef {
+    fn floats<T: ArrowPrimitiveType>(values: &[f64], cast: impl Fn(f64) -> T::Native) -> PrimitiveArray<T> {
+        PrimitiveArray::<T>::from_iter_values(values.iter().map(|&value| cast(value)))
+    }
+    // `as` from f64 to an integer saturates, which is the behaviour we want after rounding.
+    use DataType::*;
+    let array: ArrayRef = match data_type {
+        Float32 => Arc::new(floats::<Float32Type>(values, |v| v as f32)),
+        Float64 => Arc::new(floats::<Float64Type>(values, |v| v)),
+        Int8 => Arc::new(floats::<Int8Type>(values, |v| v.round() as i8)),
+        Int16 => Arc::new(floats::<Int16Type>(values, |v| v.round() as i16)),
+        Int32 => Arc::new(floats::<Int32Type>(values, |v| v.round() as i32)),
+        Int64 => Arc::new(floats::<Int64Type>(values, |v| v.round() as i64)),
+        UInt8 => Arc::new(floats::<UInt8Type>(values, |v| v.round() as u8)),
+        UInt16 => Arc::new(floats::<UInt16Type>(values, |v| v.round() as u16)),
+        UInt32 => Arc::new(floats::<UInt32Type>(values, |v| v.round() as u32)),
+        UInt64 => Arc::new(floats::<UInt64Type>(values, |v| v.round() as u64)),
+        Date32 => Arc::new(floats::<Date32Type>(values, |v| v.round() as i32)),
+        Date64 => Arc::new(floats::<Date64Type>(values, |v| v.round() as i64)),
+        Timestamp(unit, zone) => {
+            let round = |v: f64| v.round() as i64;
+            match unit {
+                TimeUnit::Second => Arc::new(floats::<TimestampSecondType>(values, round).with_timezone_opt(zone.clone())),
+                TimeUnit::Millisecond => {
+                    Arc::new(floats::<TimestampMillisecondType>(values, round).with_timezone_opt(zone.clone()))
+                }
+                TimeUnit::Microsecond => {
+                    Arc::new(floats::<TimestampMicrosecondType>(values, round).with_timezone_opt(zone.clone()))
+                }
+                TimeUnit::Nanosecond => {
+                    Arc::new(floats::<TimestampNanosecondType>(values, round).with_timezone_opt(zone.clone()))
+                }
+            }
+        }
+        other => unreachable!("column type {other} was rejected when the column was resolved"),
+    };
+    array
+}
+
+/// One value of a decoded numeric array as f64 (for error messages).
+pub fn value_as_f64(array: &dyn Array, row: usize) -> f64 {
+    use crate::binner::AsF64;
+    match NumericValues::of(array) {
+        Some(NumericValues::F32(values)) => values[row].as_f64(),
+        Some(NumericValues::F64(values)) => values[row],
+        Some(NumericValues::I8(values)) => values[row].as_f64(),
+        Some(NumericValues::I16(values)) => values[row].as_f64(),
+        Some(NumericValues::I32(values)) => values[row].as_f64(),
+        Some(NumericValues::I64(values)) => values[row].as_f64(),
+        Some(NumericValues::U8(values)) => values[row].as_f64(),
+        Some(NumericValues::U16(values)) => values[row].as_f64(),
+        Some(NumericValues::U32(values)) => values[row].as_f64(),
+        Some(NumericValues::U64(values)) => values[row].as_f64(),
+        None => f64::NAN,
+    }
+}

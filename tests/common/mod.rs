@@ -1,0 +1,93 @@
+//! Helpers shared by the integration tests: Parquet fixtures, running the binary, reading outputs.
+#![allow(dead_code)] // each test file uses a different subset
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Float64Array, RecordBatch};
+use arrow::datatypes::{DataType, Field, Schema};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use parquet::file::properties::WriterProperties;
+
+/// Writes `columns` (name, array) to a Parquet file with row groups of `row_group_rows`.
+pub fn write_parquet(path: &Path, columns: Vec<(&str, ArrayRef)>, row_group_rows: usize) {
+    let schema = Arc::new(Schema::new(
+        columns
+            .iter()
+            .map(|(name, array)| Field::new(*name, array.data_type().clone(), array.null_count() > 0))
+            .collect::<Vec<_>>(),
+    ));
+    let batch = RecordBatch::try_new(schema.clone(), columns.into_iter().map(|(_, array)| array).collect()).unwrap();
+    let properties = WriterProperties::builder().set_max_row_group_row_count(Some(row_group_rows)).build();
+    let mut writer = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, Some(properties)).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+}
+
+/// A float column from values.
+pub fn floats(values: impl IntoIterator<Item = f64>) -> ArrayRef {
+    Arc::new(Float64Array::from_iter_values(values))
+}
+
+/// Runs the dpsynth binary with `args`.
+pub fn dpsynth(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dpsynth")).args(args).output().expect("the binary runs")
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Reads every column of a Parquet file: names, types, and values as f64.
+pub fn read_parquet(path: &Path) -> (Vec<(String, DataType)>, Vec<Vec<f64>>) {
+    let file = std::fs::File::open(path).unwrap();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
+    let mut fields = Vec::new();
+    let mut columns: Vec<Vec<f64>> = Vec::new();
+    for batch in reader {
+        let batch = batch.unwrap();
+        if fields.is_empty() {
+            fields = batch.schema().fields().iter().map(|field| (field.name().clone(), field.data_type().clone())).collect();
+            columns = vec![Vec::new(); fields.len()];
+        }
+        for (index, column) in batch.columns().iter().enumerate() {
+            // Temporal types only cast to numbers through their integer representation.
+            let column = if column.data_type().is_temporal() { arrow::compute::cast(column, &DataType::Int64).unwrap() } else { column.clone() };
+            let as_f64 = arrow::compute::cast(&column, &DataType::Float64).unwrap();
+            let values = as_f64.as_any().downcast_ref::<Float64Array>().unwrap();
+            columns[index].extend(values.values().iter().copied());
+        }
+    }
+    (fields, columns)
+}
+
+/// Files in a directory (to check that a failed run left nothing).
+pub fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|entry| entry.unwrap().path()).collect();
+    files.sort();
+    files
+}
+
+/// A small deterministic pseudo-random stream for fixtures.
+pub struct Fixture(u64);
+
+impl Fixture {
+    pub fn new(seed: u64) -> Self {
+        Fixture(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+
+    pub fn unit(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// A standard normal draw (Box–Muller).
+    pub fn normal(&mut self) -> f64 {
+        let (u, v) = (self.unit().max(1e-300), self.unit());
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    }
+}
