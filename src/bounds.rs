@@ -27,12 +27,6 @@ impl ColumnBounds {
         Ok(ColumnBounds { column, lo, hi })
     }
 
-    /// Maps a value to [0,1]; values outside the bounds are clamped (the caller counts them).
-    #[inline(always)]
-    pub fn normalise(&self, value: f64) -> f64 {
-        ((value - self.lo) / (self.hi - self.lo)).clamp(0.0, 1.0)
-    }
-
     /// Maps a point of [0,1] back to the column's units.
     #[inline(always)]
     pub fn denormalise(&self, unit: f64) -> f64 {
@@ -72,9 +66,6 @@ mod tests {
     fn parses_negative_and_scientific_bounds() {
         let bounds: ColumnBounds = "dep_delay=-120:1.44e3".parse().unwrap();
         assert_eq!(bounds, ColumnBounds { column: "dep_delay".into(), lo: -120.0, hi: 1440.0 });
-        assert_eq!(bounds.normalise(-500.0), 0.0);
-        assert_eq!(bounds.normalise(1e9), 1.0);
-        assert_eq!(bounds.normalise(660.0), 0.5);
         assert_eq!(bounds.denormalise(0.5), 660.0);
     }
 

@@ -97,7 +97,11 @@ pub enum GenerateError {
     /// The spec (or a law / compression name) cannot be honoured; the text says which field and why.
     InvalidSpec(String),
     /// A file-system step failed on `path`.
-    Io { path: PathBuf, step: &'static str, source: io::Error },
+    Io {
+        path: PathBuf,
+        step: &'static str,
+        source: io::Error,
+    },
     /// Encoding or writing the Parquet data of `path` failed.
     Parquet { path: PathBuf, source: ParquetError },
 }
@@ -221,17 +225,28 @@ pub fn bounds_toml(spec: &GenerateSpec) -> String {
 pub fn write_table(path: &Path, spec: &GenerateSpec) -> Result<GenerateSummary, GenerateError> {
     let sampler = Sampler::new(spec)?;
     let temporary = temporary_path(path)?;
-    let file = OpenOptions::new().write(true).create_new(true).open(&temporary).map_err(|source| {
-        GenerateError::Io { path: temporary.clone(), step: "cannot create temporary file", source }
-    })?;
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temporary)
+        .map_err(|source| GenerateError::Io {
+            path: temporary.clone(),
+            step: "cannot create temporary file",
+            source,
+        })?;
     let written = write_row_groups(file, spec, &sampler)
-        .map_err(|source| GenerateError::Parquet { path: path.to_path_buf(), source })
+        .map_err(|source| GenerateError::Parquet {
+            path: path.to_path_buf(),
+            source,
+        })
         .and_then(|summary| {
-            fs::rename(&temporary, path).map(|()| summary).map_err(|source| GenerateError::Io {
-                path: path.to_path_buf(),
-                step: "cannot move the finished table to",
-                source,
-            })
+            fs::rename(&temporary, path)
+                .map(|()| summary)
+                .map_err(|source| GenerateError::Io {
+                    path: path.to_path_buf(),
+                    step: "cannot move the finished table to",
+                    source,
+                })
         });
     if written.is_err() {
         // Best effort: the temporary file is ours and incomplete; the original error is what matters.
@@ -242,9 +257,9 @@ pub fn write_table(path: &Path, spec: &GenerateSpec) -> Result<GenerateSummary, 
 
 /// A fresh name beside `path` (same directory, so the final rename stays on one file system).
 fn temporary_path(path: &Path) -> Result<PathBuf, GenerateError> {
-    let name = path.file_name().ok_or_else(|| {
-        GenerateError::InvalidSpec(format!("output path '{}' does not name a file", path.display()))
-    })?;
+    let name = path
+        .file_name()
+        .ok_or_else(|| GenerateError::InvalidSpec(format!("output path '{}' does not name a file", path.display())))?;
     let mut temporary_name = name.to_os_string();
     temporary_name.push(format!(".{}.tmp", std::process::id()));
     Ok(path.with_file_name(temporary_name))
@@ -266,7 +281,11 @@ fn writer_properties(spec: &GenerateSpec) -> WriterProperties {
 }
 
 fn schema(dims: usize) -> SchemaRef {
-    Arc::new(Schema::new((0..dims).map(|k| Field::new(column_name(k), DataType::Float64, false)).collect::<Vec<_>>()))
+    Arc::new(Schema::new(
+        (0..dims)
+            .map(|k| Field::new(column_name(k), DataType::Float64, false))
+            .collect::<Vec<_>>(),
+    ))
 }
 
 /// Generates the next few row groups in parallel while the current few are encoded and written.
@@ -337,10 +356,21 @@ fn normal_pair(rng: &mut Xoshiro256PlusPlus) -> (f64, f64) {
 
 /// A law with its seed-fixed parameters drawn.
 enum Sampler {
-    Uniform { dims: usize },
-    Mixture { centres: Vec<Vec<f64>>, cumulative_weights: Vec<f64> },
-    Skewed { dims: usize },
-    Subspace { centre: Vec<f64>, basis: Vec<Vec<f64>>, half_width: f64 },
+    Uniform {
+        dims: usize,
+    },
+    Mixture {
+        centres: Vec<Vec<f64>>,
+        cumulative_weights: Vec<f64>,
+    },
+    Skewed {
+        dims: usize,
+    },
+    Subspace {
+        centre: Vec<f64>,
+        basis: Vec<Vec<f64>>,
+        half_width: f64,
+    },
 }
 
 impl Sampler {
@@ -371,7 +401,10 @@ impl Sampler {
                         Some(*sum)
                     })
                     .collect();
-                Sampler::Mixture { centres, cumulative_weights }
+                Sampler::Mixture {
+                    centres,
+                    cumulative_weights,
+                }
             }
             Law::Subspace { dim } => {
                 if dim == 0 || dim >= dims {
@@ -389,7 +422,11 @@ impl Sampler {
                 let reach = (0..dims)
                     .map(|k| basis.iter().map(|direction| direction[k].abs()).sum::<f64>())
                     .fold(0.0, f64::max);
-                Sampler::Subspace { centre, basis, half_width: room / reach }
+                Sampler::Subspace {
+                    centre,
+                    basis,
+                    half_width: room / reach,
+                }
             }
         })
     }
@@ -400,21 +437,29 @@ impl Sampler {
         let columns = match self {
             Sampler::Uniform { dims } => column_wise(*dims, rows, || unit(&mut rng)),
             Sampler::Skewed { dims } => column_wise(*dims, rows, || unit(&mut rng).powi(SKEWED_POWER)),
-            Sampler::Mixture { centres, cumulative_weights } => {
-                row_wise(centres[0].len(), rows, |row| {
-                    let pick = unit(&mut rng);
-                    let cluster = cumulative_weights.iter().position(|&edge| pick < edge).unwrap_or(MIXTURE_CLUSTERS - 1);
-                    let centre = &centres[cluster];
-                    for k in (0..row.len()).step_by(2) {
-                        let (first, second) = normal_pair(&mut rng);
-                        row[k] = (centre[k] + MIXTURE_SPREAD * first).clamp(0.0, 1.0);
-                        if k + 1 < row.len() {
-                            row[k + 1] = (centre[k + 1] + MIXTURE_SPREAD * second).clamp(0.0, 1.0);
-                        }
+            Sampler::Mixture {
+                centres,
+                cumulative_weights,
+            } => row_wise(centres[0].len(), rows, |row| {
+                let pick = unit(&mut rng);
+                let cluster = cumulative_weights
+                    .iter()
+                    .position(|&edge| pick < edge)
+                    .unwrap_or(MIXTURE_CLUSTERS - 1);
+                let centre = &centres[cluster];
+                for k in (0..row.len()).step_by(2) {
+                    let (first, second) = normal_pair(&mut rng);
+                    row[k] = (centre[k] + MIXTURE_SPREAD * first).clamp(0.0, 1.0);
+                    if k + 1 < row.len() {
+                        row[k + 1] = (centre[k + 1] + MIXTURE_SPREAD * second).clamp(0.0, 1.0);
                     }
-                })
-            }
-            Sampler::Subspace { centre, basis, half_width } => row_wise(centre.len(), rows, |row| {
+                }
+            }),
+            Sampler::Subspace {
+                centre,
+                basis,
+                half_width,
+            } => row_wise(centre.len(), rows, |row| {
                 row.copy_from_slice(centre);
                 for direction in basis {
                     let t = half_width * (2.0 * unit(&mut rng) - 1.0);
@@ -425,7 +470,10 @@ impl Sampler {
                 }
             }),
         };
-        let arrays: Vec<ArrayRef> = columns.into_iter().map(|column| Arc::new(Float64Array::from(column)) as ArrayRef).collect();
+        let arrays: Vec<ArrayRef> = columns
+            .into_iter()
+            .map(|column| Arc::new(Float64Array::from(column)) as ArrayRef)
+            .collect();
         Ok(RecordBatch::try_new(schema.clone(), arrays)?)
     }
 }
@@ -441,7 +489,10 @@ fn row_wise(dims: usize, rows: usize, mut fill_row: impl FnMut(&mut [f64])) -> V
     let mut row = vec![0.0; dims];
     for _ in 0..rows {
         fill_row(&mut row);
-        columns.iter_mut().zip(&row).for_each(|(column, &value)| column.push(value));
+        columns
+            .iter_mut()
+            .zip(&row)
+            .for_each(|(column, &value)| column.push(value));
     }
     columns
 }
@@ -472,11 +523,21 @@ mod tests {
     use parquet::file::reader::{FileReader, SerializedFileReader};
 
     fn spec(rows: u64, dims: usize, law: Law) -> GenerateSpec {
-        GenerateSpec { rows, dims, law, seed: 7, compression: Compression::None, row_group_rows: 1000 }
+        GenerateSpec {
+            rows,
+            dims,
+            law,
+            seed: 7,
+            compression: Compression::None,
+            row_group_rows: 1000,
+        }
     }
 
     fn pool(threads: usize) -> rayon::ThreadPool {
-        rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("test thread pool")
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("test thread pool")
     }
 
     /// Writes `spec` in a fresh directory and reads the columns back through the Arrow reader.
@@ -484,7 +545,10 @@ mod tests {
         let directory = tempfile::tempdir().unwrap();
         let path = directory.path().join("table.parquet");
         write_table(&path, spec).unwrap();
-        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap()).unwrap().build().unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
+            .unwrap()
+            .build()
+            .unwrap();
         let mut columns = vec![Vec::new(); spec.dims];
         for batch in reader {
             let batch = batch.unwrap();
@@ -509,10 +573,23 @@ mod tests {
         ] {
             let directory = tempfile::tempdir().unwrap();
             let path = directory.path().join("table.parquet");
-            let spec = GenerateSpec { rows: 2_500, dims: 3, row_group_rows: 1_000, compression, ..spec(0, 0, Law::Mixture) };
+            let spec = GenerateSpec {
+                rows: 2_500,
+                dims: 3,
+                row_group_rows: 1_000,
+                compression,
+                ..spec(0, 0, Law::Mixture)
+            };
             let summary = write_table(&path, &spec).unwrap();
             let file_len = fs::metadata(&path).unwrap().len();
-            assert_eq!(summary, GenerateSummary { rows: 2_500, row_groups: 3, bytes: file_len });
+            assert_eq!(
+                summary,
+                GenerateSummary {
+                    rows: 2_500,
+                    row_groups: 3,
+                    bytes: file_len
+                }
+            );
 
             let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
             let metadata = reader.metadata();
@@ -531,12 +608,24 @@ mod tests {
                 for chunk in group.columns() {
                     assert_eq!(chunk.compression(), codec);
                     assert!(chunk.dictionary_page_offset().is_none(), "no dictionary pages");
-                    assert!(chunk.encodings().all(|e| e != Encoding::PLAIN_DICTIONARY && e != Encoding::RLE_DICTIONARY));
+                    assert!(chunk
+                        .encodings()
+                        .all(|e| e != Encoding::PLAIN_DICTIONARY && e != Encoding::RLE_DICTIONARY));
                 }
             }
-            let arrow_schema = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap()).unwrap().schema().clone();
-            assert!(arrow_schema.fields().iter().all(|f| f.data_type() == &DataType::Float64 && !f.is_nullable()));
-            assert_eq!(fs::read_dir(directory.path()).unwrap().count(), 1, "no temporary file left behind");
+            let arrow_schema = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
+                .unwrap()
+                .schema()
+                .clone();
+            assert!(arrow_schema
+                .fields()
+                .iter()
+                .all(|f| f.data_type() == &DataType::Float64 && !f.is_nullable()));
+            assert_eq!(
+                fs::read_dir(directory.path()).unwrap().count(),
+                1,
+                "no temporary file left behind"
+            );
         }
     }
 
@@ -545,7 +634,14 @@ mod tests {
         let directory = tempfile::tempdir().unwrap();
         for law in [Law::Uniform, Law::Mixture, Law::Skewed, Law::Subspace { dim: 2 }] {
             // 7 row groups: more than one batch in flight for both pools, and a short last group.
-            let spec = GenerateSpec { rows: 6_500, dims: 3, law, seed: 11, compression: Compression::Zstd, row_group_rows: 1_000 };
+            let spec = GenerateSpec {
+                rows: 6_500,
+                dims: 3,
+                law,
+                seed: 11,
+                compression: Compression::Zstd,
+                row_group_rows: 1_000,
+            };
             let bytes_with = |threads: usize| {
                 let path = directory.path().join(format!("{law}-{threads}.parquet"));
                 pool(threads).install(|| write_table(&path, &spec)).unwrap();
@@ -556,7 +652,11 @@ mod tests {
             assert_eq!(one, bytes_with(3), "{law}");
             let other_seed = directory.path().join("other.parquet");
             write_table(&other_seed, &GenerateSpec { seed: 12, ..spec }).unwrap();
-            assert_ne!(one, fs::read(&other_seed).unwrap(), "{law}: another seed gives another table");
+            assert_ne!(
+                one,
+                fs::read(&other_seed).unwrap(),
+                "{law}: another seed gives another table"
+            );
         }
     }
 
@@ -605,7 +705,10 @@ mod tests {
     fn symmetric_eigenvalues(mut a: Vec<Vec<f64>>) -> Vec<f64> {
         let n = a.len();
         for _ in 0..100 {
-            let off: f64 = (0..n).flat_map(|p| (p + 1..n).map(move |q| (p, q))).map(|(p, q)| a[p][q] * a[p][q]).sum();
+            let off: f64 = (0..n)
+                .flat_map(|p| (p + 1..n).map(move |q| (p, q)))
+                .map(|(p, q)| a[p][q] * a[p][q])
+                .sum();
             if off < 1e-30 {
                 break;
             }
@@ -623,10 +726,11 @@ mod tests {
                         row[p] = c * kp - s * kq;
                         row[q] = s * kp + c * kq;
                     }
-                    for k in 0..n {
-                        let (pk, qk) = (a[p][k], a[q][k]);
-                        a[p][k] = c * pk - s * qk;
-                        a[q][k] = s * pk + c * qk;
+                    let (upper, lower) = a.split_at_mut(q);
+                    for (pk, qk) in upper[p].iter_mut().zip(lower[0].iter_mut()) {
+                        let (x, y) = (*pk, *qk);
+                        *pk = c * x - s * y;
+                        *qk = s * x + c * y;
                     }
                 }
             }
@@ -639,7 +743,13 @@ mod tests {
     #[test]
     fn subspace_points_lie_near_a_flat_of_the_asked_dimension() {
         let known = symmetric_eigenvalues(vec![vec![2.0, 1.0, 0.0], vec![1.0, 2.0, 0.0], vec![0.0, 0.0, 5.0]]);
-        assert!(known.iter().zip([5.0, 3.0, 1.0]).all(|(got, want)| (got - want).abs() < 1e-12), "{known:?}");
+        assert!(
+            known
+                .iter()
+                .zip([5.0, 3.0, 1.0])
+                .all(|(got, want)| (got - want).abs() < 1e-12),
+            "{known:?}"
+        );
 
         // Uniform noise of half-width η adds η²/3 to every eigenvalue of the covariance; the flat adds
         // `dim` large ones. So the d − dim smallest eigenvalues (the mean squared residual off the best
@@ -652,7 +762,10 @@ mod tests {
                 .map(|i| {
                     (0..dims)
                         .map(|j| {
-                            let products = columns[i].iter().zip(&columns[j]).map(|(x, y)| (x - means[i]) * (y - means[j]));
+                            let products = columns[i]
+                                .iter()
+                                .zip(&columns[j])
+                                .map(|(x, y)| (x - means[i]) * (y - means[j]));
                             products.sum::<f64>() / columns[i].len() as f64
                         })
                         .collect()
@@ -660,9 +773,15 @@ mod tests {
                 .collect();
             let eigenvalues = symmetric_eigenvalues(covariance);
             for &residual in &eigenvalues[dim..] {
-                assert!((0.9..1.1).contains(&(residual / noise_variance)), "{dims}/{dim}: {eigenvalues:?}");
+                assert!(
+                    (0.9..1.1).contains(&(residual / noise_variance)),
+                    "{dims}/{dim}: {eigenvalues:?}"
+                );
             }
-            assert!(eigenvalues[dim - 1] > 100.0 * noise_variance, "{dims}/{dim}: {eigenvalues:?}");
+            assert!(
+                eigenvalues[dim - 1] > 100.0 * noise_variance,
+                "{dims}/{dim}: {eigenvalues:?}"
+            );
         }
     }
 
@@ -683,7 +802,10 @@ mod tests {
         let path = directory.path().join("table.parquet");
         for bad in [
             spec(10, 0, Law::Uniform),
-            GenerateSpec { row_group_rows: 0, ..spec(10, 2, Law::Uniform) },
+            GenerateSpec {
+                row_group_rows: 0,
+                ..spec(10, 2, Law::Uniform)
+            },
             spec(10, 2, Law::Subspace { dim: 0 }),
             spec(10, 2, Law::Subspace { dim: 2 }),
             spec(10, 1, Law::Subspace { dim: 1 }),
@@ -708,7 +830,10 @@ mod tests {
         fs::write(occupied.join("keep"), b"x").unwrap();
         let error = write_table(&occupied, &spec(10, 2, Law::Uniform)).unwrap_err();
         assert!(error.to_string().contains("occupied"), "{error}");
-        let mut left: Vec<_> = fs::read_dir(directory.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let mut left: Vec<_> = fs::read_dir(directory.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         left.sort();
         assert_eq!(left, ["occupied"]);
 
@@ -722,7 +847,15 @@ mod tests {
             assert_eq!(law.to_string().parse::<Law>().unwrap(), law);
         }
         assert_eq!(" Subspace:2 ".parse::<Law>().unwrap(), Law::Subspace { dim: 2 });
-        for bad in ["", "gauss", "subspace", "subspace:", "subspace:0", "subspace:-1", "subspace:x"] {
+        for bad in [
+            "",
+            "gauss",
+            "subspace",
+            "subspace:",
+            "subspace:0",
+            "subspace:-1",
+            "subspace:x",
+        ] {
             assert!(bad.parse::<Law>().is_err(), "{bad}");
         }
         for compression in [Compression::None, Compression::Snappy, Compression::Zstd] {
@@ -735,12 +868,22 @@ mod tests {
     fn bounds_toml_declares_every_column_in_the_unit_interval() {
         let text = bounds_toml(&spec(100, 3, Law::Subspace { dim: 2 }));
         let table: toml::Table = text.parse().unwrap();
-        let columns: Vec<&str> = table["columns"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+        let columns: Vec<&str> = table["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap())
+            .collect();
         assert_eq!(columns, ["x0", "x1", "x2"]);
         let bounds = table["bounds"].as_table().unwrap();
         assert_eq!(bounds.len(), 3);
         for name in columns {
-            let range: Vec<f64> = bounds[name].as_array().unwrap().iter().map(|v| v.as_float().unwrap()).collect();
+            let range: Vec<f64> = bounds[name]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_float().unwrap())
+                .collect();
             assert_eq!(range, [0.0, 1.0]);
         }
     }

@@ -93,16 +93,6 @@ pub fn level_diameter_sum(dims: usize, level: Option<u32>) -> f64 {
     ((level as usize - level as usize / dims) as f64).exp2()
 }
 
-/// Quantises a normalised coordinate u ∈ [0,1] to its cell index on an axis halved `bits` times:
-/// min(⌊u·2^bits⌋, 2^bits − 1). Multiplying by a power of two is exact, so this is the one rounding
-/// step after normalisation, shared by every binner.
-#[inline(always)]
-pub fn quantize_unit(u: f64, bits: u32) -> u32 {
-    let cells = (1u64 << bits) as f64;
-    let index = (u * cells) as u64; // saturating cast; u is already clamped to [0,1]
-    index.min((1u64 << bits) - 1) as u32
-}
-
 /// Scatters the low bits of `value` into the set bits of `mask`, lowest first (portable `pdep`).
 #[inline(always)]
 pub fn deposit_bits(mut value: u32, mut mask: u32) -> u32 {
@@ -135,7 +125,7 @@ pub fn extract_bits(value: u32, mut mask: u32) -> u32 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// The leaf code straight from the definition: walk down the tree, halving axis j mod d at level j.
@@ -157,11 +147,14 @@ mod tests {
         code
     }
 
+    /// The binner's quantisation of a coordinate already in [0, 1].
+    pub(crate) fn unit_axis(bits: u32) -> crate::binner::AxisPlan {
+        crate::binner::AxisPlan::new(crate::bounds::ColumnBounds::new("u", 0.0, 1.0).unwrap(), bits)
+    }
+
     fn code_by_quantization(point: &[f64], depth: u32) -> u32 {
         let geometry = CellGeometry::new(point.len(), depth);
-        let indices: Vec<u32> = (0..point.len())
-            .map(|axis| quantize_unit(point[axis], geometry.axis_bits(axis)))
-            .collect();
+        let indices: Vec<u32> = (0..point.len()).map(|axis| unit_axis(geometry.axis_bits(axis)).quantize(point[axis])).collect();
         geometry.leaf_code(&indices)
     }
 

@@ -55,42 +55,42 @@ impl LeafSampler {
         *self.offsets.last().expect("offsets start with 0")
     }
 
-    /// Fills `columns[k]` with the normalised coordinate k of rows `start..start + rows`.
-    /// `start` must be a multiple of [`SAMPLE_BLOCK_ROWS`] (batches are whole blocks but the last).
+    /// Fills `columns[k]` with the normalised coordinate k of rows `start..start + rows`, reusing their
+    /// capacity. `start` must be a multiple of [`SAMPLE_BLOCK_ROWS`] (batches are whole blocks but the last).
     pub fn sample_rows(&self, start: u64, rows: usize, columns: &mut [Vec<f64>]) {
         assert_eq!(start % SAMPLE_BLOCK_ROWS as u64, 0, "batches must start on a block boundary");
         assert!(start + rows as u64 <= self.total_rows());
-        let dims = self.geometry.dims();
-        let mut interleaved = vec![0.0f64; rows * dims];
-        interleaved.par_chunks_mut(SAMPLE_BLOCK_ROWS * dims).enumerate().for_each(|(offset, block)| {
-            let first_row = start + (offset * SAMPLE_BLOCK_ROWS) as u64;
-            self.sample_block(first_row, block);
-        });
-        for (axis, column) in columns.iter_mut().enumerate() {
-            column.clear();
-            column.extend(interleaved.iter().skip(axis).step_by(dims));
+        let mut blocks: Vec<Vec<&mut [f64]>> = (0..rows.div_ceil(SAMPLE_BLOCK_ROWS)).map(|_| Vec::with_capacity(columns.len())).collect();
+        for column in columns.iter_mut() {
+            column.resize(rows, 0.0);
+            for (block, chunk) in blocks.iter_mut().zip(column.chunks_mut(SAMPLE_BLOCK_ROWS)) {
+                block.push(chunk);
+            }
         }
+        blocks.into_par_iter().enumerate().for_each(|(offset, mut block)| {
+            self.sample_block(start + (offset * SAMPLE_BLOCK_ROWS) as u64, &mut block);
+        });
     }
 
-    /// Rows first_row.. into a row-major block.
-    fn sample_block(&self, first_row: u64, block: &mut [f64]) {
+    /// Rows first_row.. of one block, one slice per axis.
+    fn sample_block(&self, first_row: u64, columns: &mut [&mut [f64]]) {
         let dims = self.geometry.dims();
+        let rows = columns[0].len();
         let block_index = first_row / SAMPLE_BLOCK_ROWS as u64;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix(self.seed, block_index));
         let mut leaf = self.offsets.partition_point(|&offset| offset <= first_row) - 1;
+        let widths: Vec<f64> = (0..dims).map(|axis| (-(self.geometry.axis_bits(axis) as f64)).exp2()).collect();
         let mut corner = vec![0.0f64; dims];
-        let mut width = vec![0.0f64; dims];
         let mut indices = vec![0u32; dims];
         let mut corner_leaf = usize::MAX;
-        for (row, point) in (first_row..).zip(block.chunks_exact_mut(dims)) {
+        for (offset, row) in (first_row..first_row + rows as u64).enumerate() {
             while self.offsets[leaf + 1] <= row {
                 leaf += 1;
             }
             if corner_leaf != leaf {
                 self.geometry.axis_indices(leaf as u32, &mut indices);
                 for axis in 0..dims {
-                    width[axis] = (-(self.geometry.axis_bits(axis) as f64)).exp2();
-                    corner[axis] = indices[axis] as f64 * width[axis];
+                    corner[axis] = indices[axis] as f64 * widths[axis];
                 }
                 corner_leaf = leaf;
             }
@@ -99,7 +99,7 @@ impl LeafSampler {
                     Placement::Uniform => unit_interval(&mut rng),
                     Placement::Centre => 0.5,
                 };
-                point[axis] = corner[axis] + within * width[axis];
+                columns[axis][offset] = corner[axis] + within * widths[axis];
             }
         }
     }
@@ -169,7 +169,7 @@ mod tests {
                 let mut seen = vec![0u64; 128];
                 for row in 0..total {
                     let indices: Vec<u32> = (0..dims)
-                        .map(|axis| crate::partition::quantize_unit(columns[axis][row], geometry.axis_bits(axis)))
+                        .map(|axis| crate::partition::tests::unit_axis(geometry.axis_bits(axis)).quantize(columns[axis][row]))
                         .collect();
                     seen[geometry.leaf_code(&indices) as usize] += 1;
                 }

@@ -4,14 +4,14 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::binner::cpu::CpuBinner;
+use crate::binner::device::ChosenBinner;
 use crate::binner::{scan_leaf_counts, AxisPlan, ScanStats};
 use crate::bounds::ColumnBounds;
 use crate::error::{Error, Result};
 use crate::mechanism::pmm::{coarsen_leaves, release_leaf_counts, release_root_count};
 use crate::noise::discrete_laplace::RationalScale;
 use crate::noise::{fill_from_os, NoiseKey};
-use crate::options::{value_name, DeviceChoice, Mechanism, SynthOptions};
+use crate::options::{value_name, Mechanism, SynthOptions};
 use crate::partition::{CellGeometry, MAX_DEPTH};
 use crate::privacy::{choose_depth, max_depth_for_memory, LevelSchedule, Neighbours, RootNoise};
 use crate::progress::Progress;
@@ -182,14 +182,29 @@ fn run_pmm(
     let total_rows = sampler.total_rows();
     let mut sink = ParquetSink::create(&outputs.table, columns, bounds)?;
     let bar = progress.phase("sample", total_rows, "rows");
-    let mut unit_columns = vec![Vec::new(); dims];
+    // Double-buffered: the next batch is sampled while the current one is encoded and written.
+    let batch_rows = |start: u64| (total_rows - start).min(OUTPUT_BATCH_ROWS as u64) as usize;
+    let mut current = vec![Vec::new(); dims];
+    let mut next = vec![Vec::new(); dims];
+    if total_rows > 0 {
+        sampler.sample_rows(0, batch_rows(0), &mut current);
+    }
     let mut start = 0u64;
     while start < total_rows {
-        let rows = (total_rows - start).min(OUTPUT_BATCH_ROWS as u64) as usize;
-        sampler.sample_rows(start, rows, &mut unit_columns);
-        sink.write_normalised(&unit_columns)?;
+        let rows = batch_rows(start);
+        let next_start = start + rows as u64;
+        let (written, ()) = rayon::join(
+            || sink.write_normalised(&current),
+            || {
+                if next_start < total_rows {
+                    sampler.sample_rows(next_start, batch_rows(next_start), &mut next);
+                }
+            },
+        );
+        written?;
         bar.advance(rows as u64);
-        start += rows as u64;
+        std::mem::swap(&mut current, &mut next);
+        start = next_start;
     }
     bar.finish();
     timings.push(("sample and write".to_string(), started.elapsed().as_secs_f64()));
@@ -288,14 +303,15 @@ fn bin_leaves(
     let geometry = CellGeometry::new(columns.len(), depth);
     let axes = AxisPlan::for_geometry(&geometry, bounds);
     let bar = progress.phase("bin", source.row_count(), "rows");
-    let outcome = match options.device {
-        DeviceChoice::Auto | DeviceChoice::Cpu => {
-            let binner = CpuBinner::new(geometry);
+    let outcome = match ChosenBinner::for_run(options.device, geometry)? {
+        ChosenBinner::Cpu(binner, line) => {
             let (leaves, stats) = scan_leaf_counts(source, columns, &axes, options.nulls, &binner, &bar)?;
-            (leaves, stats, format!("cpu ({:?} Morton codes)", binner.method()))
+            (leaves, stats, line)
         }
-        DeviceChoice::Gpu => {
-            return Err(Error::bad_input("--device gpu: this build has no GPU binner yet; use --device cpu or auto"));
+        #[cfg(feature = "gpu")]
+        ChosenBinner::Gpu(binner, line) => {
+            let (leaves, stats) = scan_leaf_counts(source, columns, &axes, options.nulls, &binner, &bar)?;
+            (leaves, stats, line)
         }
     };
     bar.finish();

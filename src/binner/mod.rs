@@ -6,6 +6,9 @@
 //! construction.
 
 pub mod cpu;
+pub mod device;
+#[cfg(feature = "gpu")]
+pub mod gpu;
 mod scan;
 
 use arrow::buffer::NullBuffer;
@@ -15,7 +18,7 @@ pub use scan::{scan_leaf_counts, ScanStats};
 
 use crate::bounds::ColumnBounds;
 use crate::error::Result;
-use crate::partition::{quantize_unit, CellGeometry};
+use crate::partition::CellGeometry;
 use crate::source::column::NumericValues;
 
 /// A row flag: some coordinate was outside its bounds and was clamped.
@@ -56,11 +59,31 @@ pub struct AxisPlan {
     pub bounds: ColumnBounds,
     /// h_k(r): bits of this axis's cell index.
     pub bits: u32,
+    /// 2^h / (hi − lo): one multiplication maps a value to its fractional cell index.
+    scale: f64,
+    /// 2^h − 1, the top cell (where hi itself and everything clamped above it goes).
+    top: f64,
 }
 
 impl AxisPlan {
+    pub fn new(bounds: ColumnBounds, bits: u32) -> Self {
+        let cells = (1u64 << bits) as f64;
+        let scale = cells / (bounds.hi - bounds.lo);
+        AxisPlan { bounds, bits, scale, top: cells - 1.0 }
+    }
+
     pub fn for_geometry(geometry: &CellGeometry, bounds: &[ColumnBounds]) -> Vec<AxisPlan> {
-        bounds.iter().enumerate().map(|(axis, bounds)| AxisPlan { bounds: bounds.clone(), bits: geometry.axis_bits(axis) }).collect()
+        bounds.iter().enumerate().map(|(axis, bounds)| AxisPlan::new(bounds.clone(), geometry.axis_bits(axis))).collect()
+    }
+
+    /// The cell index of a value on this axis: ⌊(x − lo)·2^h/(hi − lo)⌋ clamped to [0, 2^h − 1]
+    /// (NaN goes to 0; the caller flags it). This is the only quantisation step of the engine, done on
+    /// the host in f64 for every binner, so CPU and GPU histograms are identical by construction.
+    #[inline(always)]
+    pub fn quantize(&self, value: f64) -> u32 {
+        let index = ((value - self.bounds.lo) * self.scale).max(0.0).min(self.top);
+        // SAFETY: `index` is finite (max() drops NaN) and in [0, 2^30 − 1], so it fits an i32.
+        unsafe { index.to_int_unchecked::<i32>() as u32 }
     }
 }
 
@@ -105,12 +128,13 @@ as_f64!(f32, f64, i8, i16, i32, i64, u8, u16, u32, u64);
 fn quantize_slice<T: AsF64>(values: &[T], axis: &AxisPlan, indices: &mut [u32], flags: &mut [u8]) -> u64 {
     let (lo, hi) = (axis.bounds.lo, axis.bounds.hi);
     let mut clamped = 0u64;
+    // Branch-free so that it vectorises.
     for ((&value, index), flag) in values.iter().zip(indices.iter_mut()).zip(flags.iter_mut()) {
         let value = value.as_f64();
-        let outside = value < lo || value > hi;
+        let outside = (value < lo) | (value > hi);
         clamped += outside as u64;
-        *flag |= (outside as u8) * ROW_CLAMPED | (!value.is_finite() as u8) * ROW_INVALID;
-        *index = quantize_unit(axis.bounds.normalise(value), axis.bits);
+        *flag |= outside as u8 * ROW_CLAMPED | !value.is_finite() as u8 * ROW_INVALID;
+        *index = axis.quantize(value);
     }
     clamped
 }
@@ -121,7 +145,7 @@ mod tests {
 
     #[test]
     fn quantisation_flags_clamped_and_invalid_values() {
-        let axis = AxisPlan { bounds: ColumnBounds::new("x", -1.0, 1.0).unwrap(), bits: 3 };
+        let axis = AxisPlan::new(ColumnBounds::new("x", -1.0, 1.0).unwrap(), 3);
         let values = [-1.0, -2.0, 0.0, 0.999, 1.0, 7.0, f64::NAN, f64::INFINITY];
         let mut indices = [0u32; 8];
         let mut flags = [0u8; 8];

@@ -6,14 +6,20 @@
 //! floating-point attack does not apply). The scale is an exact rational `num/den`; a real σ is
 //! rounded *up* to one ([`RationalScale::round_up`]), which only adds noise.
 //!
-//! Parametrisation: CKS sample Lap_Z(t/s) for integers s, t, and we take t = `num`, s = `den`
-//! (after dividing out their common power of two). The costly part, a geometric variable X with
-//! P(X = x) ∝ exp(−x/t), is drawn as X = U + t·V with U uniform below t and V ~ Geom(1 − e^{−1}), so
-//! its cost does not grow with t; the output is Y = ⌊X/s⌋. Hence the expected number of RNG words
-//! per sample is bounded by a constant independent of σ: about 8–12 32-bit words from σ = 0.05 to
-//! σ = 10^6 (measured by a test below), at most ≈ 50 by the crude bound in
-//! [`sample_discrete_laplace`]. The opposite choice, counting Bernoulli(e^{−1/σ}) trials one by one,
-//! would cost ≈ σ draws per sample.
+//! Parametrisation: CKS sample Lap_Z(t/s) for integers s, t; we take t = `num`, s = `den` (after
+//! dividing out their common power of two). The sample is a random sign times a geometric magnitude
+//! Y with P(Y = y) ∝ e^{−y·s/t}, rejecting "−0", and Y is drawn in whichever of two exact ways stays
+//! cheap, so that the expected number of RNG words per sample is bounded independently of σ:
+//! - σ ≥ 1 (t ≥ s): CKS Algorithm 2, X = U + t·V with U uniform below t kept with probability
+//!   e^{−U/t} and V ~ Geom(1 − e^{−1}), so P(X = x) ∝ e^{−x/t} at a cost that does not grow with t;
+//!   then Y = ⌊X/s⌋. Counting Bernoulli(e^{−1/σ}) trials instead would cost ≈ σ trials.
+//! - σ < 1 (t < s): Y counts successes of Bernoulli(e^{−s/t}) before the first failure, fewer than
+//!   1/(1 − e^{−1}) trials on average, each ending at its first failed Bernoulli(e^{−1}). CKS
+//!   Algorithm 2 would also stay bounded here but spends its U and V mostly on Y = 0.
+//!
+//! Measured by a test below, in 32-bit words per sample: 7.4 at σ = 10^−6 and 0.05, 5.5 at 1, 12.3
+//! at 37.7 (U needs u64 words there), 8.5 at 10^6, 10.1 at 3·10^9; the crude bound in
+//! [`sample_discrete_laplace`] is 64.
 
 use rand::Rng;
 
@@ -51,12 +57,9 @@ impl RationalScale {
         // Multiplying by a power of two only shifts the exponent (no overflow below MAX_SCALE, and a
         // subnormal sigma gains bits rather than losing them), so `scaled` equals sigma·2^32 exactly.
         let scaled = sigma * (1u64 << Self::DENOMINATOR_BITS) as f64;
-        let num = scaled.ceil();
-        // num ≤ 2^64 here; it equals 2^64 only when sigma rounds up to MAX_SCALE itself.
-        if num >= 2f64.powi(64) {
-            return None;
-        }
-        Self::new(num as u64, 1u64 << Self::DENOMINATOR_BITS)
+        // scaled < 2^64; at or above 2^53 every f64 is an integer, so the ceiling stays below 2^64
+        // and the cast is exact.
+        Self::new(scaled.ceil() as u64, 1u64 << Self::DENOMINATOR_BITS)
     }
 
     /// σ = `num/den` exactly. `None` if either is 0; every positive u64 pair is supported.
@@ -74,7 +77,7 @@ impl RationalScale {
         self.den
     }
 
-    /// σ as the nearest-ish f64, for reports only: the sampler never uses it.
+    /// σ in floating point (rounded), for reports only: the sampler never uses it.
     pub fn to_f64(&self) -> f64 {
         self.num as f64 / self.den as f64
     }
@@ -82,44 +85,77 @@ impl RationalScale {
 
 /// One exact draw of Lap_Z(`scale`): P(Z = z) = (1−q)/(1+q) · q^{|z|} with q = e^{−den/num}.
 ///
-/// CKS Algorithm 2 with t = num, s = den. Cost per attempt, in expected 32-bit words: U is accepted
-/// with probability (1/t)·Σ_{u<t} e^{−u/t} ≥ 1 − e^{−1}, each try costing ≤ 4 words for U (Lemire,
-/// rejection probability < 1/2) plus ≤ 2e words for its Bernoulli; V costs 1/(1−e^{−1}) Bernoulli(e^{−1})
-/// trials of e − 1 words each; the sign one word. An attempt is restarted only for "−0", with
-/// probability ≤ 1/2. So the mean is below ≈ 2·((4 + 2e)/(1 − e^{−1}) + 2.8 + 1) ≈ 50 words whatever σ.
+/// Expected cost in 32-bit words, per attempt; an attempt restarts only on "−0", with probability
+/// ≤ 1/2. For σ ≥ 1 (`geometric_in_blocks`) U is kept with probability
+/// (1/t)·Σ_{u<t} e^{−u/t} ≥ 1 − e^{−1}; each try costs < 4 words for U (Lemire: at most two u64
+/// draws on average) plus < 5 words for each of the ≤ e expected steps of its Bernoulli; V takes
+/// 1/(1 − e^{−1}) Bernoulli(e^{−1}) trials of e − 1 words each; the sign one word. So the mean is
+/// below 2·((4 + 5e + e − 1)/(1 − e^{−1}) + 1) < 64 words whatever σ; for σ < 1
+/// (`geometric_by_trials`) it is below 30.
 ///
-/// The result is conditioned on |Z| ≤ i64::MAX (a larger Y restarts the draw); for num/den < 2^32
-/// the excluded event has probability below exp(−2^31).
+/// The result is conditioned on |Z| ≤ i64::MAX (a larger magnitude restarts the draw); for
+/// num/den < 2^32 the excluded event has probability below exp(−2^31).
 pub fn sample_discrete_laplace<R: Rng + ?Sized>(rng: &mut R, scale: RationalScale) -> i64 {
-    // Lap_Z(t/s) depends on t/s only; dividing out the common power of two (all of it when den is
-    // a power of two, as from `round_up`) makes integral scales cost no uniform draw for U.
+    // Lap_Z(t/s) depends on t/s only; dividing out the common power of two (all common factors when
+    // den is a power of two, as from `round_up`) keeps t small: t = σ for an integral σ, so U takes
+    // one 32-bit word, and none at σ = 1.
     let common_twos = (scale.num | scale.den).trailing_zeros();
     let t = scale.num >> common_twos;
     let s = scale.den >> common_twos;
     loop {
-        let u = uniform_below(rng, t);
-        if !bernoulli_exp_at_most_one(rng, u, t) {
-            continue;
-        }
-        let mut v: u64 = 0;
-        while bernoulli_exp_minus_one(rng) {
-            v += 1;
-        }
-        // X = U + t·V < 2^64 + 2^64·2^64 fits a u128; X is geometric: P(X = x) ∝ e^{−x/t}.
-        let x = u128::from(u) + u128::from(t) * u128::from(v);
-        let y = x / u128::from(s);
+        let y = if t < s {
+            u128::from(geometric_by_trials(rng, s, t))
+        } else {
+            let x = geometric_in_blocks(rng, t);
+            // s is a power of two for every scale from `round_up`: a shift, not a 128-bit division.
+            if s.is_power_of_two() {
+                x >> s.trailing_zeros()
+            } else {
+                x / u128::from(s)
+            }
+        };
         let negative = rng.next_u32() & 1 == 1;
         if negative && y == 0 {
             continue; // "−0": without this rejection zero would be twice as likely as it should.
         }
-        let Ok(magnitude) = i64::try_from(y) else { continue };
+        let Ok(magnitude) = i64::try_from(y) else {
+            continue;
+        };
         return if negative { -magnitude } else { magnitude };
     }
 }
 
+/// X with P(X = x) ∝ e^{−x/t} for x ≥ 0 (CKS Algorithm 2): X = U + t·V where U, uniform below t, is
+/// kept with probability e^{−U/t} and V ~ Geom(1 − e^{−1}). The cost does not depend on t.
+fn geometric_in_blocks<R: Rng + ?Sized>(rng: &mut R, t: u64) -> u128 {
+    let u = loop {
+        let u = uniform_below(rng, t);
+        if bernoulli_exp_at_most_one(rng, u, t) {
+            break u;
+        }
+    };
+    let mut v: u64 = 0;
+    while bernoulli_exp_minus_one(rng) {
+        v += 1;
+    }
+    // U + t·V < 2^64 + 2^64·2^64 fits a u128.
+    u128::from(u) + u128::from(t) * u128::from(v)
+}
+
+/// Y with P(Y = y) ∝ e^{−y·s/t} for y ≥ 0: the successes of Bernoulli(e^{−s/t}) before the first
+/// failure. For s > t there are fewer than 1/(1 − e^{−1}) trials on average, and each trial stops at
+/// its first failed Bernoulli(e^{−1}), so the cost stays bounded however small t/s is.
+fn geometric_by_trials<R: Rng + ?Sized>(rng: &mut R, s: u64, t: u64) -> u64 {
+    let mut y = 0;
+    while bernoulli_exp(rng, s, t) {
+        y += 1;
+    }
+    y
+}
+
 /// Bernoulli(exp(−n/d)) for any n ≥ 0, d ≥ 1 (CKS Algorithm 1): exp(−γ) = exp(−1)^⌊γ⌋ · exp(−{γ}),
 /// so ⌊γ⌋ independent Bernoulli(e^{−1}) must all succeed, then one for the fractional part.
-pub(crate) fn bernoulli_exp<R: Rng + ?Sized>(rng: &mut R, n: u64, d: u64) -> bool {
+fn bernoulli_exp<R: Rng + ?Sized>(rng: &mut R, n: u64, d: u64) -> bool {
     for _ in 0..n / d {
         if !bernoulli_exp_minus_one(rng) {
             return false;
@@ -200,7 +236,9 @@ mod tests {
     fn draws(sigma: f64, count: usize, seed: u64) -> Vec<i64> {
         let mut rng = ChaCha12Rng::seed_from_u64(seed);
         let scale = scale(sigma);
-        (0..count).map(|_| sample_discrete_laplace(&mut rng, scale)).collect()
+        (0..count)
+            .map(|_| sample_discrete_laplace(&mut rng, scale))
+            .collect()
     }
 
     /// The exact law, evaluated in f64 from the closed form (an independent oracle for the sampler).
@@ -210,7 +248,9 @@ mod tests {
 
     impl Law {
         fn new(sigma: f64) -> Self {
-            Law { q: (-1.0 / sigma).exp() }
+            Law {
+                q: (-1.0 / sigma).exp(),
+            }
         }
         fn pmf(&self, z: i64) -> f64 {
             (1.0 - self.q) / (1.0 + self.q) * self.q.powi(z.unsigned_abs() as i32)
@@ -227,7 +267,11 @@ mod tests {
         }
         /// E Z^4 by summing the pmf until the terms vanish.
         fn fourth_moment(&self) -> f64 {
-            (1..).map(|z: i64| 2.0 * self.pmf(z) * (z as f64).powi(4)).take_while(|term| *term > 0.0).take(1 << 24).sum()
+            (1..)
+                .map(|z: i64| 2.0 * self.pmf(z) * (z as f64).powi(4))
+                .take_while(|term| *term > 0.0)
+                .take(1 << 24)
+                .sum()
         }
     }
 
@@ -240,7 +284,9 @@ mod tests {
                 + t * (0.37409196
                     + t * (0.09678418
                         + t * (-0.18628806
-                            + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
+                            + t * (0.27886807
+                                + t * (-1.13520398
+                                    + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
         let erfc = t * poly.exp();
         0.5 * if x >= 0.0 { erfc } else { 2.0 - erfc }
     }
@@ -319,7 +365,10 @@ mod tests {
             let p0 = (1.0 - law.q) / (1.0 + law.q);
             let zeros = samples.iter().filter(|&&z| z == 0).count() as f64 / n;
             let p0_error = (p0 * (1.0 - p0) / n).sqrt();
-            assert!((zeros - p0).abs() <= STANDARD_ERRORS * p0_error, "σ = {sigma}: P(0) {zeros} vs {p0}");
+            assert!(
+                (zeros - p0).abs() <= STANDARD_ERRORS * p0_error,
+                "σ = {sigma}: P(0) {zeros} vs {p0}"
+            );
             let second = samples.iter().map(|&z| (z as f64).powi(2)).sum::<f64>() / n;
             let second_error = ((law.fourth_moment() - law.variance().powi(2)) / n).sqrt();
             assert!(
@@ -348,14 +397,28 @@ mod tests {
             let count = |z: i64| by_value.get(&z).copied().unwrap_or(0);
             let positive: i64 = by_value.range(1..).map(|(_, c)| c).sum();
             let negative: i64 = by_value.range(..0).map(|(_, c)| c).sum();
-            let balanced = |a: i64, b: i64| ((a - b).abs() as f64) <= STANDARD_ERRORS * ((a + b) as f64).sqrt();
-            assert!(balanced(positive, negative), "σ = {sigma}: {positive} positive, {negative} negative");
+            let balanced = |a: i64, b: i64| {
+                ((a - b).abs() as f64) <= STANDARD_ERRORS * ((a + b) as f64).sqrt()
+            };
+            assert!(
+                balanced(positive, negative),
+                "σ = {sigma}: {positive} positive, {negative} negative"
+            );
             for z in 1..=3 {
-                assert!(balanced(count(z), count(-z)), "σ = {sigma}: {} at {z}, {} at {}", count(z), count(-z), -z);
+                assert!(
+                    balanced(count(z), count(-z)),
+                    "σ = {sigma}: {} at {z}, {} at {}",
+                    count(z),
+                    count(-z),
+                    -z
+                );
             }
             let mean = samples.iter().sum::<i64>() as f64 / samples.len() as f64;
             let mean_error = (Law::new(sigma).variance() / samples.len() as f64).sqrt();
-            assert!(mean.abs() <= STANDARD_ERRORS * mean_error, "σ = {sigma}: mean {mean}");
+            assert!(
+                mean.abs() <= STANDARD_ERRORS * mean_error,
+                "σ = {sigma}: mean {mean}"
+            );
         }
     }
 
@@ -370,7 +433,10 @@ mod tests {
         let n = samples.len() as f64;
         let mean_abs = samples.iter().map(|&z| z.abs() as f64).sum::<f64>() / n;
         let error = ((law.variance() - law.mean_abs().powi(2)) / n).sqrt();
-        assert!((mean_abs - law.mean_abs()).abs() <= STANDARD_ERRORS * error, "E|Z| = {mean_abs}");
+        assert!(
+            (mean_abs - law.mean_abs()).abs() <= STANDARD_ERRORS * error,
+            "E|Z| = {mean_abs}"
+        );
     }
 
     /// Counts the 32-bit words drawn (a u64 counts two).
@@ -399,29 +465,59 @@ mod tests {
     #[test]
     fn rng_words_per_sample_stay_bounded_for_tiny_and_huge_scales() {
         let count = 20_000;
-        for (sigma, seed) in [(0.05, 500), (1.0, 501), (37.7, 502), (1e6, 503), (3e9, 504)] {
-            let mut rng = CountingRng { inner: ChaCha12Rng::seed_from_u64(seed), words: 0 };
+        for (sigma, seed) in [
+            (1e-6, 505),
+            (0.05, 500),
+            (0.99, 506),
+            (1.0, 501),
+            (37.7, 502),
+            (1e6, 503),
+            (3e9, 504),
+        ] {
+            let mut rng = CountingRng {
+                inner: ChaCha12Rng::seed_from_u64(seed),
+                words: 0,
+            };
             let scale = scale(sigma);
             for _ in 0..count {
                 sample_discrete_laplace(&mut rng, scale);
             }
             let per_sample = rng.words as f64 / count as f64;
-            // The documented bound is ≈ 50; in practice about 8–12.
-            assert!(per_sample < 16.0, "σ = {sigma}: {per_sample} words per sample");
+            // The documented bound is 64; measured 5.5–12.3.
+            assert!(
+                per_sample < 16.0,
+                "σ = {sigma}: {per_sample} words per sample"
+            );
         }
     }
 
     #[test]
     fn bernoulli_exp_has_the_right_frequencies() {
         let mut rng = ChaCha12Rng::seed_from_u64(600);
-        assert!((0..1000).all(|_| bernoulli_exp(&mut rng, 0, 7)), "exp(0) = 1 must always succeed");
+        assert!(
+            (0..1000).all(|_| bernoulli_exp(&mut rng, 0, 7)),
+            "exp(0) = 1 must always succeed"
+        );
         let trials = 40_000;
-        for (n, d) in [(1, 3), (1, 1), (7, 5), (5, 2), (6, 2), (1 << 63, u64::MAX), (3 << 62, 1 << 62)] {
+        for (n, d) in [
+            (1, 3),
+            (1, 1),
+            (7, 5),
+            (5, 2),
+            (6, 2),
+            (1 << 63, u64::MAX),
+            (3 << 62, 1 << 62),
+        ] {
             let expected = (-(n as f64) / d as f64).exp();
-            let hits = (0..trials).filter(|_| bernoulli_exp(&mut rng, n, d)).count() as f64;
+            let hits = (0..trials)
+                .filter(|_| bernoulli_exp(&mut rng, n, d))
+                .count() as f64;
             let error = (expected * (1.0 - expected) / trials as f64).sqrt();
             let observed = hits / trials as f64;
-            assert!((observed - expected).abs() <= STANDARD_ERRORS * error, "γ = {n}/{d}: {observed} vs {expected}");
+            assert!(
+                (observed - expected).abs() <= STANDARD_ERRORS * error,
+                "γ = {n}/{d}: {observed} vs {expected}"
+            );
         }
     }
 
@@ -440,7 +536,10 @@ mod tests {
             let expected = trials as f64 / 3.0;
             let error = (trials as f64 * (1.0 / 3.0) * (2.0 / 3.0)).sqrt();
             for third in thirds {
-                assert!((third as f64 - expected).abs() <= STANDARD_ERRORS * error, "bound {bound}: {thirds:?}");
+                assert!(
+                    (third as f64 - expected).abs() <= STANDARD_ERRORS * error,
+                    "bound {bound}: {thirds:?}"
+                );
             }
         }
     }
@@ -460,7 +559,20 @@ mod tests {
     #[test]
     fn round_up_is_the_smallest_dyadic_at_or_above_sigma() {
         let den_bits = RationalScale::DENOMINATOR_BITS;
-        for sigma in [1e-300, 5e-324, 1e-12, 0.05, 0.1, 1.0 / 3.0, 1.0, 2.5, 37.7, 1e6, 123456.789, 4.0e9] {
+        for sigma in [
+            1e-300,
+            5e-324,
+            1e-12,
+            0.05,
+            0.1,
+            1.0 / 3.0,
+            1.0,
+            2.5,
+            37.7,
+            1e6,
+            123456.789,
+            4.0e9,
+        ] {
             let scale = RationalScale::round_up(sigma).expect("in range");
             assert_eq!(scale.den(), 1u64 << den_bits);
             // Compare num with sigma·2^den_bits = mantissa·2^(exponent + den_bits) in exact integers:
@@ -482,7 +594,17 @@ mod tests {
             // And the excess is below 2^−DENOMINATOR_BITS (what the report promises).
             assert!(scale.to_f64() - sigma < 2f64.powi(-(den_bits as i32)) + sigma * 1e-15);
         }
-        for bad in [0.0, -0.0, -1.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, RationalScale::MAX_SCALE, 1e10, f64::MAX] {
+        for bad in [
+            0.0,
+            -0.0,
+            -1.0,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            RationalScale::MAX_SCALE,
+            1e10,
+            f64::MAX,
+        ] {
             assert_eq!(RationalScale::round_up(bad), None, "σ = {bad}");
         }
         let largest_below = f64::from_bits(RationalScale::MAX_SCALE.to_bits() - 1);
@@ -495,16 +617,24 @@ mod tests {
         assert_eq!(RationalScale::new(4, 0), None);
         let scale = RationalScale::new(3, 8).expect("valid");
         assert_eq!((scale.num(), scale.den(), scale.to_f64()), (3, 8, 0.375));
-        assert_eq!(RationalScale::new(u64::MAX, 1).map(|s| s.num()), Some(u64::MAX));
+        assert_eq!(
+            RationalScale::new(u64::MAX, 1).map(|s| s.num()),
+            Some(u64::MAX)
+        );
     }
 
     #[test]
     fn odd_denominators_give_the_same_law() {
-        // σ = 5/3 through `new` (no power-of-two denominator): the sampler is exact for any den.
-        let mut rng = ChaCha12Rng::seed_from_u64(800);
-        let scale = RationalScale::new(5, 3).expect("valid");
-        let samples: Vec<i64> = (0..FIT_SAMPLES).map(|_| sample_discrete_laplace(&mut rng, scale)).collect();
-        let p = goodness_of_fit_p_value(&samples, &Law::new(5.0 / 3.0));
-        assert!(p >= MIN_P_VALUE, "p = {p:e}");
+        // Through `new`, with no power-of-two denominator: σ = 5/3 (drawn in blocks, Y = ⌊X/3⌋ by
+        // division) and σ = 4/5 (drawn by trials).
+        for (num, den, seed) in [(5, 3, 800), (4, 5, 801)] {
+            let mut rng = ChaCha12Rng::seed_from_u64(seed);
+            let scale = RationalScale::new(num, den).expect("valid");
+            let samples: Vec<i64> = (0..FIT_SAMPLES)
+                .map(|_| sample_discrete_laplace(&mut rng, scale))
+                .collect();
+            let p = goodness_of_fit_p_value(&samples, &Law::new(num as f64 / den as f64));
+            assert!(p >= MIN_P_VALUE, "σ = {num}/{den}: p = {p:e}");
+        }
     }
 }

@@ -73,7 +73,7 @@ mod tests {
     #[test]
     fn every_cell_of_every_noised_level_gets_noise_and_stays_non_negative() {
         // An empty tree: if any cell were skipped, it would stay exactly 0 at a scale where zero
-        // noise has probability ≈ 0.05 per cell, so a level of 2^12 untouched zeros cannot happen.
+        // noise has probability ≈ 0.0125 per cell, so a level of 2^12 untouched zeros cannot happen.
         let depth = 12;
         let mut tree = CountTree::from_leaves(vec![0; 1 << depth], depth);
         let scale = RationalScale::round_up(40.0).unwrap();

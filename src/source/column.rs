@@ -83,45 +83,44 @@ impl<'a> NumericValues<'a> {
     }
 }
 
-/// Builds an output array of `data_type` from values in the column's units. Integer types are rounded
-/// to nearest and saturate at the type's range (bounds inside the range make that a no-op).
-pub fn build_array(data_type: &DataType, values: &[f64]) -> ArrayRef {
-    fn floats<T: ArrowPrimitiveType>(values: &[f64], cast: impl Fn(f64) -> T::Native) -> PrimitiveArray<T> {
-        PrimitiveArray::<T>::from_iter_values(values.iter().map(|&value| cast(value)))
+/// Builds an output array of `data_type` from `units`, mapped to the column's units by `to_column`,
+/// in one pass. Integer types are rounded to nearest and saturate at the type's range (bounds inside
+/// the range make that a no-op).
+pub fn build_array(data_type: &DataType, units: &[f64], to_column: impl Fn(f64) -> f64) -> ArrayRef {
+    macro_rules! build {
+        ($arrow:ty, $cast:expr) => {
+            PrimitiveArray::<$arrow>::from_iter_values(units.iter().map(|&unit| $cast(to_column(unit))))
+        };
     }
     // `as` from f64 to an integer saturates, which is the behaviour we want after rounding.
     use DataType::*;
-    let array: ArrayRef = match data_type {
-        Float32 => Arc::new(floats::<Float32Type>(values, |v| v as f32)),
-        Float64 => Arc::new(floats::<Float64Type>(values, |v| v)),
-        Int8 => Arc::new(floats::<Int8Type>(values, |v| v.round() as i8)),
-        Int16 => Arc::new(floats::<Int16Type>(values, |v| v.round() as i16)),
-        Int32 => Arc::new(floats::<Int32Type>(values, |v| v.round() as i32)),
-        Int64 => Arc::new(floats::<Int64Type>(values, |v| v.round() as i64)),
-        UInt8 => Arc::new(floats::<UInt8Type>(values, |v| v.round() as u8)),
-        UInt16 => Arc::new(floats::<UInt16Type>(values, |v| v.round() as u16)),
-        UInt32 => Arc::new(floats::<UInt32Type>(values, |v| v.round() as u32)),
-        UInt64 => Arc::new(floats::<UInt64Type>(values, |v| v.round() as u64)),
-        Date32 => Arc::new(floats::<Date32Type>(values, |v| v.round() as i32)),
-        Date64 => Arc::new(floats::<Date64Type>(values, |v| v.round() as i64)),
-        Timestamp(unit, zone) => {
-            let round = |v: f64| v.round() as i64;
-            match unit {
-                TimeUnit::Second => Arc::new(floats::<TimestampSecondType>(values, round).with_timezone_opt(zone.clone())),
-                TimeUnit::Millisecond => {
-                    Arc::new(floats::<TimestampMillisecondType>(values, round).with_timezone_opt(zone.clone()))
-                }
-                TimeUnit::Microsecond => {
-                    Arc::new(floats::<TimestampMicrosecondType>(values, round).with_timezone_opt(zone.clone()))
-                }
-                TimeUnit::Nanosecond => {
-                    Arc::new(floats::<TimestampNanosecondType>(values, round).with_timezone_opt(zone.clone()))
-                }
-            }
+    match data_type {
+        Float32 => Arc::new(build!(Float32Type, |v: f64| v as f32)),
+        Float64 => Arc::new(build!(Float64Type, |v: f64| v)),
+        Int8 => Arc::new(build!(Int8Type, |v: f64| v.round() as i8)),
+        Int16 => Arc::new(build!(Int16Type, |v: f64| v.round() as i16)),
+        Int32 => Arc::new(build!(Int32Type, |v: f64| v.round() as i32)),
+        Int64 => Arc::new(build!(Int64Type, |v: f64| v.round() as i64)),
+        UInt8 => Arc::new(build!(UInt8Type, |v: f64| v.round() as u8)),
+        UInt16 => Arc::new(build!(UInt16Type, |v: f64| v.round() as u16)),
+        UInt32 => Arc::new(build!(UInt32Type, |v: f64| v.round() as u32)),
+        UInt64 => Arc::new(build!(UInt64Type, |v: f64| v.round() as u64)),
+        Date32 => Arc::new(build!(Date32Type, |v: f64| v.round() as i32)),
+        Date64 => Arc::new(build!(Date64Type, |v: f64| v.round() as i64)),
+        Timestamp(TimeUnit::Second, zone) => {
+            Arc::new(build!(TimestampSecondType, |v: f64| v.round() as i64).with_timezone_opt(zone.clone()))
+        }
+        Timestamp(TimeUnit::Millisecond, zone) => {
+            Arc::new(build!(TimestampMillisecondType, |v: f64| v.round() as i64).with_timezone_opt(zone.clone()))
+        }
+        Timestamp(TimeUnit::Microsecond, zone) => {
+            Arc::new(build!(TimestampMicrosecondType, |v: f64| v.round() as i64).with_timezone_opt(zone.clone()))
+        }
+        Timestamp(TimeUnit::Nanosecond, zone) => {
+            Arc::new(build!(TimestampNanosecondType, |v: f64| v.round() as i64).with_timezone_opt(zone.clone()))
         }
         other => unreachable!("column type {other} was rejected when the column was resolved"),
-    };
-    array
+    }
 }
 
 /// One value of a decoded numeric array as f64 (for error messages).

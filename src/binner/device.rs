@@ -1,0 +1,108 @@
+//! Choosing where binning runs (`--device auto|cpu|gpu`) and putting the GPU binner behind the
+//! [`Binner`] interface that the parallel scan drives.
+
+use crate::error::{Error, Result};
+use crate::options::DeviceChoice;
+use crate::partition::CellGeometry;
+
+use super::cpu::CpuBinner;
+#[cfg(feature = "gpu")]
+use super::gpu::{AdapterPolicy, GpuContext, GpuLeafBinner};
+use super::{Binner, BinnerWorker};
+
+/// The binner a run will use, and the line the run report gives for it.
+pub enum ChosenBinner {
+    Cpu(CpuBinner, String),
+    #[cfg(feature = "gpu")]
+    Gpu(SharedGpuBinner, String),
+}
+
+impl ChosenBinner {
+    /// `auto` takes a real GPU when one is there and works at this depth, else the CPU (a software
+    /// adapter is never chosen automatically); `gpu` takes any adapter and fails clearly without one.
+    pub fn for_run(choice: DeviceChoice, geometry: CellGeometry) -> Result<Self> {
+        let cpu = |reason: &str| {
+            let binner = CpuBinner::new(geometry);
+            let line = format!("cpu ({:?} Morton codes{reason})", binner.method());
+            ChosenBinner::Cpu(binner, line)
+        };
+        match choice {
+            DeviceChoice::Cpu => Ok(cpu("")),
+            #[cfg(not(feature = "gpu"))]
+            DeviceChoice::Auto => Ok(cpu("; built without the gpu feature")),
+            #[cfg(not(feature = "gpu"))]
+            DeviceChoice::Gpu => Err(Error::bad_input("--device gpu: this build has no GPU support (cargo feature `gpu`)")),
+            #[cfg(feature = "gpu")]
+            DeviceChoice::Auto => match GpuContext::open(AdapterPolicy::RealGpuOnly) {
+                Ok(Some(context)) => match SharedGpuBinner::new(&context, geometry) {
+                    Ok(binner) => Ok(ChosenBinner::Gpu(binner, format!("gpu: {}", context.adapter_description()))),
+                    Err(error) => Ok(cpu(&format!("; the GPU could not be used: {error}"))),
+                },
+                Ok(None) => Ok(cpu("; no real GPU adapter")),
+                Err(error) => Ok(cpu(&format!("; the GPU could not be opened: {error}"))),
+            },
+            #[cfg(feature = "gpu")]
+            DeviceChoice::Gpu => {
+                let context = GpuContext::open(AdapterPolicy::AnyAdapter)
+                    .map_err(|error| Error::bad_input(format!("--device gpu: {error}")))?
+                    .ok_or_else(|| {
+                        Error::bad_input(
+                            "--device gpu: no GPU adapter found (for a software one, install Mesa's mesa-vulkan-drivers)",
+                        )
+                    })?;
+                let binner = SharedGpuBinner::new(&context, geometry)
+                    .map_err(|error| Error::bad_input(format!("--device gpu: {error}; use --device cpu")))?;
+                Ok(ChosenBinner::Gpu(binner, format!("gpu: {}", context.adapter_description())))
+            }
+        }
+    }
+}
+
+/// One GPU binner fed by every scanning thread in turn: decoding and quantising stay parallel on the
+/// CPU, the device counts.
+#[cfg(feature = "gpu")]
+pub struct SharedGpuBinner {
+    binner: std::sync::Arc<std::sync::Mutex<Option<GpuLeafBinner>>>,
+}
+
+#[cfg(feature = "gpu")]
+impl SharedGpuBinner {
+    pub fn new(context: &GpuContext, geometry: CellGeometry) -> Result<Self, super::gpu::GpuError> {
+        let binner = GpuLeafBinner::new(context, geometry.dims(), geometry.depth())?;
+        Ok(SharedGpuBinner { binner: std::sync::Arc::new(std::sync::Mutex::new(Some(binner))) })
+    }
+}
+
+#[cfg(feature = "gpu")]
+pub struct SharedGpuWorker {
+    binner: std::sync::Arc<std::sync::Mutex<Option<GpuLeafBinner>>>,
+}
+
+#[cfg(feature = "gpu")]
+impl Binner for SharedGpuBinner {
+    type Worker = SharedGpuWorker;
+
+    fn worker(&self) -> Result<SharedGpuWorker> {
+        Ok(SharedGpuWorker { binner: self.binner.clone() })
+    }
+
+    fn finish(&self, workers: Vec<SharedGpuWorker>) -> Result<Vec<u64>> {
+        drop(workers);
+        let binner = self
+            .binner
+            .lock()
+            .map_err(|_| Error::internal("a GPU binning thread panicked"))?
+            .take()
+            .ok_or_else(|| Error::internal("the GPU binner was finished twice"))?;
+        binner.finish().map_err(|error| Error::internal(error.to_string()))
+    }
+}
+
+#[cfg(feature = "gpu")]
+impl BinnerWorker for SharedGpuWorker {
+    fn add_batch(&mut self, axes: &[&[u32]]) -> Result<()> {
+        let mut guard = self.binner.lock().map_err(|_| Error::internal("a GPU binning thread panicked"))?;
+        let binner = guard.as_mut().ok_or_else(|| Error::internal("the GPU binner was already finished"))?;
+        binner.add_batch(axes).map_err(|error| Error::internal(error.to_string()))
+    }
+}
