@@ -1,6 +1,7 @@
 //! End-to-end `synth` time against plain Parquet decode of the same columns, side by side in one run
 //! (SPEC §8). Not a criterion bench: one synth of 10^8 rows takes seconds, so each configuration runs
-//! a few alternating repetitions and reports medians and their ratio.
+//! a few alternating repetitions and reports medians and their ratios: the binning pass (decode,
+//! quantise, histogram) and the whole run (which also samples and writes the synthetic table).
 //!
 //! Environment: DPSYNTH_BENCH_ROWS (default 10^7), DPSYNTH_BENCH_DIMS (default "2,4"),
 //! DPSYNTH_BENCH_COMPRESSION (default "none,zstd"), DPSYNTH_BENCH_REPS (default 5),
@@ -14,6 +15,7 @@ use arrow::array::{Array, AsArray};
 use arrow::datatypes::Float64Type;
 use dpsynth::bounds::ColumnBounds;
 use dpsynth::generate::{write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS};
+use dpsynth::options::DeviceChoice;
 use dpsynth::progress::Progress;
 use dpsynth::source::ParquetSource;
 use dpsynth::{synthesize, OutputPaths, SynthOptions};
@@ -32,10 +34,17 @@ fn plain_decode(path: &Path, names: &[String]) -> f64 {
         .into_par_iter()
         .map(|row_group| {
             let mut sum = 0.0;
-            for batch in source.row_group_reader(row_group, &columns).expect("reader builds") {
+            for batch in source
+                .row_group_reader(row_group, &columns)
+                .expect("reader builds")
+            {
                 let batch = batch.expect("batch decodes");
                 for column in batch.columns() {
-                    sum += column.as_primitive::<Float64Type>().values().iter().sum::<f64>();
+                    sum += column
+                        .as_primitive::<Float64Type>()
+                        .values()
+                        .iter()
+                        .sum::<f64>();
                     debug_assert_eq!(column.null_count(), 0);
                 }
             }
@@ -50,40 +59,80 @@ fn median(mut seconds: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let rows: u64 = env_or("DPSYNTH_BENCH_ROWS", "10000000").parse().expect("DPSYNTH_BENCH_ROWS is a number");
-    let reps: usize = env_or("DPSYNTH_BENCH_REPS", "5").parse().expect("DPSYNTH_BENCH_REPS is a number");
-    let threads: Option<usize> = std::env::var("DPSYNTH_BENCH_THREADS").ok().map(|t| t.parse().expect("threads is a number"));
+    let rows: u64 = env_or("DPSYNTH_BENCH_ROWS", "10000000")
+        .parse()
+        .expect("DPSYNTH_BENCH_ROWS is a number");
+    let reps: usize = env_or("DPSYNTH_BENCH_REPS", "5")
+        .parse()
+        .expect("DPSYNTH_BENCH_REPS is a number");
+    let threads: Option<usize> = std::env::var("DPSYNTH_BENCH_THREADS")
+        .ok()
+        .map(|t| t.parse().expect("threads is a number"));
     let dir = PathBuf::from(env_or("DPSYNTH_BENCH_DIR", "target/bench-data"));
     std::fs::create_dir_all(&dir).expect("bench directory");
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads.unwrap_or(0)).build().expect("pool");
-    println!("rows,dims,compression,decode_s,synth_s,synth_over_decode,synth_rows_per_s,depth");
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.unwrap_or(0))
+        .build()
+        .expect("pool");
+    println!("rows,dims,compression,decode_s,bin_pass_s,synth_s,bin_pass_over_decode,synth_over_decode,synth_rows_per_s,depth");
     for dims in env_or("DPSYNTH_BENCH_DIMS", "2,4").split(',') {
         let dims: usize = dims.parse().expect("dims are numbers");
         for compression in env_or("DPSYNTH_BENCH_COMPRESSION", "none,zstd").split(',') {
-            let compression: Compression = compression.parse().expect("compression is none, snappy or zstd");
+            let compression: Compression = compression
+                .parse()
+                .expect("compression is none, snappy or zstd");
             let input = dir.join(format!("mixture-{rows}-{dims}-{compression:?}.parquet"));
             if !input.exists() {
-                let spec = GenerateSpec { rows, dims, law: Law::Mixture, seed: 1, compression, row_group_rows: DEFAULT_ROW_GROUP_ROWS };
+                let spec = GenerateSpec {
+                    rows,
+                    dims,
+                    law: Law::Mixture,
+                    seed: 1,
+                    compression,
+                    row_group_rows: DEFAULT_ROW_GROUP_ROWS,
+                };
                 write_table(&input, &spec).expect("bench table is written");
             }
             let names: Vec<String> = (0..dims).map(|axis| format!("x{axis}")).collect();
-            let bounds = names.iter().map(|name| ColumnBounds::new(name.clone(), 0.0, 1.0).unwrap()).collect();
+            let bounds = names
+                .iter()
+                .map(|name| ColumnBounds::new(name.clone(), 0.0, 1.0).unwrap())
+                .collect();
             let mut options = SynthOptions::new(1.0, bounds);
             options.threads = threads;
             options.seed = Some(7);
-            let outputs = OutputPaths { table: dir.join("synth-out.parquet"), report: None, diagnostics: None };
-            let (mut decode, mut synth, mut depth) = (Vec::new(), Vec::new(), 0);
+            options.device = DeviceChoice::Cpu;
+            let outputs = OutputPaths {
+                table: dir.join("synth-out.parquet"),
+                report: None,
+                diagnostics: None,
+            };
+            let (mut decode, mut bin_pass, mut synth, mut depth) =
+                (Vec::new(), Vec::new(), Vec::new(), 0);
             for _ in 0..reps {
                 let started = Instant::now();
                 std::hint::black_box(pool.install(|| plain_decode(&input, &names)));
                 decode.push(started.elapsed().as_secs_f64());
                 let started = Instant::now();
-                let outcome = synthesize(&input, &outputs, &options, &Progress::hidden()).expect("synth runs");
+                let outcome = synthesize(&input, &outputs, &options, &Progress::hidden())
+                    .expect("synth runs");
                 synth.push(started.elapsed().as_secs_f64());
                 depth = outcome.report.parameters.depth;
+                let phases = &outcome.diagnostics.timings_seconds;
+                bin_pass.push(
+                    phases
+                        .iter()
+                        .find(|(phase, _)| phase == "bin")
+                        .map_or(f64::NAN, |(_, seconds)| *seconds),
+                );
             }
-            let (decode, synth) = (median(decode), median(synth));
-            println!("{rows},{dims},{compression:?},{decode:.4},{synth:.4},{:.3},{:.3e},{depth}", synth / decode, rows as f64 / synth);
+            let (decode, bin_pass, synth) = (median(decode), median(bin_pass), median(synth));
+            println!(
+                "{rows},{dims},{compression:?},{decode:.4},{bin_pass:.4},{synth:.4},{:.3},{:.3},{:.3e},{depth}",
+                bin_pass / decode,
+                synth / decode,
+                rows as f64 / synth
+            );
         }
     }
 }

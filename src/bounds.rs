@@ -19,10 +19,14 @@ impl ColumnBounds {
     pub fn new(column: impl Into<String>, lo: f64, hi: f64) -> Result<Self> {
         let column = column.into();
         if !lo.is_finite() || !hi.is_finite() {
-            return Err(Error::bad_input(format!("bounds for column '{column}': {lo}:{hi} must be finite numbers")));
+            return Err(Error::bad_input(format!(
+                "bounds for column '{column}': {lo}:{hi} must be finite numbers"
+            )));
         }
         if lo >= hi {
-            return Err(Error::bad_input(format!("bounds for column '{column}': lo {lo} must be below hi {hi}")));
+            return Err(Error::bad_input(format!(
+                "bounds for column '{column}': lo {lo} must be below hi {hi}"
+            )));
         }
         Ok(ColumnBounds { column, lo, hi })
     }
@@ -39,11 +43,17 @@ impl FromStr for ColumnBounds {
 
     /// Parses `col=lo:hi`, for example `dep_delay=-120:1440`.
     fn from_str(text: &str) -> Result<Self> {
-        let usage = || Error::bad_input(format!("--bounds '{text}': expected COLUMN=LO:HI, for example age=0:120"));
+        let usage = || {
+            Error::bad_input(format!(
+                "--bounds '{text}': expected COLUMN=LO:HI, for example age=0:120"
+            ))
+        };
         let (column, range) = text.rsplit_once('=').ok_or_else(usage)?;
         let (lo, hi) = range.split_once(':').ok_or_else(usage)?;
         let number = |part: &str| {
-            part.trim().parse::<f64>().map_err(|_| Error::bad_input(format!("--bounds '{text}': '{part}' is not a number")))
+            part.trim().parse::<f64>().map_err(|_| {
+                Error::bad_input(format!("--bounds '{text}': '{part}' is not a number"))
+            })
         };
         if column.trim().is_empty() {
             return Err(usage());
@@ -65,13 +75,22 @@ mod tests {
     #[test]
     fn parses_negative_and_scientific_bounds() {
         let bounds: ColumnBounds = "dep_delay=-120:1.44e3".parse().unwrap();
-        assert_eq!(bounds, ColumnBounds { column: "dep_delay".into(), lo: -120.0, hi: 1440.0 });
+        assert_eq!(
+            bounds,
+            ColumnBounds {
+                column: "dep_delay".into(),
+                lo: -120.0,
+                hi: 1440.0
+            }
+        );
         assert_eq!(bounds.denormalise(0.5), 660.0);
     }
 
     #[test]
     fn rejects_malformed_or_empty_ranges() {
-        for text in ["x", "x=1", "=0:1", "x=a:1", "x=1:1", "x=2:1", "x=0:inf", "x=nan:1"] {
+        for text in [
+            "x", "x=1", "=0:1", "x=a:1", "x=1:1", "x=2:1", "x=0:inf", "x=nan:1",
+        ] {
             let error = text.parse::<ColumnBounds>().unwrap_err();
             assert!(matches!(error, Error::BadInput(_)), "{text}");
         }

@@ -8,7 +8,9 @@ use crate::binner::NullPolicy;
 use crate::bounds::ColumnBounds;
 use crate::consistency::ConsistencyRule;
 use crate::error::{Error, Result, EXIT_INTERNAL, EXIT_OK};
-use crate::generate::{bounds_toml, write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS};
+use crate::generate::{
+    bounds_toml, write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS,
+};
 use crate::options::{bounds_for_columns, ConfigFile, DeviceChoice, Mechanism, SynthOptions};
 use crate::privacy::Neighbours;
 use crate::progress::Progress;
@@ -16,7 +18,11 @@ use crate::sampler::Placement;
 use crate::synth::{synthesize, OutputPaths};
 
 #[derive(Parser, Debug)]
-#[command(name = "dpsynth", version, about = "Differentially private synthetic tables close to the original in Wasserstein distance")]
+#[command(
+    name = "dpsynth",
+    version,
+    about = "Differentially private synthetic tables close to the original in Wasserstein distance"
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -166,22 +172,46 @@ fn run_synth(args: SynthArgs) -> Result<()> {
         bounds.push(given);
     }
     let columns = args.columns.or(config.columns);
-    let epsilon = args.epsilon.or(config.epsilon).ok_or_else(|| Error::bad_input("--epsilon is required"))?;
+    let epsilon = args
+        .epsilon
+        .or(config.epsilon)
+        .ok_or_else(|| Error::bad_input("--epsilon is required"))?;
     let mut options = SynthOptions::new(epsilon, bounds_for_columns(columns.as_deref(), &bounds)?);
-    options.mechanism = args.mechanism.or(config.mechanism).unwrap_or(options.mechanism);
-    options.neighbours = args.neighbours.or(config.neighbours).unwrap_or(options.neighbours);
+    options.mechanism = args
+        .mechanism
+        .or(config.mechanism)
+        .unwrap_or(options.mechanism);
+    options.neighbours = args
+        .neighbours
+        .or(config.neighbours)
+        .unwrap_or(options.neighbours);
     options.depth = args.depth.or(config.depth);
-    options.root_share = args.root_share.or(config.root_share).unwrap_or(options.root_share);
+    options.root_share = args
+        .root_share
+        .or(config.root_share)
+        .unwrap_or(options.root_share);
     options.rows = args.rows.or(config.rows);
     options.seed = args.seed.or(config.seed);
     options.nulls = args.nulls.or(config.nulls).unwrap_or(options.nulls);
-    options.consistency = args.consistency.or(config.consistency).unwrap_or(options.consistency);
-    options.placement = args.placement.or(config.placement).unwrap_or(options.placement);
+    options.consistency = args
+        .consistency
+        .or(config.consistency)
+        .unwrap_or(options.consistency);
+    options.placement = args
+        .placement
+        .or(config.placement)
+        .unwrap_or(options.placement);
     options.device = args.device.or(config.device).unwrap_or(options.device);
     options.threads = args.threads.or(config.threads);
-    options.memory_limit = args.memory_limit_mib.map(|mib| mib << 20).or(config.memory_limit);
+    options.memory_limit = args
+        .memory_limit_mib
+        .map(|mib| mib << 20)
+        .or(config.memory_limit);
     let outputs = OutputPaths {
-        table: args.output.or(config.output).ok_or_else(|| Error::bad_input("--output is required"))?,
+        table: args
+            .output
+            .or(config.output)
+            .ok_or_else(|| Error::bad_input("--output is required"))?,
         report: args.report.or(config.report),
         diagnostics: args.diagnostics.or(config.diagnostics),
     };
@@ -206,7 +236,11 @@ fn run_synth(args: SynthArgs) -> Result<()> {
             diagnostics.true_rows,
             diagnostics.rows_dropped,
             diagnostics.rows_clamped,
-            diagnostics.timings_seconds.iter().map(|(_, seconds)| seconds).sum::<f64>(),
+            diagnostics
+                .timings_seconds
+                .iter()
+                .map(|(_, seconds)| seconds)
+                .sum::<f64>(),
         );
     }
     Ok(())

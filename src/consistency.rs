@@ -36,7 +36,9 @@ pub fn enforce_consistency(tree: &mut CountTree, rule: ConsistencyRule, coin_see
             .enumerate()
             .for_each(|(task, (parents, children))| {
                 let first_cell = (task * CELLS_PER_TASK) as u64;
-                for (offset, (&parent, pair)) in parents.iter().zip(children.chunks_exact_mut(2)).enumerate() {
+                for (offset, (&parent, pair)) in
+                    parents.iter().zip(children.chunks_exact_mut(2)).enumerate()
+                {
                     let coin = || coin_flip(coin_seed, parent_level, first_cell + offset as u64);
                     let (left, right) = split(rule, parent, pair[0], pair[1], coin);
                     pair[0] = left;
@@ -104,7 +106,10 @@ mod tests {
                             let (x, y) = split(rule, m, a, b, || coin);
                             assert!(x >= 0 && y >= 0, "{rule:?} m={m} a={a} b={b}");
                             assert_eq!(x + y, m);
-                            assert!(comparable(x, y, a, b), "{rule:?} m={m} a={a} b={b} -> ({x},{y})");
+                            assert!(
+                                comparable(x, y, a, b),
+                                "{rule:?} m={m} a={a} b={b} -> ({x},{y})"
+                            );
                         }
                     }
                 }
@@ -125,7 +130,10 @@ mod tests {
                     if a + b > 0 {
                         let (x, _) = split(ConsistencyRule::Proportional, m, a, b, || false);
                         let ideal = m as f64 * a as f64 / (a + b) as f64;
-                        assert!((x as f64 - ideal).abs() <= 0.5 + 1e-9, "proportional m={m} a={a} b={b}");
+                        assert!(
+                            (x as f64 - ideal).abs() <= 0.5 + 1e-9,
+                            "proportional m={m} a={a} b={b}"
+                        );
                     }
                 }
             }
@@ -149,10 +157,16 @@ mod tests {
             assert_eq!(tree.root(), noisy.root());
             for level in 0..depth {
                 for (theta, &parent) in tree.level(level).iter().enumerate() {
-                    let (x, y) = (tree.level(level + 1)[2 * theta], tree.level(level + 1)[2 * theta + 1]);
+                    let (x, y) = (
+                        tree.level(level + 1)[2 * theta],
+                        tree.level(level + 1)[2 * theta + 1],
+                    );
                     assert!(x >= 0 && y >= 0);
                     assert_eq!(x + y, parent);
-                    let (a, b) = (noisy.level(level + 1)[2 * theta], noisy.level(level + 1)[2 * theta + 1]);
+                    let (a, b) = (
+                        noisy.level(level + 1)[2 * theta],
+                        noisy.level(level + 1)[2 * theta + 1],
+                    );
                     assert!(comparable(x, y, a, b));
                 }
             }
@@ -168,6 +182,9 @@ mod tests {
             let (x, _) = split(ConsistencyRule::Uniform, 1, 0, 0, || coin_flip(3, 5, cell));
             left += x;
         }
-        assert!((1800..2300).contains(&left), "left child got {left} of 4096 units");
+        assert!(
+            (1800..2300).contains(&left),
+            "left child got {left} of 4096 units"
+        );
     }
 }

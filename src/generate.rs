@@ -110,9 +110,15 @@ impl fmt::Display for GenerateError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             GenerateError::InvalidSpec(reason) => write!(f, "invalid table spec: {reason}"),
-            GenerateError::Io { path, step, source } => write!(f, "{step} '{}': {source}", path.display()),
+            GenerateError::Io { path, step, source } => {
+                write!(f, "{step} '{}': {source}", path.display())
+            }
             GenerateError::Parquet { path, source } => {
-                write!(f, "cannot write Parquet table '{}': {source}", path.display())
+                write!(
+                    f,
+                    "cannot write Parquet table '{}': {source}",
+                    path.display()
+                )
             }
         }
     }
@@ -257,9 +263,12 @@ pub fn write_table(path: &Path, spec: &GenerateSpec) -> Result<GenerateSummary, 
 
 /// A fresh name beside `path` (same directory, so the final rename stays on one file system).
 fn temporary_path(path: &Path) -> Result<PathBuf, GenerateError> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| GenerateError::InvalidSpec(format!("output path '{}' does not name a file", path.display())))?;
+    let name = path.file_name().ok_or_else(|| {
+        GenerateError::InvalidSpec(format!(
+            "output path '{}' does not name a file",
+            path.display()
+        ))
+    })?;
     let mut temporary_name = name.to_os_string();
     temporary_name.push(format!(".{}.tmp", std::process::id()));
     Ok(path.with_file_name(temporary_name))
@@ -289,7 +298,11 @@ fn schema(dims: usize) -> SchemaRef {
 }
 
 /// Generates the next few row groups in parallel while the current few are encoded and written.
-fn write_row_groups(file: File, spec: &GenerateSpec, sampler: &Sampler) -> Result<GenerateSummary, ParquetError> {
+fn write_row_groups(
+    file: File,
+    spec: &GenerateSpec,
+    sampler: &Sampler,
+) -> Result<GenerateSummary, ParquetError> {
     let schema = schema(spec.dims);
     let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(writer_properties(spec)))?;
     let group_rows = spec.row_group_rows as u64;
@@ -380,7 +393,9 @@ impl Sampler {
             return Err(GenerateError::InvalidSpec("dims must be at least 1".into()));
         }
         if spec.row_group_rows == 0 {
-            return Err(GenerateError::InvalidSpec("row_group_rows must be at least 1".into()));
+            return Err(GenerateError::InvalidSpec(
+                "row_group_rows must be at least 1".into(),
+            ));
         }
         let mut rng = stream_rng(spec.seed, LAW_STREAM);
         Ok(match spec.law {
@@ -390,7 +405,10 @@ impl Sampler {
                 let centres = (0..MIXTURE_CLUSTERS)
                     .map(|_| {
                         (0..dims)
-                            .map(|_| MIXTURE_CENTRE_MARGIN + (1.0 - 2.0 * MIXTURE_CENTRE_MARGIN) * unit(&mut rng))
+                            .map(|_| {
+                                MIXTURE_CENTRE_MARGIN
+                                    + (1.0 - 2.0 * MIXTURE_CENTRE_MARGIN) * unit(&mut rng)
+                            })
                             .collect()
                     })
                     .collect();
@@ -418,9 +436,19 @@ impl Sampler {
                 // Keep centre + basis·t + noise inside the cube for every t in [-h, h]^dim: per coordinate
                 // the offset is at most h·Σ_j |basis_j[k]| + noise, which must not exceed the distance to
                 // the nearer face. The 1e-9 absorbs rounding so no value needs clipping.
-                let room = centre.iter().map(|&c| c.min(1.0 - c)).fold(f64::INFINITY, f64::min) - SUBSPACE_NOISE - 1e-9;
+                let room = centre
+                    .iter()
+                    .map(|&c| c.min(1.0 - c))
+                    .fold(f64::INFINITY, f64::min)
+                    - SUBSPACE_NOISE
+                    - 1e-9;
                 let reach = (0..dims)
-                    .map(|k| basis.iter().map(|direction| direction[k].abs()).sum::<f64>())
+                    .map(|k| {
+                        basis
+                            .iter()
+                            .map(|direction| direction[k].abs())
+                            .sum::<f64>()
+                    })
                     .fold(0.0, f64::max);
                 Sampler::Subspace {
                     centre,
@@ -432,11 +460,19 @@ impl Sampler {
     }
 
     /// Row group `group` (its own random stream) with `rows` rows, as one record batch.
-    fn row_group(&self, seed: u64, group: u64, rows: usize, schema: &SchemaRef) -> Result<RecordBatch, ParquetError> {
+    fn row_group(
+        &self,
+        seed: u64,
+        group: u64,
+        rows: usize,
+        schema: &SchemaRef,
+    ) -> Result<RecordBatch, ParquetError> {
         let mut rng = stream_rng(seed, group);
         let columns = match self {
             Sampler::Uniform { dims } => column_wise(*dims, rows, || unit(&mut rng)),
-            Sampler::Skewed { dims } => column_wise(*dims, rows, || unit(&mut rng).powi(SKEWED_POWER)),
+            Sampler::Skewed { dims } => {
+                column_wise(*dims, rows, || unit(&mut rng).powi(SKEWED_POWER))
+            }
             Sampler::Mixture {
                 centres,
                 cumulative_weights,
@@ -463,7 +499,9 @@ impl Sampler {
                 row.copy_from_slice(centre);
                 for direction in basis {
                     let t = half_width * (2.0 * unit(&mut rng) - 1.0);
-                    row.iter_mut().zip(direction).for_each(|(value, &b)| *value += t * b);
+                    row.iter_mut()
+                        .zip(direction)
+                        .for_each(|(value, &b)| *value += t * b);
                 }
                 for value in row.iter_mut() {
                     *value += SUBSPACE_NOISE * (2.0 * unit(&mut rng) - 1.0);
@@ -480,7 +518,9 @@ impl Sampler {
 
 /// `dims` columns of `rows` independent draws, one column after the other.
 fn column_wise(dims: usize, rows: usize, mut draw: impl FnMut() -> f64) -> Vec<Vec<f64>> {
-    (0..dims).map(|_| (0..rows).map(|_| draw()).collect()).collect()
+    (0..dims)
+        .map(|_| (0..rows).map(|_| draw()).collect())
+        .collect()
 }
 
 /// `rows` rows filled by `fill_row`, transposed into `dims` columns.
@@ -553,7 +593,11 @@ mod tests {
         for batch in reader {
             let batch = batch.unwrap();
             for (k, column) in columns.iter_mut().enumerate() {
-                let values = batch.column(k).as_any().downcast_ref::<Float64Array>().unwrap();
+                let values = batch
+                    .column(k)
+                    .as_any()
+                    .downcast_ref::<Float64Array>()
+                    .unwrap();
                 column.extend_from_slice(values.values());
             }
         }
@@ -569,7 +613,10 @@ mod tests {
         for (compression, codec) in [
             (Compression::None, ParquetCompression::UNCOMPRESSED),
             (Compression::Snappy, ParquetCompression::SNAPPY),
-            (Compression::Zstd, ParquetCompression::ZSTD(ZstdLevel::default())),
+            (
+                Compression::Zstd,
+                ParquetCompression::ZSTD(ZstdLevel::default()),
+            ),
         ] {
             let directory = tempfile::tempdir().unwrap();
             let path = directory.path().join("table.parquet");
@@ -594,7 +641,11 @@ mod tests {
             let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
             let metadata = reader.metadata();
             assert_eq!(metadata.file_metadata().num_rows(), 2_500);
-            let group_rows: Vec<i64> = metadata.row_groups().iter().map(|group| group.num_rows()).collect();
+            let group_rows: Vec<i64> = metadata
+                .row_groups()
+                .iter()
+                .map(|group| group.num_rows())
+                .collect();
             assert_eq!(group_rows, [1_000, 1_000, 500]);
             let schema = metadata.file_metadata().schema_descr();
             assert_eq!(schema.num_columns(), 3);
@@ -602,12 +653,18 @@ mod tests {
                 let column = schema.column(k);
                 assert_eq!(column.name(), format!("x{k}"));
                 assert_eq!(column.physical_type(), PhysicalType::DOUBLE);
-                assert_eq!(column.self_type().get_basic_info().repetition(), Repetition::REQUIRED);
+                assert_eq!(
+                    column.self_type().get_basic_info().repetition(),
+                    Repetition::REQUIRED
+                );
             }
             for group in metadata.row_groups() {
                 for chunk in group.columns() {
                     assert_eq!(chunk.compression(), codec);
-                    assert!(chunk.dictionary_page_offset().is_none(), "no dictionary pages");
+                    assert!(
+                        chunk.dictionary_page_offset().is_none(),
+                        "no dictionary pages"
+                    );
                     assert!(chunk
                         .encodings()
                         .all(|e| e != Encoding::PLAIN_DICTIONARY && e != Encoding::RLE_DICTIONARY));
@@ -632,7 +689,12 @@ mod tests {
     #[test]
     fn same_seed_gives_identical_bytes_whatever_the_thread_count() {
         let directory = tempfile::tempdir().unwrap();
-        for law in [Law::Uniform, Law::Mixture, Law::Skewed, Law::Subspace { dim: 2 }] {
+        for law in [
+            Law::Uniform,
+            Law::Mixture,
+            Law::Skewed,
+            Law::Subspace { dim: 2 },
+        ] {
             // 7 row groups: more than one batch in flight for both pools, and a short last group.
             let spec = GenerateSpec {
                 rows: 6_500,
@@ -663,7 +725,12 @@ mod tests {
     #[test]
     fn values_lie_in_the_unit_cube_and_follow_their_laws() {
         let n = 20_000;
-        for law in [Law::Uniform, Law::Mixture, Law::Skewed, Law::Subspace { dim: 1 }] {
+        for law in [
+            Law::Uniform,
+            Law::Mixture,
+            Law::Skewed,
+            Law::Subspace { dim: 1 },
+        ] {
             let columns = generate_columns(&spec(n, 3, law));
             for column in &columns {
                 assert_eq!(column.len() as u64, n);
@@ -698,7 +765,10 @@ mod tests {
         }
         cells.sort_unstable_by(|a, b| b.cmp(a));
         let fullest: usize = cells[..MIXTURE_CLUSTERS].iter().sum();
-        assert!(fullest as f64 > 0.14 * n as f64, "fullest cells hold {fullest} of {n}");
+        assert!(
+            fullest as f64 > 0.14 * n as f64,
+            "fullest cells hold {fullest} of {n}"
+        );
     }
 
     /// Eigenvalues of a symmetric matrix, largest first (cyclic Jacobi rotations).
@@ -742,7 +812,11 @@ mod tests {
 
     #[test]
     fn subspace_points_lie_near_a_flat_of_the_asked_dimension() {
-        let known = symmetric_eigenvalues(vec![vec![2.0, 1.0, 0.0], vec![1.0, 2.0, 0.0], vec![0.0, 0.0, 5.0]]);
+        let known = symmetric_eigenvalues(vec![
+            vec![2.0, 1.0, 0.0],
+            vec![1.0, 2.0, 0.0],
+            vec![0.0, 0.0, 5.0],
+        ]);
         assert!(
             known
                 .iter()
@@ -793,7 +867,14 @@ mod tests {
         assert_eq!((summary.rows, summary.row_groups), (0, 0));
         let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
         assert_eq!(reader.metadata().file_metadata().num_rows(), 0);
-        assert_eq!(reader.metadata().file_metadata().schema_descr().num_columns(), 2);
+        assert_eq!(
+            reader
+                .metadata()
+                .file_metadata()
+                .schema_descr()
+                .num_columns(),
+            2
+        );
     }
 
     #[test]
@@ -811,7 +892,10 @@ mod tests {
             spec(10, 1, Law::Subspace { dim: 1 }),
         ] {
             let error = write_table(&path, &bad).unwrap_err();
-            assert!(matches!(error, GenerateError::InvalidSpec(_)), "{bad:?}: {error}");
+            assert!(
+                matches!(error, GenerateError::InvalidSpec(_)),
+                "{bad:?}: {error}"
+            );
         }
         assert_eq!(fs::read_dir(directory.path()).unwrap().count(), 0);
     }
@@ -819,7 +903,10 @@ mod tests {
     #[test]
     fn unwritable_paths_are_errors_naming_the_path() {
         let directory = tempfile::tempdir().unwrap();
-        let missing = directory.path().join("no-such-directory").join("table.parquet");
+        let missing = directory
+            .path()
+            .join("no-such-directory")
+            .join("table.parquet");
         let error = write_table(&missing, &spec(10, 2, Law::Uniform)).unwrap_err();
         assert!(matches!(error, GenerateError::Io { .. }), "{error}");
         assert!(error.to_string().contains("no-such-directory"), "{error}");
@@ -843,10 +930,18 @@ mod tests {
 
     #[test]
     fn laws_and_compressions_parse_and_print() {
-        for law in [Law::Uniform, Law::Mixture, Law::Skewed, Law::Subspace { dim: 3 }] {
+        for law in [
+            Law::Uniform,
+            Law::Mixture,
+            Law::Skewed,
+            Law::Subspace { dim: 3 },
+        ] {
             assert_eq!(law.to_string().parse::<Law>().unwrap(), law);
         }
-        assert_eq!(" Subspace:2 ".parse::<Law>().unwrap(), Law::Subspace { dim: 2 });
+        assert_eq!(
+            " Subspace:2 ".parse::<Law>().unwrap(),
+            Law::Subspace { dim: 2 }
+        );
         for bad in [
             "",
             "gauss",
@@ -859,7 +954,10 @@ mod tests {
             assert!(bad.parse::<Law>().is_err(), "{bad}");
         }
         for compression in [Compression::None, Compression::Snappy, Compression::Zstd] {
-            assert_eq!(compression.to_string().parse::<Compression>().unwrap(), compression);
+            assert_eq!(
+                compression.to_string().parse::<Compression>().unwrap(),
+                compression
+            );
         }
         assert!("lzma".parse::<Compression>().is_err());
     }

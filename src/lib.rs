@@ -28,6 +28,7 @@ pub mod error;
 pub mod generate;
 pub mod inspect;
 pub mod mechanism;
+pub mod metrics;
 pub mod noise;
 pub mod options;
 pub mod partition;
@@ -38,6 +39,7 @@ pub mod sampler;
 pub mod sink;
 pub mod source;
 pub mod synth;
+pub mod transport;
 pub mod tree;
 
 pub use error::{Error, Result};

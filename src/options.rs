@@ -17,7 +17,9 @@ use crate::sampler::Placement;
 
 /// The name the command line uses for an option's value (for messages and reports).
 pub fn value_name<T: clap::ValueEnum>(value: &T) -> String {
-    value.to_possible_value().map_or_else(String::new, |possible| possible.get_name().to_string())
+    value
+        .to_possible_value()
+        .map_or_else(String::new, |possible| possible.get_name().to_string())
 }
 
 /// The mechanisms `--mechanism` names. Only PMM is built so far; the others are refused clearly.
@@ -94,7 +96,10 @@ impl SynthOptions {
             return Err(Error::bad_input("no columns: give --columns with --bounds for each (or a config file with [bounds])"));
         }
         if !(self.root_share > 0.0 && self.root_share < 1.0) {
-            return Err(Error::bad_input(format!("--root-share must be strictly between 0 and 1, got {}", self.root_share)));
+            return Err(Error::bad_input(format!(
+                "--root-share must be strictly between 0 and 1, got {}",
+                self.root_share
+            )));
         }
         if self.threads == Some(0) {
             return Err(Error::bad_input("--threads must be at least 1"));
@@ -136,24 +141,37 @@ pub struct ConfigFile {
 
 impl ConfigFile {
     pub fn load(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|error| Error::in_file(path, format!("cannot read the config file: {error}")))?;
-        toml::from_str(&text).map_err(|error| Error::in_file(path, format!("invalid config file: {error}")))
+        let text = std::fs::read_to_string(path).map_err(|error| {
+            Error::in_file(path, format!("cannot read the config file: {error}"))
+        })?;
+        toml::from_str(&text)
+            .map_err(|error| Error::in_file(path, format!("invalid config file: {error}")))
     }
 
     /// The bounds table as a list, each validated.
     pub fn bounds_list(&self, path: &Path) -> Result<Vec<ColumnBounds>> {
-        let Some(table) = &self.bounds else { return Ok(Vec::new()) };
+        let Some(table) = &self.bounds else {
+            return Ok(Vec::new());
+        };
         table
             .iter()
-            .map(|(column, [lo, hi])| ColumnBounds::new(column.clone(), *lo, *hi).map_err(|error| Error::in_file(path, error)))
+            .map(|(column, [lo, hi])| {
+                ColumnBounds::new(column.clone(), *lo, *hi)
+                    .map_err(|error| Error::in_file(path, error))
+            })
             .collect()
     }
 }
 
 /// Chooses the bounds of the columns used: the `--columns` list (or every column with bounds when it
 /// is absent), each of which must have public bounds.
-pub fn bounds_for_columns(columns: Option<&[String]>, bounds: &[ColumnBounds]) -> Result<Vec<ColumnBounds>> {
-    let Some(columns) = columns else { return Ok(bounds.to_vec()) };
+pub fn bounds_for_columns(
+    columns: Option<&[String]>,
+    bounds: &[ColumnBounds],
+) -> Result<Vec<ColumnBounds>> {
+    let Some(columns) = columns else {
+        return Ok(bounds.to_vec());
+    };
     columns
         .iter()
         .map(|column| {
@@ -194,7 +212,10 @@ mod tests {
         assert_eq!(bounds.len(), 2);
         let chosen = bounds_for_columns(config.columns.as_deref(), &bounds).unwrap();
         assert_eq!(chosen, vec![ColumnBounds::new("a", 0.0, 10.0).unwrap()]);
-        assert!(toml::from_str::<ConfigFile>("epsilonn = 1").is_err(), "unknown keys are errors");
+        assert!(
+            toml::from_str::<ConfigFile>("epsilonn = 1").is_err(),
+            "unknown keys are errors"
+        );
     }
 
     #[test]

@@ -55,11 +55,12 @@ impl CellGeometry {
     /// The leaf code of a point given by its per-axis leaf indices (q_k < 2^{h_k(r)}).
     pub fn leaf_code(&self, axis_indices: &[u32]) -> u32 {
         debug_assert_eq!(axis_indices.len(), self.dims);
-        let mut code = 0u32;
-        for axis in 0..self.dims {
-            code |= deposit_bits(axis_indices[axis], self.axis_mask(axis));
-        }
-        code
+        axis_indices
+            .iter()
+            .enumerate()
+            .fold(0u32, |code, (axis, &index)| {
+                code | deposit_bits(index, self.axis_mask(axis))
+            })
     }
 
     /// The bits of a leaf code that belong to `axis`: level j sits at bit r−1−j and splits axis j mod d.
@@ -149,12 +150,17 @@ pub(crate) mod tests {
 
     /// The binner's quantisation of a coordinate already in [0, 1].
     pub(crate) fn unit_axis(bits: u32) -> crate::binner::AxisPlan {
-        crate::binner::AxisPlan::new(crate::bounds::ColumnBounds::new("u", 0.0, 1.0).unwrap(), bits)
+        crate::binner::AxisPlan::new(
+            crate::bounds::ColumnBounds::new("u", 0.0, 1.0).unwrap(),
+            bits,
+        )
     }
 
     fn code_by_quantization(point: &[f64], depth: u32) -> u32 {
         let geometry = CellGeometry::new(point.len(), depth);
-        let indices: Vec<u32> = (0..point.len()).map(|axis| unit_axis(geometry.axis_bits(axis)).quantize(point[axis])).collect();
+        let indices: Vec<u32> = (0..point.len())
+            .map(|axis| unit_axis(geometry.axis_bits(axis)).quantize(point[axis]))
+            .collect();
         geometry.leaf_code(&indices)
     }
 
@@ -195,7 +201,10 @@ pub(crate) mod tests {
             for depth in [1u32, 5, 17, 30] {
                 for _ in 0..2000 {
                     let point: Vec<f64> = (0..dims).map(|_| next()).collect();
-                    assert_eq!(code_by_quantization(&point, depth), code_by_bisection(&point, depth));
+                    assert_eq!(
+                        code_by_quantization(&point, depth),
+                        code_by_bisection(&point, depth)
+                    );
                 }
             }
         }
@@ -205,7 +214,10 @@ pub(crate) mod tests {
     fn one_goes_to_the_top_cell_and_zero_to_the_bottom() {
         for dims in 1..=3 {
             let geometry = CellGeometry::new(dims, 9);
-            assert_eq!(code_by_quantization(&vec![1.0; dims], 9), geometry.leaf_count() as u32 - 1);
+            assert_eq!(
+                code_by_quantization(&vec![1.0; dims], 9),
+                geometry.leaf_count() as u32 - 1
+            );
             assert_eq!(code_by_quantization(&vec![0.0; dims], 9), 0);
         }
     }
@@ -244,7 +256,10 @@ pub(crate) mod tests {
                 let expected = (1u64 << level) as f64 * cell_diameter(dims, level);
                 assert_eq!(level_diameter_sum(dims, Some(level)), expected);
             }
-            assert_eq!(level_diameter_sum(dims, None), level_diameter_sum(dims, Some(0)));
+            assert_eq!(
+                level_diameter_sum(dims, None),
+                level_diameter_sum(dims, Some(0))
+            );
         }
     }
 }

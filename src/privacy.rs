@@ -23,7 +23,9 @@ impl Neighbours {
 
     pub fn describe(self) -> &'static str {
         match self {
-            Neighbours::AddRemove => "add-remove: datasets differ by adding or removing one row; n is private",
+            Neighbours::AddRemove => {
+                "add-remove: datasets differ by adding or removing one row; n is private"
+            }
             Neighbours::Replace => "replace: datasets differ by replacing one row; n is public",
         }
     }
@@ -58,7 +60,13 @@ pub enum RootNoise {
 impl LevelSchedule {
     /// The schedule for ε at depth r. Under add-remove the root is either part of the optimal schedule
     /// or already released (and its share of ε already subtracted from `epsilon` by the caller).
-    pub fn new(neighbours: Neighbours, epsilon: f64, dims: usize, depth: u32, root: RootNoise) -> Result<Self> {
+    pub fn new(
+        neighbours: Neighbours,
+        epsilon: f64,
+        dims: usize,
+        depth: u32,
+        root: RootNoise,
+    ) -> Result<Self> {
         let (first_level, sensitivity) = match (neighbours, root) {
             (Neighbours::Replace, _) => (1, 2.0),
             (Neighbours::AddRemove, RootNoise::InSchedule) => (0, 1.0),
@@ -76,7 +84,12 @@ impl LevelSchedule {
             })?;
             scales[level as usize] = Some(scale);
         }
-        Ok(LevelSchedule { neighbours, dims, depth, scales })
+        Ok(LevelSchedule {
+            neighbours,
+            dims,
+            depth,
+            scales,
+        })
     }
 
     /// Cells whose count changes between neighbours, per noised level: 1 (add-remove) or 2 (replace).
@@ -94,34 +107,63 @@ impl LevelSchedule {
 
     /// The total privacy loss Σ_j sensitivity/σ_j with the rounded scales actually used (Theorem 3.8).
     pub fn spent_epsilon(&self) -> f64 {
-        (0..=self.depth).map(|level| self.level_epsilon(level)).sum()
+        (0..=self.depth)
+            .map(|level| self.level_epsilon(level))
+            .sum()
     }
 
     /// Theorem 3.9 for this schedule: E W1 ≤ (2√2/n) Σ_j σ_j Δ_{j−1} + 2^{−⌊r/d⌋}, in normalised ℓ∞ units,
     /// over noised levels; `n` is the public n (replace) or the released n̂ (add-remove).
     pub fn accuracy_bound(&self, n: f64) -> f64 {
-        let sigmas = self.scales.iter().enumerate().filter_map(|(level, scale)| Some((level as u32, scale.as_ref()?.to_f64())));
+        let sigmas = self
+            .scales
+            .iter()
+            .enumerate()
+            .filter_map(|(level, scale)| Some((level as u32, scale.as_ref()?.to_f64())));
         theorem_3_9_bound(self.dims, self.depth, sigmas, n)
     }
 }
 
 /// σ_j = c·S/(ε·√Δ_{j−1}), S = Σ √Δ_{j−1} over the noised levels (dissertation eq. 3.7, normalised):
 /// then Σ_j c/σ_j = ε exactly (in real arithmetic).
-fn optimal_scales(dims: usize, first_level: u32, depth: u32, epsilon: f64, sensitivity: f64) -> Vec<(u32, f64)> {
+fn optimal_scales(
+    dims: usize,
+    first_level: u32,
+    depth: u32,
+    epsilon: f64,
+    sensitivity: f64,
+) -> Vec<(u32, f64)> {
     let root_delta = |level: u32| level_diameter_sum(dims, level.checked_sub(1)).sqrt();
     let s: f64 = (first_level..=depth).map(root_delta).sum();
-    (first_level..=depth).map(|level| (level, sensitivity * s / (epsilon * root_delta(level)))).collect()
+    (first_level..=depth)
+        .map(|level| (level, sensitivity * s / (epsilon * root_delta(level))))
+        .collect()
 }
 
-fn theorem_3_9_bound(dims: usize, depth: u32, sigmas: impl Iterator<Item = (u32, f64)>, n: f64) -> f64 {
-    let noise: f64 = sigmas.map(|(level, sigma)| sigma * level_diameter_sum(dims, level.checked_sub(1))).sum();
-    2.0 * std::f64::consts::SQRT_2 * noise / n.max(1.0) + crate::partition::cell_diameter(dims, depth)
+fn theorem_3_9_bound(
+    dims: usize,
+    depth: u32,
+    sigmas: impl Iterator<Item = (u32, f64)>,
+    n: f64,
+) -> f64 {
+    let noise: f64 = sigmas
+        .map(|(level, sigma)| sigma * level_diameter_sum(dims, level.checked_sub(1)))
+        .sum();
+    2.0 * std::f64::consts::SQRT_2 * noise / n.max(1.0)
+        + crate::partition::cell_diameter(dims, depth)
 }
 
 /// The depth that minimises the Theorem 3.9 bound for this relation and budget, from a size that is
 /// public (replace) or released (n̂ under add-remove), capped at `max_depth`.
 /// `root_sigma` is the scale already spent on n̂ (add-remove), which then counts in the bound.
-pub fn choose_depth(neighbours: Neighbours, epsilon_levels: f64, dims: usize, n: f64, root_sigma: Option<f64>, max_depth: u32) -> u32 {
+pub fn choose_depth(
+    neighbours: Neighbours,
+    epsilon_levels: f64,
+    dims: usize,
+    n: f64,
+    root_sigma: Option<f64>,
+    max_depth: u32,
+) -> u32 {
     let sensitivity = match neighbours {
         Neighbours::AddRemove => 1.0,
         Neighbours::Replace => 2.0,
@@ -148,7 +190,10 @@ pub fn cell_memory_bytes(depth: u32, threads: usize) -> u128 {
 
 /// The deepest partition whose cell arrays fit in `memory_limit` bytes.
 pub fn max_depth_for_memory(memory_limit: u64, threads: usize) -> u32 {
-    (0..=MAX_DEPTH).rev().find(|&depth| cell_memory_bytes(depth, threads) <= memory_limit as u128).unwrap_or(0)
+    (0..=MAX_DEPTH)
+        .rev()
+        .find(|&depth| cell_memory_bytes(depth, threads) <= memory_limit as u128)
+        .unwrap_or(0)
 }
 
 /// Validates a user's ε: finite and positive.
@@ -156,7 +201,9 @@ pub fn check_epsilon(epsilon: f64) -> Result<()> {
     if epsilon.is_finite() && epsilon > 0.0 {
         Ok(())
     } else {
-        Err(Error::bad_input(format!("--epsilon must be a finite number > 0, got {epsilon}")))
+        Err(Error::bad_input(format!(
+            "--epsilon must be a finite number > 0, got {epsilon}"
+        )))
     }
 }
 
@@ -177,14 +224,21 @@ mod tests {
                         (Neighbours::AddRemove, RootNoise::InSchedule),
                         (Neighbours::Replace, RootNoise::InSchedule),
                     ] {
-                        let schedule = LevelSchedule::new(neighbours, epsilon, dims, depth, root).unwrap();
+                        let schedule =
+                            LevelSchedule::new(neighbours, epsilon, dims, depth, root).unwrap();
                         let spent = schedule.spent_epsilon();
                         if neighbours == Neighbours::Replace && depth == 0 {
                             assert_eq!(spent, 0.0, "a public root alone spends nothing");
                             continue;
                         }
-                        assert!(spent <= epsilon, "{neighbours:?} ε={epsilon} d={dims} r={depth}: spent {spent}");
-                        assert!(close(spent, epsilon, 1e-6), "{neighbours:?} ε={epsilon} d={dims} r={depth}: spent {spent}");
+                        assert!(
+                            spent <= epsilon,
+                            "{neighbours:?} ε={epsilon} d={dims} r={depth}: spent {spent}"
+                        );
+                        assert!(
+                            close(spent, epsilon, 1e-6),
+                            "{neighbours:?} ε={epsilon} d={dims} r={depth}: spent {spent}"
+                        );
                     }
                 }
             }
@@ -193,16 +247,20 @@ mod tests {
 
     #[test]
     fn replace_keeps_the_root_public_and_doubles_the_sensitivity() {
-        let replace = LevelSchedule::new(Neighbours::Replace, 1.0, 2, 10, RootNoise::InSchedule).unwrap();
-        let add_remove = LevelSchedule::new(Neighbours::AddRemove, 1.0, 2, 10, RootNoise::InSchedule).unwrap();
+        let replace =
+            LevelSchedule::new(Neighbours::Replace, 1.0, 2, 10, RootNoise::InSchedule).unwrap();
+        let add_remove =
+            LevelSchedule::new(Neighbours::AddRemove, 1.0, 2, 10, RootNoise::InSchedule).unwrap();
         assert!(replace.scales[0].is_none());
         assert!(add_remove.scales.iter().all(Option::is_some));
         // Under replace each level pays for two changed cells: with the same levels 1..r and the same
         // ε, every scale must be exactly twice that of a sensitivity-1 schedule over levels 1..r.
         let root = RootNoise::Released(RationalScale::round_up(16.0).unwrap());
-        let add_remove_levels = LevelSchedule::new(Neighbours::AddRemove, 1.0, 2, 10, root).unwrap();
+        let add_remove_levels =
+            LevelSchedule::new(Neighbours::AddRemove, 1.0, 2, 10, root).unwrap();
         for level in 1..=10 {
-            let ratio = replace.scales[level].unwrap().to_f64() / add_remove_levels.scales[level].unwrap().to_f64();
+            let ratio = replace.scales[level].unwrap().to_f64()
+                / add_remove_levels.scales[level].unwrap().to_f64();
             assert!(close(ratio, 2.0, 1e-6), "level {level}: ratio {ratio}");
         }
     }
@@ -212,10 +270,19 @@ mod tests {
         let epsilon = 2.0;
         let root_epsilon = epsilon * DEFAULT_ROOT_SHARE;
         let root_scale = RationalScale::round_up(1.0 / root_epsilon).unwrap();
-        let schedule =
-            LevelSchedule::new(Neighbours::AddRemove, epsilon - root_epsilon, 3, 15, RootNoise::Released(root_scale)).unwrap();
+        let schedule = LevelSchedule::new(
+            Neighbours::AddRemove,
+            epsilon - root_epsilon,
+            3,
+            15,
+            RootNoise::Released(root_scale),
+        )
+        .unwrap();
         let spent = schedule.spent_epsilon();
-        assert!(spent <= epsilon && close(spent, epsilon, 1e-6), "spent {spent}");
+        assert!(
+            spent <= epsilon && close(spent, epsilon, 1e-6),
+            "spent {spent}"
+        );
         assert!(close(schedule.level_epsilon(0), root_epsilon, 1e-6));
     }
 
@@ -224,14 +291,24 @@ mod tests {
         // σ_j √Δ_{j−1} is the same on every noised level, and no other split of the budget lowers
         // Σ σ_j Δ_{j−1} (the quantity Theorem 3.9 charges).
         for dims in 1..=4 {
-            let schedule = LevelSchedule::new(Neighbours::AddRemove, 1.0, dims, 12, RootNoise::InSchedule).unwrap();
+            let schedule =
+                LevelSchedule::new(Neighbours::AddRemove, 1.0, dims, 12, RootNoise::InSchedule)
+                    .unwrap();
             let sigma = |level: u32| schedule.scales[level as usize].unwrap().to_f64();
             let weight = |level: u32| level_diameter_sum(dims, level.checked_sub(1));
-            let products: Vec<f64> = (0..=12).map(|level| sigma(level) * weight(level).sqrt()).collect();
+            let products: Vec<f64> = (0..=12)
+                .map(|level| sigma(level) * weight(level).sqrt())
+                .collect();
             for product in &products {
                 assert!(close(*product, products[0], 1e-6));
             }
-            let cost = |sigmas: &[f64]| sigmas.iter().enumerate().map(|(level, s)| s * weight(level as u32)).sum::<f64>();
+            let cost = |sigmas: &[f64]| {
+                sigmas
+                    .iter()
+                    .enumerate()
+                    .map(|(level, s)| s * weight(level as u32))
+                    .sum::<f64>()
+            };
             let optimal: Vec<f64> = (0..=12).map(sigma).collect();
             for moved in 0..12usize {
                 // Shift a little budget from level `moved` to level `moved + 1`, keeping Σ 1/σ_j fixed.
@@ -254,15 +331,23 @@ mod tests {
                 assert!(depth >= previous, "d={dims}: the depth must grow with εn");
                 previous = depth;
                 let bound_at = |r: u32| {
-                    LevelSchedule::new(Neighbours::Replace, epsilon, dims, r, RootNoise::InSchedule).unwrap().accuracy_bound(n)
+                    LevelSchedule::new(Neighbours::Replace, epsilon, dims, r, RootNoise::InSchedule)
+                        .unwrap()
+                        .accuracy_bound(n)
                 };
                 let best = bound_at(depth);
                 for r in 0..=MAX_DEPTH {
-                    assert!(best <= bound_at(r) * (1.0 + 1e-6), "d={dims} εn={epsilon_n}: r={r} beats the chosen r={depth}");
+                    assert!(
+                        best <= bound_at(r) * (1.0 + 1e-6),
+                        "d={dims} εn={epsilon_n}: r={r} beats the chosen r={depth}"
+                    );
                 }
             }
         }
-        assert!(choose_depth(Neighbours::AddRemove, 1.0, 2, 1e12, None, 9) <= 9, "the memory cap holds");
+        assert!(
+            choose_depth(Neighbours::AddRemove, 1.0, 2, 1e12, None, 9) <= 9,
+            "the memory cap holds"
+        );
     }
 
     #[test]

@@ -15,7 +15,9 @@ pub struct PhaseBar(Option<ProgressBar>);
 impl Progress {
     /// Bars on a terminal unless `quiet`.
     pub fn for_terminal(quiet: bool) -> Self {
-        Progress { show: !quiet && std::io::stderr().is_terminal() }
+        Progress {
+            show: !quiet && std::io::stderr().is_terminal(),
+        }
     }
 
     pub fn hidden() -> Self {

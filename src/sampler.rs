@@ -39,7 +39,12 @@ pub struct LeafSampler {
 }
 
 impl LeafSampler {
-    pub fn new(geometry: CellGeometry, leaf_counts: &[u64], placement: Placement, seed: u64) -> Self {
+    pub fn new(
+        geometry: CellGeometry,
+        leaf_counts: &[u64],
+        placement: Placement,
+        seed: u64,
+    ) -> Self {
         assert_eq!(leaf_counts.len(), geometry.leaf_count());
         let mut offsets = Vec::with_capacity(leaf_counts.len() + 1);
         let mut total = 0u64;
@@ -48,7 +53,12 @@ impl LeafSampler {
             total += count;
             offsets.push(total);
         }
-        LeafSampler { geometry, offsets, placement, seed }
+        LeafSampler {
+            geometry,
+            offsets,
+            placement,
+            seed,
+        }
     }
 
     pub fn total_rows(&self) -> u64 {
@@ -58,18 +68,27 @@ impl LeafSampler {
     /// Fills `columns[k]` with the normalised coordinate k of rows `start..start + rows`, reusing their
     /// capacity. `start` must be a multiple of [`SAMPLE_BLOCK_ROWS`] (batches are whole blocks but the last).
     pub fn sample_rows(&self, start: u64, rows: usize, columns: &mut [Vec<f64>]) {
-        assert_eq!(start % SAMPLE_BLOCK_ROWS as u64, 0, "batches must start on a block boundary");
+        assert_eq!(
+            start % SAMPLE_BLOCK_ROWS as u64,
+            0,
+            "batches must start on a block boundary"
+        );
         assert!(start + rows as u64 <= self.total_rows());
-        let mut blocks: Vec<Vec<&mut [f64]>> = (0..rows.div_ceil(SAMPLE_BLOCK_ROWS)).map(|_| Vec::with_capacity(columns.len())).collect();
+        let mut blocks: Vec<Vec<&mut [f64]>> = (0..rows.div_ceil(SAMPLE_BLOCK_ROWS))
+            .map(|_| Vec::with_capacity(columns.len()))
+            .collect();
         for column in columns.iter_mut() {
             column.resize(rows, 0.0);
             for (block, chunk) in blocks.iter_mut().zip(column.chunks_mut(SAMPLE_BLOCK_ROWS)) {
                 block.push(chunk);
             }
         }
-        blocks.into_par_iter().enumerate().for_each(|(offset, mut block)| {
-            self.sample_block(start + (offset * SAMPLE_BLOCK_ROWS) as u64, &mut block);
-        });
+        blocks
+            .into_par_iter()
+            .enumerate()
+            .for_each(|(offset, mut block)| {
+                self.sample_block(start + (offset * SAMPLE_BLOCK_ROWS) as u64, &mut block);
+            });
     }
 
     /// Rows first_row.. of one block, one slice per axis.
@@ -79,7 +98,9 @@ impl LeafSampler {
         let block_index = first_row / SAMPLE_BLOCK_ROWS as u64;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix(self.seed, block_index));
         let mut leaf = self.offsets.partition_point(|&offset| offset <= first_row) - 1;
-        let widths: Vec<f64> = (0..dims).map(|axis| (-(self.geometry.axis_bits(axis) as f64)).exp2()).collect();
+        let widths: Vec<f64> = (0..dims)
+            .map(|axis| (-(self.geometry.axis_bits(axis) as f64)).exp2())
+            .collect();
         let mut corner = vec![0.0f64; dims];
         let mut indices = vec![0u32; dims];
         let mut corner_leaf = usize::MAX;
@@ -169,7 +190,10 @@ mod tests {
                 let mut seen = vec![0u64; 128];
                 for row in 0..total {
                     let indices: Vec<u32> = (0..dims)
-                        .map(|axis| crate::partition::tests::unit_axis(geometry.axis_bits(axis)).quantize(columns[axis][row]))
+                        .map(|axis| {
+                            crate::partition::tests::unit_axis(geometry.axis_bits(axis))
+                                .quantize(columns[axis][row])
+                        })
                         .collect();
                     seen[geometry.leaf_code(&indices) as usize] += 1;
                 }
@@ -185,7 +209,10 @@ mod tests {
         let sampler = LeafSampler::new(geometry, &counts, Placement::Uniform, 4);
         let total = sampler.total_rows() as usize;
         let whole = |threads: usize| {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
             let mut columns = vec![Vec::new(); 2];
             pool.install(|| sampler.sample_rows(0, total, &mut columns));
             columns

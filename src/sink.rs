@@ -35,13 +35,27 @@ pub struct ParquetSink {
 
 impl ParquetSink {
     /// Opens a temporary file beside `target`. `columns` and `bounds` are in output order.
-    pub fn create(target: &Path, columns: &[NumericColumn], bounds: &[ColumnBounds]) -> Result<Self> {
-        let file_name = target.file_name().ok_or_else(|| Error::in_file(target, "the output needs a file name"))?;
-        let temporary = target.with_file_name(format!(".{}.{}.tmp", file_name.to_string_lossy(), std::process::id()));
-        let file = File::create(&temporary)
-            .map_err(|error| Error::in_file(target, format!("cannot create the output: {error}")))?;
+    pub fn create(
+        target: &Path,
+        columns: &[NumericColumn],
+        bounds: &[ColumnBounds],
+    ) -> Result<Self> {
+        let file_name = target
+            .file_name()
+            .ok_or_else(|| Error::in_file(target, "the output needs a file name"))?;
+        let temporary = target.with_file_name(format!(
+            ".{}.{}.tmp",
+            file_name.to_string_lossy(),
+            std::process::id()
+        ));
+        let file = File::create(&temporary).map_err(|error| {
+            Error::in_file(target, format!("cannot create the output: {error}"))
+        })?;
         let schema: SchemaRef = Arc::new(Schema::new(
-            columns.iter().map(|column| Field::new(column.name.clone(), column.data_type.clone(), false)).collect::<Vec<_>>(),
+            columns
+                .iter()
+                .map(|column| Field::new(column.name.clone(), column.data_type.clone(), false))
+                .collect::<Vec<_>>(),
         ));
         let properties = WriterProperties::builder()
             .set_compression(OUTPUT_COMPRESSION)
@@ -59,7 +73,9 @@ impl ParquetSink {
             columns: columns.to_vec(),
             bounds: bounds.to_vec(),
         };
-        sink.writer = Some(writer.map_err(|error| Error::in_file(target, format!("cannot start the Parquet writer: {error}")))?);
+        sink.writer = Some(writer.map_err(|error| {
+            Error::in_file(target, format!("cannot start the Parquet writer: {error}"))
+        })?);
         Ok(sink)
     }
 
@@ -68,7 +84,9 @@ impl ParquetSink {
     pub fn write_normalised(&mut self, unit_columns: &[Vec<f64>]) -> Result<()> {
         let mut arrays = Vec::with_capacity(unit_columns.len());
         for ((units, column), bounds) in unit_columns.iter().zip(&self.columns).zip(&self.bounds) {
-            arrays.push(build_array(&column.data_type, units, |unit| bounds.denormalise(unit)));
+            arrays.push(build_array(&column.data_type, units, |unit| {
+                bounds.denormalise(unit)
+            }));
         }
         let batch = RecordBatch::try_new(self.schema.clone(), arrays)
             .map_err(|error| Error::internal(format!("building an output batch: {error}")))?;
@@ -83,9 +101,15 @@ impl ParquetSink {
     /// Finishes the file and moves it into place.
     pub fn commit(mut self) -> Result<()> {
         let writer = self.writer.take().expect("the writer lives until commit");
-        writer.close().map_err(|error| Error::in_file(&self.target, format!("cannot finish the output: {error}")))?;
-        std::fs::rename(&self.temporary, &self.target)
-            .map_err(|error| Error::in_file(&self.target, format!("cannot move the finished output into place: {error}")))
+        writer.close().map_err(|error| {
+            Error::in_file(&self.target, format!("cannot finish the output: {error}"))
+        })?;
+        std::fs::rename(&self.temporary, &self.target).map_err(|error| {
+            Error::in_file(
+                &self.target,
+                format!("cannot move the finished output into place: {error}"),
+            )
+        })
     }
 }
 
@@ -101,9 +125,16 @@ impl Drop for ParquetSink {
 
 /// Writes `bytes` to `path` through a temporary file and a rename (for reports).
 pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let file_name = path.file_name().ok_or_else(|| Error::in_file(path, "needs a file name"))?;
-    let temporary = path.with_file_name(format!(".{}.{}.tmp", file_name.to_string_lossy(), std::process::id()));
-    std::fs::write(&temporary, bytes).map_err(|error| Error::in_file(path, format!("cannot write: {error}")))?;
+    let file_name = path
+        .file_name()
+        .ok_or_else(|| Error::in_file(path, "needs a file name"))?;
+    let temporary = path.with_file_name(format!(
+        ".{}.{}.tmp",
+        file_name.to_string_lossy(),
+        std::process::id()
+    ));
+    std::fs::write(&temporary, bytes)
+        .map_err(|error| Error::in_file(path, format!("cannot write: {error}")))?;
     std::fs::rename(&temporary, path).map_err(|error| {
         let _ = std::fs::remove_file(&temporary);
         Error::in_file(path, format!("cannot move into place: {error}"))

@@ -47,7 +47,12 @@ pub struct SynthOutcome {
 }
 
 /// Runs PMM on `input` and writes the synthetic table (and reports) to `outputs`.
-pub fn synthesize(input: &Path, outputs: &OutputPaths, options: &SynthOptions, progress: &Progress) -> Result<SynthOutcome> {
+pub fn synthesize(
+    input: &Path,
+    outputs: &OutputPaths,
+    options: &SynthOptions,
+    progress: &Progress,
+) -> Result<SynthOutcome> {
     options.validate()?;
     if options.mechanism != Mechanism::Pmm {
         return Err(Error::bad_input(format!(
@@ -57,21 +62,38 @@ pub fn synthesize(input: &Path, outputs: &OutputPaths, options: &SynthOptions, p
     }
     refuse_to_overwrite_input(input, outputs)?;
     let source = ParquetSource::open(input)?;
-    let names: Vec<String> = options.bounds.iter().map(|bounds| bounds.column.clone()).collect();
+    let names: Vec<String> = options
+        .bounds
+        .iter()
+        .map(|bounds| bounds.column.clone())
+        .collect();
     let columns = source.numeric_columns(&names)?;
     let bounds: Vec<ColumnBounds> = columns
         .iter()
-        .map(|column| options.bounds.iter().find(|bounds| bounds.column == column.name).cloned().expect("columns come from the bounds"))
+        .map(|column| {
+            options
+                .bounds
+                .iter()
+                .find(|bounds| bounds.column == column.name)
+                .cloned()
+                .expect("columns come from the bounds")
+        })
         .collect();
     for (column, bounds) in columns.iter().zip(&bounds) {
         check_bounds_fit_type(&source, column, bounds)?;
     }
-    let threads = options.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    let threads = options
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
         .map_err(|error| Error::internal(format!("cannot start {threads} threads: {error}")))?;
-    pool.install(|| run_pmm(&source, &columns, &bounds, outputs, options, threads, progress))
+    pool.install(|| {
+        run_pmm(
+            &source, &columns, &bounds, outputs, options, threads, progress,
+        )
+    })
 }
 
 /// The randomness of one run: a secret noise key, and a separate seed for post-processing draws.
@@ -83,11 +105,17 @@ struct RunSeeds {
 impl RunSeeds {
     fn new(seed: Option<u64>) -> Result<Self> {
         Ok(match seed {
-            Some(seed) => RunSeeds { noise: NoiseKey::from_user_seed(seed), post_processing: seed ^ POST_PROCESSING_SEED_TWEAK },
+            Some(seed) => RunSeeds {
+                noise: NoiseKey::from_user_seed(seed),
+                post_processing: seed ^ POST_PROCESSING_SEED_TWEAK,
+            },
             None => {
                 let mut bytes = [0u8; 8];
                 fill_from_os(&mut bytes)?;
-                RunSeeds { noise: NoiseKey::from_os()?, post_processing: u64::from_le_bytes(bytes) }
+                RunSeeds {
+                    noise: NoiseKey::from_os()?,
+                    post_processing: u64::from_le_bytes(bytes),
+                }
             }
         })
     }
@@ -104,7 +132,9 @@ fn run_pmm(
 ) -> Result<SynthOutcome> {
     let dims = columns.len();
     let epsilon = options.epsilon;
-    let memory_limit = options.memory_limit.unwrap_or_else(|| physical_memory_bytes().map_or(FALLBACK_MEMORY_LIMIT, |bytes| bytes / 2));
+    let memory_limit = options.memory_limit.unwrap_or_else(|| {
+        physical_memory_bytes().map_or(FALLBACK_MEMORY_LIMIT, |bytes| bytes / 2)
+    });
     let memory_depth = max_depth_for_memory(memory_limit, threads);
     let seeds = RunSeeds::new(options.seed)?;
     let mut timings = Vec::new();
@@ -112,8 +142,12 @@ fn run_pmm(
     // Plan the depth from public inputs only (and, under add-remove, plan to release n̂ first).
     let root_scale = match (options.depth, options.neighbours) {
         (None, Neighbours::AddRemove) => Some(
-            RationalScale::round_up(1.0 / (epsilon * options.root_share))
-                .ok_or_else(|| Error::bad_input(format!("epsilon {epsilon} with root share {} is too small", options.root_share)))?,
+            RationalScale::round_up(1.0 / (epsilon * options.root_share)).ok_or_else(|| {
+                Error::bad_input(format!(
+                    "epsilon {epsilon} with root share {} is too small",
+                    options.root_share
+                ))
+            })?,
         ),
         _ => None,
     };
@@ -140,36 +174,73 @@ fn run_pmm(
         (None, Neighbours::AddRemove) => {
             let sigma = root_scale.expect("planned above").to_f64();
             let guess = source.row_count() as f64 + ROOT_NOISE_HEADROOM * sigma;
-            let depth = choose_depth(Neighbours::AddRemove, level_epsilon, dims, guess, Some(sigma), memory_depth);
+            let depth = choose_depth(
+                Neighbours::AddRemove,
+                level_epsilon,
+                dims,
+                guess,
+                Some(sigma),
+                memory_depth,
+            );
             (depth, format!("minimises the Theorem 3.9 bound for the released n̂ (capped at {memory_depth} by memory)"))
         }
     };
 
     let started = Instant::now();
-    let (mut leaves, stats, binning) = bin_leaves(source, columns, bounds, planned_depth, options, progress)?;
+    let (mut leaves, stats, binning) =
+        bin_leaves(source, columns, bounds, planned_depth, options, progress)?;
     timings.push(("bin".to_string(), started.elapsed().as_secs_f64()));
 
     let started = Instant::now();
     let (depth, released_root, schedule) = match root_scale {
         Some(scale) => {
             let n_hat = release_root_count(stats.rows_binned, scale, &seeds.noise);
-            let depth = choose_depth(Neighbours::AddRemove, level_epsilon, dims, n_hat as f64, Some(scale.to_f64()), memory_depth);
+            let depth = choose_depth(
+                Neighbours::AddRemove,
+                level_epsilon,
+                dims,
+                n_hat as f64,
+                Some(scale.to_f64()),
+                memory_depth,
+            );
             if depth <= planned_depth {
                 leaves = coarsen_leaves(leaves, planned_depth, depth);
             } else {
                 leaves = bin_leaves(source, columns, bounds, depth, options, progress)?.0;
             }
-            let schedule = LevelSchedule::new(Neighbours::AddRemove, level_epsilon, dims, depth, RootNoise::Released(scale))?;
+            let schedule = LevelSchedule::new(
+                Neighbours::AddRemove,
+                level_epsilon,
+                dims,
+                depth,
+                RootNoise::Released(scale),
+            )?;
             (depth, Some(n_hat), schedule)
         }
         None => {
-            let schedule = LevelSchedule::new(options.neighbours, epsilon, dims, planned_depth, RootNoise::InSchedule)?;
+            let schedule = LevelSchedule::new(
+                options.neighbours,
+                epsilon,
+                dims,
+                planned_depth,
+                RootNoise::InSchedule,
+            )?;
             (planned_depth, None, schedule)
         }
     };
-    let released = release_leaf_counts(leaves, &schedule, released_root, &seeds.noise, options.consistency, seeds.post_processing);
+    let released = release_leaf_counts(
+        leaves,
+        &schedule,
+        released_root,
+        &seeds.noise,
+        options.consistency,
+        seeds.post_processing,
+    );
     let root_count: u64 = released.iter().sum();
-    timings.push(("noise and consistency".to_string(), started.elapsed().as_secs_f64()));
+    timings.push((
+        "noise and consistency".to_string(),
+        started.elapsed().as_secs_f64(),
+    ));
 
     let started = Instant::now();
     let geometry = CellGeometry::new(dims, depth);
@@ -177,7 +248,12 @@ fn run_pmm(
         Some(rows) => allocate_rows(&released, rows),
         None => released,
     };
-    let sampler = LeafSampler::new(geometry, &counts, options.placement, seeds.post_processing.rotate_left(17));
+    let sampler = LeafSampler::new(
+        geometry,
+        &counts,
+        options.placement,
+        seeds.post_processing.rotate_left(17),
+    );
     drop(counts);
     let total_rows = sampler.total_rows();
     let mut sink = ParquetSink::create(&outputs.table, columns, bounds)?;
@@ -207,7 +283,10 @@ fn run_pmm(
         start = next_start;
     }
     bar.finish();
-    timings.push(("sample and write".to_string(), started.elapsed().as_secs_f64()));
+    timings.push((
+        "sample and write".to_string(),
+        started.elapsed().as_secs_f64(),
+    ));
 
     let report = RunReport {
         tool: ToolInfo::current(),
@@ -265,17 +344,26 @@ fn run_pmm(
 
     // Reports first, the table last: a failure on the way leaves no output at all.
     let mut written: Vec<PathBuf> = Vec::new();
-    let result = write_reports(outputs, &report, &diagnostics, &mut written).and_then(|()| sink.commit());
+    let result =
+        write_reports(outputs, &report, &diagnostics, &mut written).and_then(|()| sink.commit());
     if result.is_err() {
         for path in written {
             let _ = std::fs::remove_file(path);
         }
     }
     result?;
-    Ok(SynthOutcome { report, diagnostics })
+    Ok(SynthOutcome {
+        report,
+        diagnostics,
+    })
 }
 
-fn write_reports(outputs: &OutputPaths, report: &RunReport, diagnostics: &Diagnostics, written: &mut Vec<PathBuf>) -> Result<()> {
+fn write_reports(
+    outputs: &OutputPaths,
+    report: &RunReport,
+    diagnostics: &Diagnostics,
+    written: &mut Vec<PathBuf>,
+) -> Result<()> {
     if let Some(path) = &outputs.report {
         write_file_atomically(path, to_json(report)?.as_bytes())?;
         written.push(path.clone());
@@ -288,7 +376,8 @@ fn write_reports(outputs: &OutputPaths, report: &RunReport, diagnostics: &Diagno
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
-    serde_json::to_string_pretty(value).map_err(|error| Error::internal(format!("serialising a report: {error}")))
+    serde_json::to_string_pretty(value)
+        .map_err(|error| Error::internal(format!("serialising a report: {error}")))
 }
 
 /// The binning phase on the chosen device; returns the histogram, what the scan saw and which binner ran.
@@ -305,12 +394,14 @@ fn bin_leaves(
     let bar = progress.phase("bin", source.row_count(), "rows");
     let outcome = match ChosenBinner::for_run(options.device, geometry)? {
         ChosenBinner::Cpu(binner, line) => {
-            let (leaves, stats) = scan_leaf_counts(source, columns, &axes, options.nulls, &binner, &bar)?;
+            let (leaves, stats) =
+                scan_leaf_counts(source, columns, &axes, options.nulls, &binner, &bar)?;
             (leaves, stats, line)
         }
         #[cfg(feature = "gpu")]
         ChosenBinner::Gpu(binner, line) => {
-            let (leaves, stats) = scan_leaf_counts(source, columns, &axes, options.nulls, &binner, &bar)?;
+            let (leaves, stats) =
+                scan_leaf_counts(source, columns, &axes, options.nulls, &binner, &bar)?;
             (leaves, stats, line)
         }
     };
@@ -338,12 +429,20 @@ fn guarantee(options: &SynthOptions, schedule: &LevelSchedule) -> Guarantee {
 }
 
 /// Integer columns need an integer inside their bounds, and bounds inside the type's range.
-fn check_bounds_fit_type(source: &ParquetSource, column: &NumericColumn, bounds: &ColumnBounds) -> Result<()> {
+fn check_bounds_fit_type(
+    source: &ParquetSource,
+    column: &NumericColumn,
+    bounds: &ColumnBounds,
+) -> Result<()> {
     if column.kind != ColumnKind::Integer {
         return Ok(());
     }
     if bounds.lo.ceil() > bounds.hi.floor() {
-        return Err(Error::in_column(source.path(), &column.name, format!("bounds {}:{} hold no integer", bounds.lo, bounds.hi)));
+        return Err(Error::in_column(
+            source.path(),
+            &column.name,
+            format!("bounds {}:{} hold no integer", bounds.lo, bounds.hi),
+        ));
     }
     use arrow::datatypes::DataType::*;
     let range = match column.data_type {
@@ -360,7 +459,10 @@ fn check_bounds_fit_type(source: &ParquetSource, column: &NumericColumn, bounds:
         Some((min, max)) if bounds.lo < min || bounds.hi > max => Err(Error::in_column(
             source.path(),
             &column.name,
-            format!("bounds {}:{} exceed the range of type {} ({min}:{max})", bounds.lo, bounds.hi, column.data_type),
+            format!(
+                "bounds {}:{} exceed the range of type {} ({min}:{max})",
+                bounds.lo, bounds.hi, column.data_type
+            ),
         )),
         _ => Ok(()),
     }
@@ -371,7 +473,10 @@ fn refuse_to_overwrite_input(input: &Path, outputs: &OutputPaths) -> Result<()> 
         (Ok(a), Ok(b)) => a == b,
         _ => false,
     };
-    for path in std::iter::once(&outputs.table).chain(outputs.report.iter()).chain(outputs.diagnostics.iter()) {
+    for path in std::iter::once(&outputs.table)
+        .chain(outputs.report.iter())
+        .chain(outputs.diagnostics.iter())
+    {
         if same(path) {
             return Err(Error::in_file(path, "would overwrite the input file"));
         }

@@ -14,7 +14,11 @@ pub struct CountTree {
 impl CountTree {
     /// Builds levels 0..r from the leaf histogram by pairwise sums, in parallel within a level.
     pub fn from_leaves(leaves: Vec<u64>, depth: u32) -> Self {
-        assert_eq!(leaves.len(), 1usize << depth, "a depth-{depth} tree needs 2^{depth} leaves");
+        assert_eq!(
+            leaves.len(),
+            1usize << depth,
+            "a depth-{depth} tree needs 2^{depth} leaves"
+        );
         let leaves: Vec<i64> = leaves.into_par_iter().map(|count| count as i64).collect();
         let mut levels = vec![leaves];
         for _ in 0..depth {
@@ -55,11 +59,15 @@ impl CountTree {
     }
 
     pub fn leaves(&self) -> &[i64] {
-        self.levels.last().expect("a tree has at least its root level")
+        self.levels
+            .last()
+            .expect("a tree has at least its root level")
     }
 
     pub fn into_leaves(mut self) -> Vec<i64> {
-        self.levels.pop().expect("a tree has at least its root level")
+        self.levels
+            .pop()
+            .expect("a tree has at least its root level")
     }
 }
 
@@ -83,7 +91,10 @@ mod tests {
                     assert_eq!(parent, children[2 * theta] + children[2 * theta + 1]);
                 }
             }
-            assert_eq!(tree.leaves().iter().map(|&c| c as u64).collect::<Vec<_>>(), leaves);
+            assert_eq!(
+                tree.leaves().iter().map(|&c| c as u64).collect::<Vec<_>>(),
+                leaves
+            );
         }
     }
 }

@@ -15,16 +15,31 @@ fn assert_rejected(input: &Path, extra: &[&str], expected: &[&str]) {
     let out_dir = tempfile::tempdir().unwrap();
     let output = out_dir.path().join("out.parquet");
     let report = out_dir.path().join("report.json");
-    let mut args = vec!["synth", input.to_str().unwrap(), "--output", output.to_str().unwrap(), "--report", report.to_str().unwrap(), "--quiet"];
+    let mut args = vec![
+        "synth",
+        input.to_str().unwrap(),
+        "--output",
+        output.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+        "--quiet",
+    ];
     args.extend_from_slice(extra);
     let result = dpsynth(&args);
     let message = stderr(&result);
     assert_eq!(result.status.code(), Some(2), "args {extra:?}: {message}");
     for fragment in expected {
-        assert!(message.contains(fragment), "args {extra:?}: '{fragment}' missing from: {message}");
+        assert!(
+            message.contains(fragment),
+            "args {extra:?}: '{fragment}' missing from: {message}"
+        );
     }
     assert!(!message.contains("panicked"), "{message}");
-    assert!(files_in(out_dir.path()).is_empty(), "a failed run left {:?}", files_in(out_dir.path()));
+    assert!(
+        files_in(out_dir.path()).is_empty(),
+        "a failed run left {:?}",
+        files_in(out_dir.path())
+    );
 }
 
 fn good_table(dir: &Path) -> std::path::PathBuf {
@@ -35,8 +50,14 @@ fn good_table(dir: &Path) -> std::path::PathBuf {
         &path,
         vec![
             ("a", floats((0..500).map(|_| fixture.unit()))),
-            ("b", Arc::new(Int32Array::from_iter_values((0..500).map(|i| i % 50))) as ArrayRef),
-            ("name", Arc::new(StringArray::from_iter_values(names)) as ArrayRef),
+            (
+                "b",
+                Arc::new(Int32Array::from_iter_values((0..500).map(|i| i % 50))) as ArrayRef,
+            ),
+            (
+                "name",
+                Arc::new(StringArray::from_iter_values(names)) as ArrayRef,
+            ),
         ],
         100,
     );
@@ -57,12 +78,20 @@ fn not_parquet_and_truncated_parquet() {
     let dir = tempfile::tempdir().unwrap();
     let text = dir.path().join("text.parquet");
     std::fs::write(&text, "a,b\n1,2\n").unwrap();
-    assert_rejected(&text, &BOUNDS, &["text.parquet", "not a readable Parquet file"]);
+    assert_rejected(
+        &text,
+        &BOUNDS,
+        &["text.parquet", "not a readable Parquet file"],
+    );
 
     let bytes = std::fs::read(good_table(dir.path())).unwrap();
     let truncated = dir.path().join("truncated.parquet");
     std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
-    assert_rejected(&truncated, &BOUNDS, &["truncated.parquet", "not a readable Parquet file"]);
+    assert_rejected(
+        &truncated,
+        &BOUNDS,
+        &["truncated.parquet", "not a readable Parquet file"],
+    );
 
     // Footer intact, data pages overwritten: the failure comes while decoding a row group.
     let mut corrupt = bytes.clone();
@@ -78,35 +107,73 @@ fn not_parquet_and_truncated_parquet() {
 fn missing_and_non_numeric_columns() {
     let dir = tempfile::tempdir().unwrap();
     let input = good_table(dir.path());
-    assert_rejected(&input, &["--epsilon", "1", "--bounds", "zz=0:1"], &["good.parquet", "'zz'", "no such column"]);
-    assert_rejected(&input, &["--epsilon", "1", "--bounds", "name=0:1"], &["'name'", "not numeric"]);
-    assert_rejected(&input, &["--epsilon", "1", "--bounds", "a=0:1", "--columns", "a,b"], &["'b'", "no public bounds"]);
+    assert_rejected(
+        &input,
+        &["--epsilon", "1", "--bounds", "zz=0:1"],
+        &["good.parquet", "'zz'", "no such column"],
+    );
+    assert_rejected(
+        &input,
+        &["--epsilon", "1", "--bounds", "name=0:1"],
+        &["'name'", "not numeric"],
+    );
+    assert_rejected(
+        &input,
+        &["--epsilon", "1", "--bounds", "a=0:1", "--columns", "a,b"],
+        &["'b'", "no public bounds"],
+    );
 }
 
 #[test]
 fn nulls_nan_and_infinity_name_the_column_and_row_group() {
     let dir = tempfile::tempdir().unwrap();
-    for (name, bad) in [("null", None), ("nan", Some(f64::NAN)), ("inf", Some(f64::INFINITY))] {
+    for (name, bad) in [
+        ("null", None),
+        ("nan", Some(f64::NAN)),
+        ("inf", Some(f64::INFINITY)),
+    ] {
         let path = dir.path().join(format!("{name}.parquet"));
-        let values: Vec<Option<f64>> = (0..300).map(|i| if i == 250 { bad } else { Some(0.5) }).collect();
-        write_parquet(&path, vec![("x", Arc::new(Float64Array::from(values)) as ArrayRef)], 100);
+        let values: Vec<Option<f64>> = (0..300)
+            .map(|i| if i == 250 { bad } else { Some(0.5) })
+            .collect();
+        write_parquet(
+            &path,
+            vec![("x", Arc::new(Float64Array::from(values)) as ArrayRef)],
+            100,
+        );
         let what = match name {
             "null" => "a null",
             "nan" => "NaN",
             _ => "an infinite value",
         };
-        assert_rejected(&path, &["--epsilon", "1", "--bounds", "x=0:1"], &["'x'", what, "row group 2", "row 50", "--nulls drop"]);
+        assert_rejected(
+            &path,
+            &["--epsilon", "1", "--bounds", "x=0:1"],
+            &["'x'", what, "row group 2", "row 50", "--nulls drop"],
+        );
 
         // Dropping works, and the dropped row is counted in the owner-only diagnostics.
         let out_dir = tempfile::tempdir().unwrap();
         let output = out_dir.path().join("out.parquet");
         let diagnostics = out_dir.path().join("diag.json");
         let result = dpsynth(&[
-            "synth", path.to_str().unwrap(), "--output", output.to_str().unwrap(), "--epsilon", "1", "--bounds", "x=0:1",
-            "--nulls", "drop", "--diagnostics", diagnostics.to_str().unwrap(), "--quiet",
+            "synth",
+            path.to_str().unwrap(),
+            "--output",
+            output.to_str().unwrap(),
+            "--epsilon",
+            "1",
+            "--bounds",
+            "x=0:1",
+            "--nulls",
+            "drop",
+            "--diagnostics",
+            diagnostics.to_str().unwrap(),
+            "--quiet",
         ]);
         assert_eq!(result.status.code(), Some(0), "{}", stderr(&result));
-        let diagnostics: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(diagnostics).unwrap()).unwrap();
+        let diagnostics: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(diagnostics).unwrap()).unwrap();
         assert_eq!(diagnostics["rows_dropped"], 1);
         assert_eq!(diagnostics["true_rows"], 299);
     }
@@ -116,35 +183,93 @@ fn nulls_nan_and_infinity_name_the_column_and_row_group() {
 fn bad_options() {
     let dir = tempfile::tempdir().unwrap();
     let input = good_table(dir.path());
-    assert_rejected(&input, &["--epsilon", "1", "--bounds", "a=1:0"], &["'a'", "must be below"]);
-    assert_rejected(&input, &["--epsilon", "1", "--bounds", "a=2:2"], &["'a'", "must be below"]);
+    assert_rejected(
+        &input,
+        &["--epsilon", "1", "--bounds", "a=1:0"],
+        &["'a'", "must be below"],
+    );
+    assert_rejected(
+        &input,
+        &["--epsilon", "1", "--bounds", "a=2:2"],
+        &["'a'", "must be below"],
+    );
     for epsilon in ["0", "-1", "NaN", "inf"] {
-        assert_rejected(&input, &["--epsilon", epsilon, "--bounds", "a=0:1"], &["epsilon"]);
+        assert_rejected(
+            &input,
+            &["--epsilon", epsilon, "--bounds", "a=0:1"],
+            &["epsilon"],
+        );
     }
     assert_rejected(
         &input,
-        &["--epsilon", "1", "--bounds", "a=0:1", "--depth", "30", "--memory-limit-mib", "64"],
+        &[
+            "--epsilon",
+            "1",
+            "--bounds",
+            "a=0:1",
+            "--depth",
+            "30",
+            "--memory-limit-mib",
+            "64",
+        ],
         &["--depth 30", "too large", "memory"],
     );
     assert_rejected(
         &input,
-        &["--epsilon", "1", "--bounds", "a=0:1", "--neighbours", "replace", "--nulls", "drop"],
+        &[
+            "--epsilon",
+            "1",
+            "--bounds",
+            "a=0:1",
+            "--neighbours",
+            "replace",
+            "--nulls",
+            "drop",
+        ],
         &["--nulls drop", "replace"],
     );
-    assert_rejected(&input, &["--epsilon", "1", "--bounds", "b=0.2:0.8"], &["'b'", "no integer"]);
-    assert_rejected(&input, &["--epsilon", "1", "--bounds", "a=0:1", "--mechanism", "psmm"], &["psmm", "not available"]);
+    assert_rejected(
+        &input,
+        &["--epsilon", "1", "--bounds", "b=0.2:0.8"],
+        &["'b'", "no integer"],
+    );
+    assert_rejected(
+        &input,
+        &["--epsilon", "1", "--bounds", "a=0:1", "--mechanism", "psmm"],
+        &["psmm", "not available"],
+    );
 }
 
 #[test]
 fn unwritable_output_and_overwriting_the_input_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let input = good_table(dir.path());
-    let result = dpsynth(&["synth", input.to_str().unwrap(), "--output", "/nonexistent-dir/out.parquet", "--epsilon", "1", "--bounds", "a=0:1", "--quiet"]);
+    let result = dpsynth(&[
+        "synth",
+        input.to_str().unwrap(),
+        "--output",
+        "/nonexistent-dir/out.parquet",
+        "--epsilon",
+        "1",
+        "--bounds",
+        "a=0:1",
+        "--quiet",
+    ]);
     assert_eq!(result.status.code(), Some(2), "{}", stderr(&result));
     assert!(stderr(&result).contains("/nonexistent-dir/out.parquet"));
 
     let before = std::fs::read(&input).unwrap();
-    let result = dpsynth(&["synth", input.to_str().unwrap(), "--output", input.to_str().unwrap(), "--epsilon", "1", "--bounds", "a=0:1", "--quiet"]);
+    let result = dpsynth(&[
+        "synth",
+        input.to_str().unwrap(),
+        "--output",
+        input.to_str().unwrap(),
+        "--epsilon",
+        "1",
+        "--bounds",
+        "a=0:1",
+        "--quiet",
+    ]);
     assert_eq!(result.status.code(), Some(2));
     assert!(stderr(&result).contains("would overwrite the input"));
     assert_eq!(std::fs::read(&input).unwrap(), before);
@@ -154,7 +279,14 @@ fn unwritable_output_and_overwriting_the_input_are_refused() {
 fn usage_errors_exit_2() {
     let result = dpsynth(&["synth"]);
     assert_eq!(result.status.code(), Some(2));
-    let result = dpsynth(&["synth", "x.parquet", "--output", "y.parquet", "--bounds", "a=0:1"]);
+    let result = dpsynth(&[
+        "synth",
+        "x.parquet",
+        "--output",
+        "y.parquet",
+        "--bounds",
+        "a=0:1",
+    ]);
     assert_eq!(result.status.code(), Some(2));
     assert!(stderr(&result).contains("--epsilon is required"));
 }

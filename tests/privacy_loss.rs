@@ -17,11 +17,22 @@ const MIN_COUNT: u64 = 2_000;
 /// Sampling slack on the log ratio: with ≥ 2000 hits per side the standard error is about 0.03.
 const SLACK: f64 = 0.2;
 
-fn outcome_frequencies(leaves: &[u64], schedule: &LevelSchedule, seed_base: u64) -> HashMap<Vec<u64>, u64> {
+fn outcome_frequencies(
+    leaves: &[u64],
+    schedule: &LevelSchedule,
+    seed_base: u64,
+) -> HashMap<Vec<u64>, u64> {
     let mut frequencies = HashMap::new();
     for run in 0..RUNS {
         let key = NoiseKey::from_user_seed(seed_base + run);
-        let released = release_leaf_counts(leaves.to_vec(), schedule, None, &key, ConsistencyRule::Uniform, run);
+        let released = release_leaf_counts(
+            leaves.to_vec(),
+            schedule,
+            None,
+            &key,
+            ConsistencyRule::Uniform,
+            run,
+        );
         *frequencies.entry(released).or_insert(0) += 1;
     }
     frequencies
@@ -40,7 +51,10 @@ fn max_log_ratio(neighbours: Neighbours, a: &[u64], b: &[u64], epsilon: f64) -> 
             worst = worst.max((count as f64 / other as f64).ln().abs());
         }
     }
-    assert!(compared >= 3, "only {compared} outcomes were frequent enough to compare");
+    assert!(
+        compared >= 3,
+        "only {compared} outcomes were frequent enough to compare"
+    );
     worst
 }
 
@@ -49,9 +63,15 @@ fn add_remove_neighbours_stay_within_e_epsilon() {
     // One row added to leaf 1 changes one cell on each level (root and leaf).
     let epsilon = 1.0;
     let worst = max_log_ratio(Neighbours::AddRemove, &[3, 5], &[3, 6], epsilon);
-    assert!(worst <= epsilon + SLACK, "log ratio {worst} exceeds ε = {epsilon}");
+    assert!(
+        worst <= epsilon + SLACK,
+        "log ratio {worst} exceeds ε = {epsilon}"
+    );
     // The bound is nearly attained: a mechanism with far too much noise would not be this close.
-    assert!(worst >= 0.5 * epsilon, "log ratio {worst}: the noise is much larger than ε needs");
+    assert!(
+        worst >= 0.5 * epsilon,
+        "log ratio {worst}: the noise is much larger than ε needs"
+    );
 }
 
 #[test]
@@ -59,6 +79,12 @@ fn replace_neighbours_stay_within_e_epsilon() {
     // One row moved from leaf 0 to leaf 1: the public root stays, two leaves change by one each.
     let epsilon = 1.0;
     let worst = max_log_ratio(Neighbours::Replace, &[4, 5], &[3, 6], epsilon);
-    assert!(worst <= epsilon + SLACK, "log ratio {worst} exceeds ε = {epsilon}");
-    assert!(worst >= 0.5 * epsilon, "log ratio {worst}: the noise is much larger than ε needs");
+    assert!(
+        worst <= epsilon + SLACK,
+        "log ratio {worst} exceeds ε = {epsilon}"
+    );
+    assert!(
+        worst >= 0.5 * epsilon,
+        "log ratio {worst}: the noise is much larger than ε needs"
+    );
 }

@@ -33,7 +33,8 @@ impl DepositMethod {
 #[cfg(target_arch = "x86_64")]
 fn pdep_is_microcoded() -> bool {
     let vendor = std::arch::x86_64::__cpuid(0);
-    let is_amd = vendor.ebx == 0x6874_7541 && vendor.edx == 0x6974_6e65 && vendor.ecx == 0x444d_4163; // "AuthenticAMD"
+    let is_amd =
+        vendor.ebx == 0x6874_7541 && vendor.edx == 0x6974_6e65 && vendor.ecx == 0x444d_4163; // "AuthenticAMD"
     if !is_amd {
         return false;
     }
@@ -67,7 +68,11 @@ impl CpuBinner {
                 table
             })
             .collect();
-        CpuBinner { geometry, method, tables }
+        CpuBinner {
+            geometry,
+            method,
+            tables,
+        }
     }
 
     pub fn method(&self) -> DepositMethod {
@@ -93,7 +98,9 @@ impl Binner for CpuBinner {
         Ok(CpuWorker {
             method: self.method,
             tables: self.tables.clone(),
-            masks: (0..self.geometry.dims()).map(|axis| self.geometry.axis_mask(axis)).collect(),
+            masks: (0..self.geometry.dims())
+                .map(|axis| self.geometry.axis_mask(axis))
+                .collect(),
             counts: vec![0; self.geometry.leaf_count()],
             rows_in_counts: 0,
             totals: None,
@@ -114,7 +121,10 @@ impl CpuWorker {
     fn add_into(mut self, totals: &mut [u64]) {
         self.flush();
         if let Some(own) = self.totals {
-            totals.par_iter_mut().zip(own.par_iter()).for_each(|(total, own)| *total += own);
+            totals
+                .par_iter_mut()
+                .zip(own.par_iter())
+                .for_each(|(total, own)| *total += own);
         }
     }
 
@@ -122,7 +132,9 @@ impl CpuWorker {
         if self.rows_in_counts == 0 {
             return;
         }
-        let totals = self.totals.get_or_insert_with(|| vec![0; self.counts.len()]);
+        let totals = self
+            .totals
+            .get_or_insert_with(|| vec![0; self.counts.len()]);
         for (total, count) in totals.iter_mut().zip(self.counts.iter_mut()) {
             *total += u64::from(std::mem::take(count));
         }
@@ -201,8 +213,11 @@ mod tests {
                     .map(|axis| {
                         (0..rows)
                             .map(|_| {
-                                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                                ((state >> 33) as u32) & ((1u64 << geometry.axis_bits(axis)) - 1) as u32
+                                state = state
+                                    .wrapping_mul(6364136223846793005)
+                                    .wrapping_add(1442695040888963407);
+                                ((state >> 33) as u32)
+                                    & ((1u64 << geometry.axis_bits(axis)) - 1) as u32
                             })
                             .collect()
                     })
@@ -217,7 +232,11 @@ mod tests {
                     }
                     for row in 0..rows {
                         let point: Vec<u32> = (0..dims).map(|axis| axes[axis][row]).collect();
-                        assert_eq!(worker.codes[row], geometry.leaf_code(&point), "{method:?} d={dims} r={depth}");
+                        assert_eq!(
+                            worker.codes[row],
+                            geometry.leaf_code(&point),
+                            "{method:?} d={dims} r={depth}"
+                        );
                     }
                 }
             }

@@ -31,11 +31,18 @@ impl ChosenBinner {
             #[cfg(not(feature = "gpu"))]
             DeviceChoice::Auto => Ok(cpu("; built without the gpu feature")),
             #[cfg(not(feature = "gpu"))]
-            DeviceChoice::Gpu => Err(Error::bad_input("--device gpu: this build has no GPU support (cargo feature `gpu`)")),
+            DeviceChoice::Gpu => Err(Error::bad_input(
+                "--device gpu: this build has no GPU support (cargo feature `gpu`)",
+            )),
+            #[cfg(feature = "gpu")]
+            DeviceChoice::Auto if !may_have_gpu() => Ok(cpu("; no GPU device on this machine")),
             #[cfg(feature = "gpu")]
             DeviceChoice::Auto => match GpuContext::open(AdapterPolicy::RealGpuOnly) {
                 Ok(Some(context)) => match SharedGpuBinner::new(&context, geometry) {
-                    Ok(binner) => Ok(ChosenBinner::Gpu(binner, format!("gpu: {}", context.adapter_description()))),
+                    Ok(binner) => Ok(ChosenBinner::Gpu(
+                        binner,
+                        format!("gpu: {}", context.adapter_description()),
+                    )),
                     Err(error) => Ok(cpu(&format!("; the GPU could not be used: {error}"))),
                 },
                 Ok(None) => Ok(cpu("; no real GPU adapter")),
@@ -50,12 +57,36 @@ impl ChosenBinner {
                             "--device gpu: no GPU adapter found (for a software one, install Mesa's mesa-vulkan-drivers)",
                         )
                     })?;
-                let binner = SharedGpuBinner::new(&context, geometry)
-                    .map_err(|error| Error::bad_input(format!("--device gpu: {error}; use --device cpu")))?;
-                Ok(ChosenBinner::Gpu(binner, format!("gpu: {}", context.adapter_description())))
+                let binner = SharedGpuBinner::new(&context, geometry).map_err(|error| {
+                    Error::bad_input(format!("--device gpu: {error}; use --device cpu"))
+                })?;
+                Ok(ChosenBinner::Gpu(
+                    binner,
+                    format!("gpu: {}", context.adapter_description()),
+                ))
             }
         }
     }
+}
+
+/// Whether a real GPU could be present. On Linux every GPU driver exposes a device node; without one,
+/// `auto` skips the Vulkan probe (which costs time and makes software drivers print warnings), since a
+/// software adapter is never chosen automatically anyway.
+#[cfg(feature = "gpu")]
+fn may_have_gpu() -> bool {
+    if !cfg!(target_os = "linux") {
+        return true;
+    }
+    let has_render_node = std::fs::read_dir("/dev/dri")
+        .map(|entries| {
+            entries
+                .flatten()
+                .any(|entry| entry.file_name().to_string_lossy().starts_with("renderD"))
+        })
+        .unwrap_or(false);
+    has_render_node
+        || std::path::Path::new("/dev/nvidia0").exists()
+        || std::path::Path::new("/dev/kfd").exists()
 }
 
 /// One GPU binner fed by every scanning thread in turn: decoding and quantising stay parallel on the
@@ -69,7 +100,9 @@ pub struct SharedGpuBinner {
 impl SharedGpuBinner {
     pub fn new(context: &GpuContext, geometry: CellGeometry) -> Result<Self, super::gpu::GpuError> {
         let binner = GpuLeafBinner::new(context, geometry.dims(), geometry.depth())?;
-        Ok(SharedGpuBinner { binner: std::sync::Arc::new(std::sync::Mutex::new(Some(binner))) })
+        Ok(SharedGpuBinner {
+            binner: std::sync::Arc::new(std::sync::Mutex::new(Some(binner))),
+        })
     }
 }
 
@@ -83,7 +116,9 @@ impl Binner for SharedGpuBinner {
     type Worker = SharedGpuWorker;
 
     fn worker(&self) -> Result<SharedGpuWorker> {
-        Ok(SharedGpuWorker { binner: self.binner.clone() })
+        Ok(SharedGpuWorker {
+            binner: self.binner.clone(),
+        })
     }
 
     fn finish(&self, workers: Vec<SharedGpuWorker>) -> Result<Vec<u64>> {
@@ -94,15 +129,24 @@ impl Binner for SharedGpuBinner {
             .map_err(|_| Error::internal("a GPU binning thread panicked"))?
             .take()
             .ok_or_else(|| Error::internal("the GPU binner was finished twice"))?;
-        binner.finish().map_err(|error| Error::internal(error.to_string()))
+        binner
+            .finish()
+            .map_err(|error| Error::internal(error.to_string()))
     }
 }
 
 #[cfg(feature = "gpu")]
 impl BinnerWorker for SharedGpuWorker {
     fn add_batch(&mut self, axes: &[&[u32]]) -> Result<()> {
-        let mut guard = self.binner.lock().map_err(|_| Error::internal("a GPU binning thread panicked"))?;
-        let binner = guard.as_mut().ok_or_else(|| Error::internal("the GPU binner was already finished"))?;
-        binner.add_batch(axes).map_err(|error| Error::internal(error.to_string()))
+        let mut guard = self
+            .binner
+            .lock()
+            .map_err(|_| Error::internal("a GPU binning thread panicked"))?;
+        let binner = guard
+            .as_mut()
+            .ok_or_else(|| Error::internal("the GPU binner was already finished"))?;
+        binner
+            .add_batch(axes)
+            .map_err(|error| Error::internal(error.to_string()))
     }
 }

@@ -735,7 +735,10 @@ mod tests {
         });
         if context.is_none() {
             // CI installs lavapipe and sets this, so a missing adapter there is a failure, not a skip.
-            assert!(std::env::var_os("DPSYNTH_REQUIRE_GPU").is_none(), "DPSYNTH_REQUIRE_GPU is set but no wgpu adapter exists");
+            assert!(
+                std::env::var_os("DPSYNTH_REQUIRE_GPU").is_none(),
+                "DPSYNTH_REQUIRE_GPU is set but no wgpu adapter exists"
+            );
             // Straight to the stderr handle: libtest captures eprintln! of passing tests.
             let _ = writeln!(
                 std::io::stderr(),

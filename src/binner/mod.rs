@@ -69,11 +69,20 @@ impl AxisPlan {
     pub fn new(bounds: ColumnBounds, bits: u32) -> Self {
         let cells = (1u64 << bits) as f64;
         let scale = cells / (bounds.hi - bounds.lo);
-        AxisPlan { bounds, bits, scale, top: cells - 1.0 }
+        AxisPlan {
+            bounds,
+            bits,
+            scale,
+            top: cells - 1.0,
+        }
     }
 
     pub fn for_geometry(geometry: &CellGeometry, bounds: &[ColumnBounds]) -> Vec<AxisPlan> {
-        bounds.iter().enumerate().map(|(axis, bounds)| AxisPlan::new(bounds.clone(), geometry.axis_bits(axis))).collect()
+        bounds
+            .iter()
+            .enumerate()
+            .map(|(axis, bounds)| AxisPlan::new(bounds.clone(), geometry.axis_bits(axis)))
+            .collect()
     }
 
     /// The cell index of a value on this axis: ⌊(x − lo)·2^h/(hi − lo)⌋ clamped to [0, 2^h − 1]
@@ -81,7 +90,9 @@ impl AxisPlan {
     /// the host in f64 for every binner, so CPU and GPU histograms are identical by construction.
     #[inline(always)]
     pub fn quantize(&self, value: f64) -> u32 {
-        let index = ((value - self.bounds.lo) * self.scale).max(0.0).min(self.top);
+        let index = ((value - self.bounds.lo) * self.scale)
+            .max(0.0)
+            .min(self.top);
         // SAFETY: `index` is finite (max() drops NaN) and in [0, 2^30 − 1], so it fits an i32.
         unsafe { index.to_int_unchecked::<i32>() as u32 }
     }
@@ -89,7 +100,13 @@ impl AxisPlan {
 
 /// Quantises one column into `indices`, OR-ing [`ROW_CLAMPED`] / [`ROW_INVALID`] into `flags`.
 /// Returns how many values were clamped.
-pub fn quantize_values(values: &NumericValues, nulls: Option<&NullBuffer>, axis: &AxisPlan, indices: &mut [u32], flags: &mut [u8]) -> u64 {
+pub fn quantize_values(
+    values: &NumericValues,
+    nulls: Option<&NullBuffer>,
+    axis: &AxisPlan,
+    indices: &mut [u32],
+    flags: &mut [u8],
+) -> u64 {
     macro_rules! each {
         ($values:expr) => {
             quantize_slice($values, axis, indices, flags)
@@ -108,7 +125,11 @@ pub fn quantize_values(values: &NumericValues, nulls: Option<&NullBuffer>, axis:
         NumericValues::U64(values) => each!(values),
     };
     if let Some(nulls) = nulls {
-        for row in nulls.iter().enumerate().filter_map(|(row, valid)| (!valid).then_some(row)) {
+        for row in nulls
+            .iter()
+            .enumerate()
+            .filter_map(|(row, valid)| (!valid).then_some(row))
+        {
             flags[row] |= ROW_INVALID;
         }
     }
@@ -125,7 +146,12 @@ macro_rules! as_f64 {
 }
 as_f64!(f32, f64, i8, i16, i32, i64, u8, u16, u32, u64);
 
-fn quantize_slice<T: AsF64>(values: &[T], axis: &AxisPlan, indices: &mut [u32], flags: &mut [u8]) -> u64 {
+fn quantize_slice<T: AsF64>(
+    values: &[T],
+    axis: &AxisPlan,
+    indices: &mut [u32],
+    flags: &mut [u8],
+) -> u64 {
     let (lo, hi) = (axis.bounds.lo, axis.bounds.hi);
     let mut clamped = 0u64;
     // Branch-free so that it vectorises.
@@ -133,7 +159,7 @@ fn quantize_slice<T: AsF64>(values: &[T], axis: &AxisPlan, indices: &mut [u32], 
         let value = value.as_f64();
         let outside = (value < lo) | (value > hi);
         clamped += outside as u64;
-        *flag |= outside as u8 * ROW_CLAMPED | !value.is_finite() as u8 * ROW_INVALID;
+        *flag |= (outside as u8 * ROW_CLAMPED) | (!value.is_finite() as u8 * ROW_INVALID);
         *index = axis.quantize(value);
     }
     clamped
@@ -149,7 +175,13 @@ mod tests {
         let values = [-1.0, -2.0, 0.0, 0.999, 1.0, 7.0, f64::NAN, f64::INFINITY];
         let mut indices = [0u32; 8];
         let mut flags = [0u8; 8];
-        let clamped = quantize_values(&NumericValues::F64(&values), None, &axis, &mut indices, &mut flags);
+        let clamped = quantize_values(
+            &NumericValues::F64(&values),
+            None,
+            &axis,
+            &mut indices,
+            &mut flags,
+        );
         assert_eq!(indices[..6], [0, 0, 4, 7, 7, 7]);
         assert_eq!(clamped, 3, "-2, 7 and +inf are outside [-1, 1]");
         assert_eq!(flags[..6], [0, ROW_CLAMPED, 0, 0, 0, ROW_CLAMPED]);

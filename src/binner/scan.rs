@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use arrow::array::Array;
 use arrow::record_batch::RecordBatch;
 
-use super::{quantize_values, AxisPlan, Binner, BinnerWorker, NullPolicy, ROW_CLAMPED, ROW_INVALID};
+use super::{
+    quantize_values, AxisPlan, Binner, BinnerWorker, NullPolicy, ROW_CLAMPED, ROW_INVALID,
+};
 use crate::error::{Error, Result};
 use crate::progress::PhaseBar;
 use crate::source::column::NumericValues;
@@ -63,14 +65,30 @@ pub fn scan_leaf_counts<B: Binner>(
     let failed = AtomicBool::new(false);
     let outcomes: Vec<Result<(B::Worker, ScanStats)>> = rayon::broadcast(|_| {
         let mut worker = binner.worker()?;
-        let mut stats = ScanStats { clamped_values: vec![0; columns.len()], ..ScanStats::default() };
-        let mut scratch = Scratch { indices: vec![Vec::new(); columns.len()], flags: Vec::new() };
+        let mut stats = ScanStats {
+            clamped_values: vec![0; columns.len()],
+            ..ScanStats::default()
+        };
+        let mut scratch = Scratch {
+            indices: vec![Vec::new(); columns.len()],
+            flags: Vec::new(),
+        };
         while !failed.load(Ordering::Relaxed) {
             let row_group = next_row_group.fetch_add(1, Ordering::Relaxed);
             if row_group >= row_groups {
                 break;
             }
-            let scanned = scan_row_group(source, row_group, columns, axes, nulls, &mut worker, &mut stats, &mut scratch, progress);
+            let scanned = scan_row_group(
+                source,
+                row_group,
+                columns,
+                axes,
+                nulls,
+                &mut worker,
+                &mut stats,
+                &mut scratch,
+                progress,
+            );
             if let Err(error) = scanned {
                 failed.store(true, Ordering::Relaxed);
                 return Err(error);
@@ -102,30 +120,63 @@ fn scan_row_group<W: BinnerWorker>(
 ) -> Result<()> {
     let mut first_row = 0u64;
     for batch in source.row_group_reader(row_group, columns)? {
-        let batch = batch.map_err(|error| Error::in_file(source.path(), format!("row group {row_group} cannot be decoded: {error}")))?;
+        let batch = batch.map_err(|error| {
+            Error::in_file(
+                source.path(),
+                format!("row group {row_group} cannot be decoded: {error}"),
+            )
+        })?;
         let rows = batch.num_rows();
         scratch.flags.clear();
         scratch.flags.resize(rows, 0);
         for (axis, plan) in axes.iter().enumerate() {
             let array = batch.column(axis);
-            let values = NumericValues::of(array.as_ref())
-                .ok_or_else(|| Error::internal(format!("column '{}' decoded as {}", columns[axis].name, array.data_type())))?;
+            let values = NumericValues::of(array.as_ref()).ok_or_else(|| {
+                Error::internal(format!(
+                    "column '{}' decoded as {}",
+                    columns[axis].name,
+                    array.data_type()
+                ))
+            })?;
             let indices = &mut scratch.indices[axis];
             indices.clear();
             indices.resize(rows, 0);
-            stats.clamped_values[axis] += quantize_values(&values, array.logical_nulls().as_ref(), plan, indices, &mut scratch.flags);
+            stats.clamped_values[axis] += quantize_values(
+                &values,
+                array.logical_nulls().as_ref(),
+                plan,
+                indices,
+                &mut scratch.flags,
+            );
         }
-        let invalid = scratch.flags.iter().filter(|&&flag| flag & ROW_INVALID != 0).count();
+        let invalid = scratch
+            .flags
+            .iter()
+            .filter(|&&flag| flag & ROW_INVALID != 0)
+            .count();
         if invalid > 0 {
             match nulls {
-                NullPolicy::Error => return Err(invalid_value_error(source, row_group, first_row, &batch, columns, &scratch.flags)),
+                NullPolicy::Error => {
+                    return Err(invalid_value_error(
+                        source,
+                        row_group,
+                        first_row,
+                        &batch,
+                        columns,
+                        &scratch.flags,
+                    ))
+                }
                 NullPolicy::Drop => drop_invalid_rows(scratch),
             }
         }
         stats.rows_read += rows as u64;
         stats.rows_dropped += invalid as u64;
         stats.rows_binned += (rows - invalid) as u64;
-        stats.rows_clamped += scratch.flags.iter().filter(|&&flag| flag & ROW_CLAMPED != 0).count() as u64;
+        stats.rows_clamped += scratch
+            .flags
+            .iter()
+            .filter(|&&flag| flag & ROW_CLAMPED != 0)
+            .count() as u64;
         let slices: Vec<&[u32]> = scratch.indices.iter().map(Vec::as_slice).collect();
         worker.add_batch(&slices)?;
         progress.advance(rows as u64);
@@ -158,7 +209,10 @@ fn invalid_value_error(
     columns: &[NumericColumn],
     flags: &[u8],
 ) -> Error {
-    let row = flags.iter().position(|&flag| flag & ROW_INVALID != 0).unwrap_or(0);
+    let row = flags
+        .iter()
+        .position(|&flag| flag & ROW_INVALID != 0)
+        .unwrap_or(0);
     for (axis, column) in columns.iter().enumerate() {
         let array = batch.column(axis);
         let what = if array.is_null(row) {

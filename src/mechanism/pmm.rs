@@ -22,7 +22,10 @@ pub fn coarsen_leaves(leaves: Vec<u64>, from_depth: u32, to_depth: u32) -> Vec<u
     if to_depth == from_depth {
         return leaves;
     }
-    leaves.chunks_exact(1 << (from_depth - to_depth)).map(|block| block.iter().sum()).collect()
+    leaves
+        .chunks_exact(1 << (from_depth - to_depth))
+        .map(|block| block.iter().sum())
+        .collect()
 }
 
 /// Noise every level the schedule noises, then make the tree consistent. With `released_root`, the
@@ -43,7 +46,10 @@ pub fn release_leaf_counts(
     }
     add_level_noise(&mut tree, &scales, key);
     enforce_consistency(&mut tree, rule, coin_seed);
-    tree.into_leaves().into_iter().map(|count| count as u64).collect()
+    tree.into_leaves()
+        .into_iter()
+        .map(|count| count as u64)
+        .collect()
 }
 
 #[cfg(test)]
@@ -57,27 +63,55 @@ mod tests {
         let coarse = coarsen_leaves(leaves.clone(), 6, 3);
         assert_eq!(coarse.len(), 8);
         assert_eq!(coarse[0], (0..8).sum::<u64>());
-        assert_eq!(coarse, CountTree::from_leaves(leaves, 6).level(3).iter().map(|&c| c as u64).collect::<Vec<_>>());
+        assert_eq!(
+            coarse,
+            CountTree::from_leaves(leaves, 6)
+                .level(3)
+                .iter()
+                .map(|&c| c as u64)
+                .collect::<Vec<_>>()
+        );
     }
 
     #[test]
     fn released_root_is_kept_and_not_noised_again() {
         let key = NoiseKey::from_user_seed(1);
         let scale = RationalScale::round_up(16.0).unwrap();
-        let schedule = LevelSchedule::new(Neighbours::AddRemove, 0.9, 2, 8, RootNoise::Released(scale)).unwrap();
+        let schedule =
+            LevelSchedule::new(Neighbours::AddRemove, 0.9, 2, 8, RootNoise::Released(scale))
+                .unwrap();
         let leaves: Vec<u64> = (0..256).map(|leaf| leaf % 3).collect();
         let n_hat = release_root_count(leaves.iter().sum(), scale, &key);
-        let released = release_leaf_counts(leaves, &schedule, Some(n_hat), &key, ConsistencyRule::Uniform, 2);
-        assert_eq!(released.iter().sum::<u64>(), n_hat, "the consistent leaves must sum to the released root");
+        let released = release_leaf_counts(
+            leaves,
+            &schedule,
+            Some(n_hat),
+            &key,
+            ConsistencyRule::Uniform,
+            2,
+        );
+        assert_eq!(
+            released.iter().sum::<u64>(),
+            n_hat,
+            "the consistent leaves must sum to the released root"
+        );
     }
 
     #[test]
     fn replace_keeps_the_public_root() {
         let key = NoiseKey::from_user_seed(3);
-        let schedule = LevelSchedule::new(Neighbours::Replace, 1.0, 1, 10, RootNoise::InSchedule).unwrap();
+        let schedule =
+            LevelSchedule::new(Neighbours::Replace, 1.0, 1, 10, RootNoise::InSchedule).unwrap();
         let leaves: Vec<u64> = (0..1024).map(|leaf| leaf % 5).collect();
         let n: u64 = leaves.iter().sum();
-        let released = release_leaf_counts(leaves, &schedule, None, &key, ConsistencyRule::Proportional, 2);
+        let released = release_leaf_counts(
+            leaves,
+            &schedule,
+            None,
+            &key,
+            ConsistencyRule::Proportional,
+            2,
+        );
         assert_eq!(released.iter().sum::<u64>(), n);
     }
 }

@@ -77,15 +77,24 @@ mod tests {
         let depth = 12;
         let mut tree = CountTree::from_leaves(vec![0; 1 << depth], depth);
         let scale = RationalScale::round_up(40.0).unwrap();
-        let scales: Vec<_> = (0..=depth).map(|level| (level > 0).then_some(scale)).collect();
+        let scales: Vec<_> = (0..=depth)
+            .map(|level| (level > 0).then_some(scale))
+            .collect();
         add_level_noise(&mut tree, &scales, &NoiseKey::from_user_seed(7));
-        assert!(tree.level(0).iter().all(|&count| count == 0), "a public root must stay un-noised");
+        assert!(
+            tree.level(0).iter().all(|&count| count == 0),
+            "a public root must stay un-noised"
+        );
         for level in 1..=depth {
             let cells = tree.level(level);
             assert!(cells.iter().all(|&count| count >= 0));
             let touched = cells.iter().filter(|&&count| count > 0).count();
             // Half the draws are positive; a skipped chunk of cells would pull this far below 40%.
-            assert!(touched * 5 >= cells.len() * 2, "level {level}: only {touched} of {} cells noised", cells.len());
+            assert!(
+                touched * 5 >= cells.len() * 2,
+                "level {level}: only {touched} of {} cells noised",
+                cells.len()
+            );
             if cells.len() >= NOISE_CHUNK_CELLS * 2 {
                 for chunk in cells.chunks(NOISE_CHUNK_CELLS) {
                     assert!(chunk.iter().any(|&count| count > 0));
@@ -100,7 +109,10 @@ mod tests {
         let leaves: Vec<u64> = (0..1u64 << depth).map(|i| i % 7).collect();
         let scales: Vec<_> = (0..=depth).map(|_| RationalScale::round_up(3.5)).collect();
         let run = |threads: usize, seed: u64| {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
             pool.install(|| {
                 let mut tree = CountTree::from_leaves(leaves.clone(), depth);
                 add_level_noise(&mut tree, &scales, &NoiseKey::from_user_seed(seed));

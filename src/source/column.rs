@@ -19,9 +19,17 @@ impl ColumnKind {
         use DataType::*;
         match data_type {
             Float32 | Float64 => Some(ColumnKind::Float),
-            Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 | UInt64 | Date32 | Date64 | Timestamp(_, _) => {
-                Some(ColumnKind::Integer)
-            }
+            Int8
+            | Int16
+            | Int32
+            | Int64
+            | UInt8
+            | UInt16
+            | UInt32
+            | UInt64
+            | Date32
+            | Date64
+            | Timestamp(_, _) => Some(ColumnKind::Integer),
             _ => None,
         }
     }
@@ -68,7 +76,9 @@ impl<'a> NumericValues<'a> {
             UInt64 => NumericValues::U64(array.as_primitive::<UInt64Type>().values()),
             Date32 => NumericValues::I32(array.as_primitive::<Date32Type>().values()),
             Date64 => NumericValues::I64(array.as_primitive::<Date64Type>().values()),
-            Timestamp(TimeUnit::Second, _) => NumericValues::I64(array.as_primitive::<TimestampSecondType>().values()),
+            Timestamp(TimeUnit::Second, _) => {
+                NumericValues::I64(array.as_primitive::<TimestampSecondType>().values())
+            }
             Timestamp(TimeUnit::Millisecond, _) => {
                 NumericValues::I64(array.as_primitive::<TimestampMillisecondType>().values())
             }
@@ -86,10 +96,16 @@ impl<'a> NumericValues<'a> {
 /// Builds an output array of `data_type` from `units`, mapped to the column's units by `to_column`,
 /// in one pass. Integer types are rounded to nearest and saturate at the type's range (bounds inside
 /// the range make that a no-op).
-pub fn build_array(data_type: &DataType, units: &[f64], to_column: impl Fn(f64) -> f64) -> ArrayRef {
+pub fn build_array(
+    data_type: &DataType,
+    units: &[f64],
+    to_column: impl Fn(f64) -> f64,
+) -> ArrayRef {
     macro_rules! build {
         ($arrow:ty, $cast:expr) => {
-            PrimitiveArray::<$arrow>::from_iter_values(units.iter().map(|&unit| $cast(to_column(unit))))
+            PrimitiveArray::<$arrow>::from_iter_values(
+                units.iter().map(|&unit| $cast(to_column(unit))),
+            )
         };
     }
     // `as` from f64 to an integer saturates, which is the behaviour we want after rounding.
@@ -107,18 +123,21 @@ pub fn build_array(data_type: &DataType, units: &[f64], to_column: impl Fn(f64) 
         UInt64 => Arc::new(build!(UInt64Type, |v: f64| v.round() as u64)),
         Date32 => Arc::new(build!(Date32Type, |v: f64| v.round() as i32)),
         Date64 => Arc::new(build!(Date64Type, |v: f64| v.round() as i64)),
-        Timestamp(TimeUnit::Second, zone) => {
-            Arc::new(build!(TimestampSecondType, |v: f64| v.round() as i64).with_timezone_opt(zone.clone()))
-        }
-        Timestamp(TimeUnit::Millisecond, zone) => {
-            Arc::new(build!(TimestampMillisecondType, |v: f64| v.round() as i64).with_timezone_opt(zone.clone()))
-        }
-        Timestamp(TimeUnit::Microsecond, zone) => {
-            Arc::new(build!(TimestampMicrosecondType, |v: f64| v.round() as i64).with_timezone_opt(zone.clone()))
-        }
-        Timestamp(TimeUnit::Nanosecond, zone) => {
-            Arc::new(build!(TimestampNanosecondType, |v: f64| v.round() as i64).with_timezone_opt(zone.clone()))
-        }
+        Timestamp(TimeUnit::Second, zone) => Arc::new(
+            build!(TimestampSecondType, |v: f64| v.round() as i64).with_timezone_opt(zone.clone()),
+        ),
+        Timestamp(TimeUnit::Millisecond, zone) => Arc::new(
+            build!(TimestampMillisecondType, |v: f64| v.round() as i64)
+                .with_timezone_opt(zone.clone()),
+        ),
+        Timestamp(TimeUnit::Microsecond, zone) => Arc::new(
+            build!(TimestampMicrosecondType, |v: f64| v.round() as i64)
+                .with_timezone_opt(zone.clone()),
+        ),
+        Timestamp(TimeUnit::Nanosecond, zone) => Arc::new(
+            build!(TimestampNanosecondType, |v: f64| v.round() as i64)
+                .with_timezone_opt(zone.clone()),
+        ),
         other => unreachable!("column type {other} was rejected when the column was resolved"),
     }
 }

@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 
 use arrow::datatypes::{DataType, SchemaRef};
 use bytes::Bytes;
-use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder,
+};
 use parquet::arrow::ProjectionMask;
 
 pub use column::{ColumnKind, NumericColumn};
@@ -28,16 +31,24 @@ pub struct ParquetSource {
 
 impl ParquetSource {
     pub fn open(path: &Path) -> Result<Self> {
-        let file = File::open(path).map_err(|error| Error::in_file(path, format!("cannot open: {error}")))?;
+        let file = File::open(path)
+            .map_err(|error| Error::in_file(path, format!("cannot open: {error}")))?;
         if file.metadata().map(|meta| meta.is_dir()).unwrap_or(false) {
             return Err(Error::in_file(path, "is a directory, not a Parquet file"));
         }
         // SAFETY: the map is read-only; the file must not be truncated while we read it, as with any reader.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|error| Error::in_file(path, format!("cannot map: {error}")))?;
+        let map = unsafe { memmap2::Mmap::map(&file) }
+            .map_err(|error| Error::in_file(path, format!("cannot map: {error}")))?;
         let data = Bytes::from_owner(map);
-        let metadata = ArrowReaderMetadata::load(&data, ArrowReaderOptions::new())
-            .map_err(|error| Error::in_file(path, format!("not a readable Parquet file: {error}")))?;
-        Ok(ParquetSource { path: path.to_path_buf(), data, metadata })
+        let metadata =
+            ArrowReaderMetadata::load(&data, ArrowReaderOptions::new()).map_err(|error| {
+                Error::in_file(path, format!("not a readable Parquet file: {error}"))
+            })?;
+        Ok(ParquetSource {
+            path: path.to_path_buf(),
+            data,
+            metadata,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -62,7 +73,10 @@ impl ParquetSource {
     }
 
     pub fn row_group_rows(&self, row_group: usize) -> u64 {
-        self.parquet_metadata().row_group(row_group).num_rows().max(0) as u64
+        self.parquet_metadata()
+            .row_group(row_group)
+            .num_rows()
+            .max(0) as u64
     }
 
     /// Finds the named columns and checks that each is a supported numeric type. The result is in the
@@ -72,26 +86,53 @@ impl ParquetSource {
         let mut columns = Vec::with_capacity(names.len());
         for name in names {
             let index = schema.index_of(name).map_err(|_| {
-                let available: Vec<&str> = schema.fields().iter().map(|field| field.name().as_str()).collect();
-                Error::in_column(&self.path, name, format!("no such column (the file has: {})", available.join(", ")))
+                let available: Vec<&str> = schema
+                    .fields()
+                    .iter()
+                    .map(|field| field.name().as_str())
+                    .collect();
+                Error::in_column(
+                    &self.path,
+                    name,
+                    format!("no such column (the file has: {})", available.join(", ")),
+                )
             })?;
-            if columns.iter().any(|column: &NumericColumn| column.schema_index == index) {
+            if columns
+                .iter()
+                .any(|column: &NumericColumn| column.schema_index == index)
+            {
                 return Err(Error::in_column(&self.path, name, "named twice"));
             }
             let field = schema.field(index);
-            let kind = ColumnKind::of(field.data_type())
-                .ok_or_else(|| Error::in_column(&self.path, name, format!("type {} is not numeric", field.data_type())))?;
-            columns.push(NumericColumn { name: name.clone(), schema_index: index, kind, data_type: field.data_type().clone() });
+            let kind = ColumnKind::of(field.data_type()).ok_or_else(|| {
+                Error::in_column(
+                    &self.path,
+                    name,
+                    format!("type {} is not numeric", field.data_type()),
+                )
+            })?;
+            columns.push(NumericColumn {
+                name: name.clone(),
+                schema_index: index,
+                kind,
+                data_type: field.data_type().clone(),
+            });
         }
         columns.sort_by_key(|column| column.schema_index);
         Ok(columns)
     }
 
     /// A reader of one row group, projected to `columns` (whose batch columns come in schema order).
-    pub fn row_group_reader(&self, row_group: usize, columns: &[NumericColumn]) -> Result<ParquetRecordBatchReader> {
+    pub fn row_group_reader(
+        &self,
+        row_group: usize,
+        columns: &[NumericColumn],
+    ) -> Result<ParquetRecordBatchReader> {
         let mask = ProjectionMask::roots(
             self.metadata.parquet_schema(),
-            columns.iter().map(|column| self.root_index(column.schema_index)),
+            columns
+                .iter()
+                .map(|column| self.root_index(column.schema_index)),
         );
         ParquetRecordBatchReaderBuilder::new_with_metadata(self.data.clone(), self.metadata.clone())
             .with_projection(mask)

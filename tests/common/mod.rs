@@ -16,12 +16,25 @@ pub fn write_parquet(path: &Path, columns: Vec<(&str, ArrayRef)>, row_group_rows
     let schema = Arc::new(Schema::new(
         columns
             .iter()
-            .map(|(name, array)| Field::new(*name, array.data_type().clone(), array.null_count() > 0))
+            .map(|(name, array)| {
+                Field::new(*name, array.data_type().clone(), array.null_count() > 0)
+            })
             .collect::<Vec<_>>(),
     ));
-    let batch = RecordBatch::try_new(schema.clone(), columns.into_iter().map(|(_, array)| array).collect()).unwrap();
-    let properties = WriterProperties::builder().set_max_row_group_row_count(Some(row_group_rows)).build();
-    let mut writer = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, Some(properties)).unwrap();
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        columns.into_iter().map(|(_, array)| array).collect(),
+    )
+    .unwrap();
+    let properties = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(row_group_rows))
+        .build();
+    let mut writer = ArrowWriter::try_new(
+        std::fs::File::create(path).unwrap(),
+        schema,
+        Some(properties),
+    )
+    .unwrap();
     writer.write(&batch).unwrap();
     writer.close().unwrap();
 }
@@ -33,7 +46,10 @@ pub fn floats(values: impl IntoIterator<Item = f64>) -> ArrayRef {
 
 /// Runs the dpsynth binary with `args`.
 pub fn dpsynth(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dpsynth")).args(args).output().expect("the binary runs")
+    Command::new(env!("CARGO_BIN_EXE_dpsynth"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
 }
 
 pub fn stderr(output: &Output) -> String {
@@ -43,18 +59,30 @@ pub fn stderr(output: &Output) -> String {
 /// Reads every column of a Parquet file: names, types, and values as f64.
 pub fn read_parquet(path: &Path) -> (Vec<(String, DataType)>, Vec<Vec<f64>>) {
     let file = std::fs::File::open(path).unwrap();
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
     let mut fields = Vec::new();
     let mut columns: Vec<Vec<f64>> = Vec::new();
     for batch in reader {
         let batch = batch.unwrap();
         if fields.is_empty() {
-            fields = batch.schema().fields().iter().map(|field| (field.name().clone(), field.data_type().clone())).collect();
+            fields = batch
+                .schema()
+                .fields()
+                .iter()
+                .map(|field| (field.name().clone(), field.data_type().clone()))
+                .collect();
             columns = vec![Vec::new(); fields.len()];
         }
         for (index, column) in batch.columns().iter().enumerate() {
             // Temporal types only cast to numbers through their integer representation.
-            let column = if column.data_type().is_temporal() { arrow::compute::cast(column, &DataType::Int64).unwrap() } else { column.clone() };
+            let column = if column.data_type().is_temporal() {
+                arrow::compute::cast(column, &DataType::Int64).unwrap()
+            } else {
+                column.clone()
+            };
             let as_f64 = arrow::compute::cast(&column, &DataType::Float64).unwrap();
             let values = as_f64.as_any().downcast_ref::<Float64Array>().unwrap();
             columns[index].extend(values.values().iter().copied());
@@ -65,7 +93,10 @@ pub fn read_parquet(path: &Path) -> (Vec<(String, DataType)>, Vec<Vec<f64>>) {
 
 /// Files in a directory (to check that a failed run left nothing).
 pub fn files_in(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|entry| entry.unwrap().path()).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
     files.sort();
     files
 }

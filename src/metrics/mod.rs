@@ -1,0 +1,3 @@
+//! Distances between a real and a synthetic table.
+
+pub mod w1;
