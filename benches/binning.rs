@@ -1,13 +1,16 @@
-//! Binning throughput at several depths: the CPU binner's deposit methods side by side (and the GPU
-//! binner beside them when the `gpu` feature finds an adapter). Inputs are pre-quantised indices, so
-//! this measures interleaving + histogram only.
+//! Binning throughput at several depths: the CPU binner's deposit methods and the GPU binner (any
+//! adapter, lavapipe included, when the `gpu` feature finds one) side by side in one run. Inputs are
+//! pre-quantised indices, so this measures interleaving + histogram (+ upload and readback on the GPU).
+//! The CPU cases run on one thread: multiply by the scan's threads for the whole pass.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use dpsynth::binner::cpu::{CpuBinner, DepositMethod};
+#[cfg(feature = "gpu")]
+use dpsynth::binner::gpu::{AdapterPolicy, GpuContext, GpuLeafBinner};
 use dpsynth::binner::{Binner, BinnerWorker};
 use dpsynth::partition::CellGeometry;
 
-const ROWS: usize = 1 << 22;
+const ROWS: usize = 10_000_000;
 const DIMS: usize = 2;
 
 fn quantised_axes(geometry: &CellGeometry) -> Vec<Vec<u32>> {
@@ -31,6 +34,13 @@ fn binning(c: &mut Criterion) {
     let mut group = c.benchmark_group("binning");
     group.throughput(Throughput::Elements(ROWS as u64));
     group.sample_size(10);
+    #[cfg(feature = "gpu")]
+    let gpu = GpuContext::open(AdapterPolicy::AnyAdapter).unwrap();
+    #[cfg(feature = "gpu")]
+    match &gpu {
+        Some(context) => println!("GPU adapter: {}", context.adapter_description()),
+        None => println!("no wgpu adapter: GPU cases skipped"),
+    }
     for depth in [12u32, 18, 24] {
         let geometry = CellGeometry::new(DIMS, depth);
         let axes = quantised_axes(&geometry);
@@ -52,6 +62,16 @@ fn binning(c: &mut Criterion) {
                     })
                 },
             );
+        }
+        #[cfg(feature = "gpu")]
+        if let Some(context) = &gpu {
+            group.bench_with_input(BenchmarkId::new("gpu", depth), &slices, |b, slices| {
+                b.iter(|| {
+                    let mut binner = GpuLeafBinner::new(context, DIMS, depth).unwrap();
+                    binner.add_batch(slices).unwrap();
+                    binner.finish().unwrap()
+                })
+            });
         }
     }
     group.finish();

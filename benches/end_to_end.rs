@@ -122,8 +122,8 @@ fn main() {
                 bin_pass.push(
                     phases
                         .iter()
-                        .find(|(phase, _)| phase == "bin")
-                        .map_or(f64::NAN, |(_, seconds)| *seconds),
+                        .find(|timing| timing.phase == "bin")
+                        .map_or(f64::NAN, |timing| timing.seconds),
                 );
             }
             let (decode, bin_pass, synth) = (median(decode), median(bin_pass), median(synth));

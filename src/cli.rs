@@ -239,7 +239,7 @@ fn run_synth(args: SynthArgs) -> Result<()> {
             diagnostics
                 .timings_seconds
                 .iter()
-                .map(|(_, seconds)| seconds)
+                .map(|timing| timing.seconds)
                 .sum::<f64>(),
         );
     }

@@ -110,10 +110,17 @@ pub struct Diagnostics {
     pub rows_dropped: u64,
     pub rows_clamped: u64,
     pub clamped_values: Vec<ClampedColumn>,
-    pub timings_seconds: Vec<(String, f64)>,
+    /// Wall-clock seconds per phase, in the order the phases ran.
+    pub timings_seconds: Vec<PhaseTiming>,
     pub threads: usize,
     pub binning: String,
     pub peak_memory_bytes: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PhaseTiming {
+    pub phase: &'static str,
+    pub seconds: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -189,7 +189,10 @@ fn run_pmm(
     let started = Instant::now();
     let (mut leaves, stats, binning) =
         bin_leaves(source, columns, bounds, planned_depth, options, progress)?;
-    timings.push(("bin".to_string(), started.elapsed().as_secs_f64()));
+    timings.push(PhaseTiming {
+        phase: "bin",
+        seconds: started.elapsed().as_secs_f64(),
+    });
 
     let started = Instant::now();
     let (depth, released_root, schedule) = match root_scale {
@@ -237,10 +240,10 @@ fn run_pmm(
         seeds.post_processing,
     );
     let root_count: u64 = released.iter().sum();
-    timings.push((
-        "noise and consistency".to_string(),
-        started.elapsed().as_secs_f64(),
-    ));
+    timings.push(PhaseTiming {
+        phase: "noise and consistency",
+        seconds: started.elapsed().as_secs_f64(),
+    });
 
     let started = Instant::now();
     let geometry = CellGeometry::new(dims, depth);
@@ -283,10 +286,10 @@ fn run_pmm(
         start = next_start;
     }
     bar.finish();
-    timings.push((
-        "sample and write".to_string(),
-        started.elapsed().as_secs_f64(),
-    ));
+    timings.push(PhaseTiming {
+        phase: "sample and write",
+        seconds: started.elapsed().as_secs_f64(),
+    });
 
     let report = RunReport {
         tool: ToolInfo::current(),

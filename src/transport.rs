@@ -92,10 +92,7 @@ impl FlowNetwork {
     /// # Panics
     /// If the network already has [`MAX_NODES`] nodes; callers size their problems first.
     pub fn add_node(&mut self, supply: i64) -> NodeId {
-        assert!(
-            self.supply.len() < MAX_NODES,
-            "flow network: more than {MAX_NODES} nodes"
-        );
+        assert!(self.supply.len() < MAX_NODES, "flow network: more than {MAX_NODES} nodes");
         self.supply.push(supply);
         NodeId((self.supply.len() - 1) as u32)
     }
@@ -105,10 +102,7 @@ impl FlowNetwork {
     /// # Panics
     /// If the network already has [`MAX_ARCS`] arcs; callers size their problems first.
     pub fn add_arc(&mut self, from: NodeId, to: NodeId, capacity: i64, cost: i64) -> ArcId {
-        assert!(
-            self.tail.len() < MAX_ARCS,
-            "flow network: more than {MAX_ARCS} arcs"
-        );
+        assert!(self.tail.len() < MAX_ARCS, "flow network: more than {MAX_ARCS} arcs");
         self.tail.push(from.0);
         self.head.push(to.0);
         self.capacity.push(capacity);
@@ -162,23 +156,13 @@ impl fmt::Display for TransportError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TransportError::Unbalanced { excess } => {
-                write!(
-                    f,
-                    "min-cost flow: supplies do not sum to zero (sum = {excess})"
-                )
+                write!(f, "min-cost flow: supplies do not sum to zero (sum = {excess})")
             }
-            TransportError::Infeasible => {
-                write!(f, "min-cost flow: no feasible flow meets the supplies")
-            }
+            TransportError::Infeasible => write!(f, "min-cost flow: no feasible flow meets the supplies"),
             TransportError::Unbounded => {
-                write!(
-                    f,
-                    "min-cost flow: unbounded (a negative-cost cycle of uncapacitated arcs)"
-                )
+                write!(f, "min-cost flow: unbounded (a negative-cost cycle of uncapacitated arcs)")
             }
-            TransportError::InvalidArc { arc, reason } => {
-                write!(f, "min-cost flow: arc {arc}: {reason}")
-            }
+            TransportError::InvalidArc { arc, reason } => write!(f, "min-cost flow: arc {arc}: {reason}"),
             TransportError::TooLarge(reason) => write!(f, "min-cost flow: {reason}"),
         }
     }
@@ -208,17 +192,10 @@ pub fn solve_min_cost_flow(net: &FlowNetwork) -> Result<FlowSolution, TransportE
 }
 
 /// Solves the min-cost flow problem exactly with the given algorithm.
-pub fn solve_min_cost_flow_with(
-    net: &FlowNetwork,
-    algorithm: Algorithm,
-) -> Result<FlowSolution, TransportError> {
+pub fn solve_min_cost_flow_with(net: &FlowNetwork, algorithm: Algorithm) -> Result<FlowSolution, TransportError> {
     let bounds = validate(net)?;
     if net.node_count() == 0 {
-        return Ok(FlowSolution {
-            cost: 0,
-            flows: Vec::new(),
-            potentials: Vec::new(),
-        });
+        return Ok(FlowSolution { cost: 0, flows: Vec::new(), potentials: Vec::new() });
     }
     let scaling_ok = bounds.cost_scaling_applies(net.node_count());
     let use_scaling = match algorithm {
@@ -238,16 +215,8 @@ pub fn solve_min_cost_flow_with(
         simplex.run()?;
         simplex.into_flows_and_potentials()
     };
-    let cost = flows
-        .iter()
-        .zip(&net.cost)
-        .map(|(&f, &c)| f as i128 * c as i128)
-        .sum();
-    Ok(FlowSolution {
-        cost,
-        flows,
-        potentials,
-    })
+    let cost = flows.iter().zip(&net.cost).map(|(&f, &c)| f as i128 * c as i128).sum();
+    Ok(FlowSolution { cost, flows, potentials })
 }
 
 /// Magnitudes of a validated network.
@@ -256,6 +225,7 @@ struct Bounds {
     art_cost: i64,
     /// Σ positive supplies + Σ finite capacities: no arc of some optimal basic flow carries more.
     flow_bound: i64,
+    max_abs_cost: i64,
     /// Some uncapacitated arc has a negative cost (the problem may be unbounded).
     negative_uncapacitated: bool,
 }
@@ -267,10 +237,10 @@ impl Bounds {
                 "cost scaling needs non-negative costs on uncapacitated arcs; use the network simplex".into(),
             ));
         }
-        let scaled = self.art_cost as i128 * (nodes as i128 + 1) * COST_SCALING_ALPHA as i128;
+        let scaled = self.max_abs_cost as i128 * (nodes as i128 + 1) * COST_SCALING_ALPHA as i128;
         if scaled > MAGNITUDE_LIMIT as i128 {
             return Err(TransportError::TooLarge(format!(
-                "cost scaling: scaled big-M cost {scaled} > {MAGNITUDE_LIMIT}; use the network simplex"
+                "cost scaling: scaled cost {scaled} > {MAGNITUDE_LIMIT}; use the network simplex"
             )));
         }
         Ok(())
@@ -285,26 +255,15 @@ fn validate(net: &FlowNetwork) -> Result<Bounds, TransportError> {
         return Err(TransportError::Unbalanced { excess });
     }
     let mut max_abs_cost: i128 = 0;
-    let mut total_flow: i128 = net
-        .supply
-        .iter()
-        .filter(|&&s| s > 0)
-        .map(|&s| s as i128)
-        .sum();
+    let mut total_flow: i128 = net.supply.iter().filter(|&&s| s > 0).map(|&s| s as i128).sum();
     let mut negative_uncapacitated = false;
     for arc in 0..net.arc_count() {
         if net.tail[arc] as usize >= n || net.head[arc] as usize >= n {
-            return Err(TransportError::InvalidArc {
-                arc,
-                reason: "endpoint is not a node of this network",
-            });
+            return Err(TransportError::InvalidArc { arc, reason: "endpoint is not a node of this network" });
         }
         let capacity = net.capacity[arc];
         if capacity < 0 {
-            return Err(TransportError::InvalidArc {
-                arc,
-                reason: "negative capacity",
-            });
+            return Err(TransportError::InvalidArc { arc, reason: "negative capacity" });
         }
         if capacity == INFINITE_CAPACITY {
             negative_uncapacitated |= net.cost[arc] < 0;
@@ -328,6 +287,7 @@ fn validate(net: &FlowNetwork) -> Result<Bounds, TransportError> {
     Ok(Bounds {
         art_cost: art_cost as i64,
         flow_bound: total_flow as i64,
+        max_abs_cost: max_abs_cost as i64,
         negative_uncapacitated,
     })
 }
@@ -389,11 +349,7 @@ impl NetworkSimplex {
         let m = net.arc_count();
         let root = n;
         let mut arcs = Vec::with_capacity(m + n);
-        arcs.extend((0..m).map(|e| ArcEnds {
-            tail: net.tail[e],
-            head: net.head[e],
-            cost: net.cost[e],
-        }));
+        arcs.extend((0..m).map(|e| ArcEnds { tail: net.tail[e], head: net.head[e], cost: net.cost[e] }));
         let mut capacity = Vec::with_capacity(m + n);
         capacity.extend_from_slice(&net.capacity);
         capacity.resize(m + n, INFINITE_CAPACITY);
@@ -424,20 +380,12 @@ impl NetworkSimplex {
             let supply = net.supply[u];
             if supply >= 0 {
                 pred_dir[u] = DIR_UP;
-                arcs.push(ArcEnds {
-                    tail: u as u32,
-                    head: root as u32,
-                    cost: 0,
-                });
+                arcs.push(ArcEnds { tail: u as u32, head: root as u32, cost: 0 });
                 flow[e] = supply;
             } else {
                 pred_dir[u] = DIR_DOWN;
                 potential[u] = art_cost;
-                arcs.push(ArcEnds {
-                    tail: root as u32,
-                    head: u as u32,
-                    cost: art_cost,
-                });
+                arcs.push(ArcEnds { tail: root as u32, head: u as u32, cost: art_cost });
                 flow[e] = -supply;
             }
         }
@@ -635,11 +583,7 @@ impl NetworkSimplex {
         if change {
             self.state[self.in_arc] = STATE_TREE;
             let leaving = self.pred_arc[self.u_out] as usize;
-            self.state[leaving] = if self.flow[leaving] == 0 {
-                STATE_LOWER
-            } else {
-                STATE_UPPER
-            };
+            self.state[leaving] = if self.flow[leaving] == 0 { STATE_LOWER } else { STATE_UPPER };
         } else {
             self.state[self.in_arc] = -self.state[self.in_arc];
         }
@@ -653,11 +597,7 @@ impl NetworkSimplex {
         let old_succ_count = self.succ_count[u_out];
         let old_last_succ = self.last_succ[u_out] as usize;
         let v_out = self.parent[u_out] as usize;
-        let in_arc_dir = if u_in == self.arcs[self.in_arc].tail as usize {
-            DIR_UP
-        } else {
-            DIR_DOWN
-        };
+        let in_arc_dir = if u_in == self.arcs[self.in_arc].tail as usize { DIR_UP } else { DIR_DOWN };
 
         if u_in == u_out {
             self.parent[u_in] = v_in as u32;
@@ -745,11 +685,7 @@ impl NetworkSimplex {
         }
 
         // Last successors on the path from v_in towards the root.
-        let up_limit_out = if self.last_succ[join] as usize == v_in {
-            join as u32
-        } else {
-            NO_NODE
-        };
+        let up_limit_out = if self.last_succ[join] as usize == v_in { join as u32 } else { NO_NODE };
         let last_succ_out = self.last_succ[u_out];
         let mut u = v_in as u32;
         while u != NO_NODE && self.last_succ[u as usize] as usize == v_in {
@@ -801,37 +737,44 @@ impl NetworkSimplex {
 
 /// Cost scaling shrinks ε by this factor per phase (Goldberg's and LEMON's default).
 pub const COST_SCALING_ALPHA: i64 = 16;
-/// Partial augment-relabel follows an admissible path for at most this many arcs before pushing.
+/// Partial augment-relabel follows an admissible path for at most this many arcs before pushing
+/// (LEMON's default for its fastest variant).
 const MAX_PATH_LENGTH: usize = 4;
 
-/// One direction of an arc of the residual graph (the reverse direction is `reverse`).
+/// One direction of an arc of the residual graph (the other direction is `reverse`).
 #[derive(Clone, Copy)]
 struct ResidualArc {
     head: u32,
     reverse: u32,
-    /// Cost scaled by `scale` (negated on the reverse direction).
+    /// Cost multiplied by the scale K (negated on the reverse direction).
     cost: i64,
     residual: i64,
+    /// Residual of both directions together (the arc's capacity), so that the reverse direction's
+    /// residual is known without touching it.
+    pair_capacity: i64,
 }
 
-/// Goldberg's cost-scaling push-relabel (partial augment-relabel variant with global price updates, as in
-/// LEMON's `CostScaling`). Costs are multiplied by K = (n + 1)·α so that the last phase, ε = 1, leaves an
-/// ε-optimal flow with ε < 1/(n + 1) in original units, which is optimal for integer costs.
+/// Goldberg's cost-scaling push-relabel in the partial augment-relabel form with global price updates
+/// (the design of LEMON's `CostScaling`, re-derived here).
 ///
-/// Feasibility: a root node with big-M arcs (supply node → root, root → demand node, cost M each way in
-/// total) makes every instance feasible; flow left on them at the end means infeasible. Uncapacitated arcs
-/// (non-negative cost, checked by the caller) get capacity `flow_bound`, which some optimal flow respects.
+/// Costs are multiplied by K = (n + 1)·α. Each phase ("refine") turns an αε-optimal flow into an ε-optimal
+/// one (every residual arc has reduced cost ≥ −ε); the last phase has ε = 1, i.e. ε < 1/(n + 1) in original
+/// units, so every residual cycle has cost > −1, hence ≥ 0: the flow is optimal for the integer costs.
+///
+/// Uncapacitated arcs (non-negative cost, checked by the caller) get capacity `flow_bound`, which some
+/// optimal flow respects, so the optimum is unchanged. Infeasibility is detected in the first phase: there
+/// a deficit node keeps potential 0, and a node with excess that can still reach one has potential
+/// ≥ −(n − 1)·(ε + max scaled cost); falling below means its excess has nowhere to go.
 struct CostScaling {
     node_count: usize,
     first_out: Vec<usize>,
     arcs: Vec<ResidualArc>,
     /// Residual index of each network arc's forward direction.
     forward: Vec<u32>,
-    /// Residual index of each artificial arc's forward direction.
-    artificial: Vec<u32>,
     /// Forward directions of uncapacitated arcs: residual in the real problem whatever their flow.
     uncapacitated: Vec<bool>,
     scale: i64,
+    max_scaled_cost: i64,
     excess: Vec<i128>,
     potential: Vec<i128>,
     next_out: Vec<usize>,
@@ -839,6 +782,7 @@ struct CostScaling {
     path: Vec<u32>,
     path_nodes: Vec<u32>,
     rank: Vec<u64>,
+    settled: Vec<bool>,
     buckets: Vec<Vec<u32>>,
 }
 
@@ -846,146 +790,84 @@ impl CostScaling {
     fn new(net: &FlowNetwork, bounds: &Bounds) -> Self {
         let n = net.node_count();
         let m = net.arc_count();
-        let root = n;
-        let n_res = n + 1;
-        let scale = n_res as i64 * COST_SCALING_ALPHA;
-        let mut degree = vec![0usize; n_res + 1];
+        let scale = (n as i64 + 1) * COST_SCALING_ALPHA;
+        let mut first_out = vec![0usize; n + 1];
         for e in 0..m {
-            degree[net.tail[e] as usize] += 1;
-            degree[net.head[e] as usize] += 1;
+            first_out[net.tail[e] as usize + 1] += 1;
+            first_out[net.head[e] as usize + 1] += 1;
         }
-        for (u, &s) in net.supply.iter().enumerate() {
-            if s != 0 {
-                degree[u] += 1;
-                degree[root] += 1;
-            }
+        for u in 0..n {
+            first_out[u + 1] += first_out[u];
         }
-        let mut first_out = vec![0usize; n_res + 1];
-        for u in 0..n_res {
-            first_out[u + 1] = first_out[u] + degree[u];
-        }
-        let total = first_out[n_res];
         let mut fill = first_out.clone();
-        let mut arcs = vec![
-            ResidualArc {
-                head: 0,
-                reverse: 0,
-                cost: 0,
-                residual: 0
-            };
-            total
-        ];
-        let mut uncapacitated = vec![false; total];
+        let mut arcs = vec![ResidualArc { head: 0, reverse: 0, cost: 0, residual: 0, pair_capacity: 0 }; 2 * m];
+        let mut uncapacitated = vec![false; 2 * m];
         let mut forward = Vec::with_capacity(m);
-        let mut add =
-            |tail: usize, head: usize, capacity: i64, cost: i64, arcs: &mut Vec<ResidualArc>| {
-                let f = fill[tail];
-                fill[tail] += 1;
-                let b = fill[head];
-                fill[head] += 1;
-                arcs[f] = ResidualArc {
-                    head: head as u32,
-                    reverse: b as u32,
-                    cost: cost * scale,
-                    residual: capacity,
-                };
-                arcs[b] = ResidualArc {
-                    head: tail as u32,
-                    reverse: f as u32,
-                    cost: -cost * scale,
-                    residual: 0,
-                };
-                f
-            };
+        let mut max_scaled_cost = 0;
         for e in 0..m {
+            let (tail, head) = (net.tail[e] as usize, net.head[e] as usize);
+            let f = fill[tail];
+            fill[tail] += 1;
+            let b = fill[head];
+            fill[head] += 1;
             let capacity = net.capacity[e];
-            let bounded = if capacity == INFINITE_CAPACITY {
-                bounds.flow_bound
-            } else {
-                capacity
-            };
-            let f = add(
-                net.tail[e] as usize,
-                net.head[e] as usize,
-                bounded,
-                net.cost[e],
-                &mut arcs,
-            );
+            let residual = if capacity == INFINITE_CAPACITY { bounds.flow_bound } else { capacity };
+            let cost = net.cost[e] * scale;
+            max_scaled_cost = max_scaled_cost.max(cost.abs());
+            let pair_capacity = residual;
+            arcs[f] = ResidualArc { head: head as u32, reverse: b as u32, cost, residual, pair_capacity };
+            arcs[b] = ResidualArc { head: tail as u32, reverse: f as u32, cost: -cost, residual: 0, pair_capacity };
             uncapacitated[f] = capacity == INFINITE_CAPACITY;
             forward.push(f as u32);
         }
-        let mut artificial = Vec::new();
-        for (u, &s) in net.supply.iter().enumerate() {
-            if s > 0 {
-                artificial.push(add(u, root, s, bounds.art_cost, &mut arcs) as u32);
-            } else if s < 0 {
-                artificial.push(add(root, u, -s, 0, &mut arcs) as u32);
-            }
-        }
-        let mut excess: Vec<i128> = net.supply.iter().map(|&s| s as i128).collect();
-        excess.push(0);
         CostScaling {
             node_count: n,
-            next_out: first_out[..n_res].to_vec(),
+            next_out: first_out[..n].to_vec(),
             first_out,
             arcs,
             forward,
-            artificial,
             uncapacitated,
             scale,
-            excess,
-            potential: vec![0; n_res],
+            max_scaled_cost,
+            excess: net.supply.iter().map(|&s| s as i128).collect(),
+            potential: vec![0; n],
             active: VecDeque::new(),
             path: Vec::new(),
             path_nodes: Vec::new(),
-            rank: vec![0; n_res],
+            rank: vec![0; n],
+            settled: vec![false; n],
             buckets: Vec::new(),
         }
     }
 
     fn run(&mut self) -> Result<(), TransportError> {
-        let max_cost = self.arcs.iter().map(|a| a.cost.abs()).max().unwrap_or(0);
-        let mut epsilon = (max_cost / COST_SCALING_ALPHA).max(1);
+        let mut epsilon = (self.max_scaled_cost / COST_SCALING_ALPHA).max(1);
+        let floor = -(self.node_count as i128) * (epsilon as i128 + self.max_scaled_cost as i128);
+        let mut infeasibility_floor = Some(floor);
         loop {
-            self.refine(epsilon);
+            let t0 = std::time::Instant::now();
+            self.refine(epsilon, infeasibility_floor)?;
+            eprintln!("eps {epsilon} {:.2}s", t0.elapsed().as_secs_f64());
+            infeasibility_floor = None;
             if epsilon == 1 {
-                break;
+                return Ok(());
             }
-            epsilon = if epsilon < COST_SCALING_ALPHA {
-                1
-            } else {
-                epsilon / COST_SCALING_ALPHA
-            };
+            epsilon = if epsilon < COST_SCALING_ALPHA { 1 } else { epsilon / COST_SCALING_ALPHA };
         }
-        if self
-            .artificial
-            .iter()
-            .any(|&f| self.arcs[self.arcs[f as usize].reverse as usize].residual != 0)
-        {
-            return Err(TransportError::Infeasible);
-        }
-        Ok(())
     }
 
     fn flows(&self) -> Vec<i64> {
-        self.forward
-            .iter()
-            .map(|&f| self.arcs[self.arcs[f as usize].reverse as usize].residual)
-            .collect()
+        self.forward.iter().map(|&f| self.arcs[self.arcs[f as usize].reverse as usize].residual).collect()
     }
 
-    /// Exact integer potentials for the optimal flow: shortest-path labels in its residual graph (which has
-    /// no negative cycle), found by a queue-based Bellman–Ford started from ⌊p/K⌋, which is within one
-    /// unit of a fixed point, so few labels move.
+    /// Exact integer potentials for the optimal flow: shortest-path labels in its residual graph (no
+    /// negative cycle), by a queue-based Bellman–Ford started from ⌊p/K⌋, which is within a unit of a fixed
+    /// point, so few labels move.
     fn exact_potentials(&self) -> Vec<i64> {
-        let n_res = self.node_count + 1;
-        let mut label: Vec<i64> = self
-            .potential
-            .iter()
-            .map(|p| p.div_euclid(self.scale as i128) as i64)
-            .collect();
-        let mut queue: VecDeque<u32> = (0..n_res as u32).collect();
-        let mut queued = vec![true; n_res];
+        let n = self.node_count;
+        let mut label: Vec<i64> = self.potential.iter().map(|p| p.div_euclid(self.scale as i128) as i64).collect();
+        let mut queue: VecDeque<u32> = (0..n as u32).collect();
+        let mut queued = vec![true; n];
         while let Some(u) = queue.pop_front() {
             let u = u as usize;
             queued[u] = false;
@@ -1004,7 +886,6 @@ impl CostScaling {
                 }
             }
         }
-        label.truncate(self.node_count);
         label
     }
 
@@ -1013,11 +894,12 @@ impl CostScaling {
         arc.cost as i128 + self.potential[tail] - self.potential[arc.head as usize]
     }
 
-    /// Turns an ε·α-optimal flow into an ε-optimal one.
-    fn refine(&mut self, epsilon: i64) {
-        let n_res = self.node_count + 1;
+    /// Turns an αε-optimal flow into an ε-optimal one. With `infeasibility_floor`, fails when a node with
+    /// excess sinks below it (see the type's doc).
+    fn refine(&mut self, epsilon: i64, infeasibility_floor: Option<i128>) -> Result<(), TransportError> {
+        let n = self.node_count;
         // Saturate every residual arc of negative reduced cost: the pseudoflow becomes 0-optimal.
-        for u in 0..n_res {
+        for u in 0..n {
             for a in self.first_out[u]..self.first_out[u + 1] {
                 let arc = self.arcs[a];
                 if arc.residual > 0 && self.reduced_cost(u, &arc) < 0 {
@@ -1026,27 +908,21 @@ impl CostScaling {
             }
         }
         self.active.clear();
-        self.active
-            .extend((0..n_res as u32).filter(|&u| self.excess[u as usize] > 0));
-        self.next_out.copy_from_slice(&self.first_out[..n_res]);
-        let update_interval = n_res as u64;
+        self.active.extend((0..n as u32).filter(|&u| self.excess[u as usize] > 0));
+        self.next_out.copy_from_slice(&self.first_out[..n]);
+        // A global update costs O(m); after every n relabels it pays for itself (measured on king-move grids).
+        let update_interval = (std::env::var("GU").ok().and_then(|v| v.parse::<f64>().ok()).unwrap_or(1.0) * n as f64) as u64;
         let mut relabels = 0u64;
         let mut next_update = update_interval;
+        let sunk = |this: &Self, u: usize| infeasibility_floor.is_some_and(|f| this.excess[u] > 0 && this.potential[u] < f);
 
-        let mut guard = 0u64;
         while let Some(&start) = self.active.front() {
-            guard += 1;
-            if guard > 100_000 {
-                panic!(
-                    "CS hang: eps {epsilon} excess {:?} pot {:?}",
-                    self.excess, self.potential
-                );
-            }
             let start = start as usize;
             if self.excess[start] <= 0 {
                 self.active.pop_front();
                 continue;
             }
+            // Follow admissible arcs from `start` until a deficit or the length limit; relabel dead ends.
             self.path.clear();
             self.path_nodes.clear();
             self.path_nodes.push(start as u32);
@@ -1059,7 +935,10 @@ impl CostScaling {
                     self.path_nodes.push(tip as u32);
                     continue;
                 }
-                self.relabel(tip, epsilon);
+                let back = self.path.last().map(|&a| self.arcs[a as usize].reverse as usize);
+                if !self.relabel(tip, epsilon, back) || sunk(self, tip) {
+                    return Err(TransportError::Infeasible);
+                }
                 relabels += 1;
                 if tip != start {
                     self.path.pop();
@@ -1080,8 +959,12 @@ impl CostScaling {
             if relabels >= next_update {
                 self.global_update(epsilon);
                 next_update = relabels + update_interval;
+                if (0..n).any(|u| sunk(self, u)) {
+                    return Err(TransportError::Infeasible);
+                }
             }
         }
+        Ok(())
     }
 
     #[inline]
@@ -1103,56 +986,64 @@ impl CostScaling {
         })
     }
 
-    /// Lowers u's potential until its cheapest residual arc has reduced cost −ε.
-    fn relabel(&mut self, u: usize, epsilon: i64) {
-        let mut min_rc = i128::MAX;
+    /// Lowers u's potential until its cheapest residual arc (or `back`, the reverse of the path arc into u)
+    /// has reduced cost −ε. Lowering by less than the plain relabel keeps ε-optimality, and the amount is at
+    /// least ε: u had no admissible arc and `back` has positive reduced cost. `back` also makes the path arc
+    /// inadmissible when u has no residual arc at all. Returns false when u has neither: then it is a path
+    /// start whose excess cannot leave (all its arcs are saturated outwards and empty inwards), so the
+    /// supplies are infeasible.
+    fn relabel(&mut self, u: usize, epsilon: i64, back: Option<usize>) -> bool {
+        let mut min_rc = back.map(|b| self.reduced_cost(u, &self.arcs[b]));
         for a in self.first_out[u]..self.first_out[u + 1] {
             let arc = self.arcs[a];
             if arc.residual > 0 {
-                min_rc = min_rc.min(self.reduced_cost(u, &arc));
+                let rc = self.reduced_cost(u, &arc);
+                min_rc = Some(min_rc.map_or(rc, |m| m.min(rc)));
             }
         }
-        // A node with excess always has a residual arc (towards where its excess came from, or its
-        // artificial arc); the guard only keeps arithmetic sane if that were ever violated.
-        if min_rc != i128::MAX {
-            self.potential[u] -= min_rc + epsilon as i128;
-        }
         self.next_out[u] = self.first_out[u];
+        match min_rc {
+            Some(rc) => {
+                self.potential[u] -= rc + epsilon as i128;
+                true
+            }
+            None => false,
+        }
     }
 
-    /// Global price update: lowers potentials by ε × (bucket distance to the deficit nodes), where an arc
-    /// counts ⌊rc/ε⌋ + 1 ≥ 0; keeps ε-optimality (d(v) ≤ d(w) + ⌊rc/ε⌋ + 1 gives rc' ≥ −ε) and makes
-    /// admissible paths from every reached excess node to a deficit.
+    /// Global price update: lowers every potential by ε × its bucket distance to the deficit nodes, an arc
+    /// counting ⌊rc/ε⌋ + 1 ≥ 0, distances capped at the level R where the last excess node was reached.
+    /// Keeps ε-optimality (d(v) ≤ d(w) + ⌊rc/ε⌋ + 1 gives rc' ≥ −ε, and capping at any R preserves that)
+    /// and leaves an admissible path from every reached excess node to a deficit.
     fn global_update(&mut self, epsilon: i64) {
-        let n_res = self.node_count + 1;
+        let n = self.node_count;
         let mut remaining: i128 = self.excess.iter().filter(|&&e| e > 0).sum();
         if remaining == 0 {
             return;
         }
-        let limit = (COST_SCALING_ALPHA as u64) * n_res as u64;
-        const UNREACHED: u64 = u64::MAX;
-        self.rank.fill(UNREACHED);
-        for b in &mut self.buckets {
-            b.clear();
+        let limit = COST_SCALING_ALPHA as u64 * n as u64;
+        self.rank.fill(u64::MAX);
+        self.settled.fill(false);
+        for bucket in &mut self.buckets {
+            bucket.clear();
         }
         if self.buckets.is_empty() {
             self.buckets.push(Vec::new());
         }
-        for u in 0..n_res {
+        for u in 0..n {
             if self.excess[u] < 0 {
                 self.rank[u] = 0;
                 self.buckets[0].push(u as u32);
             }
         }
-        let mut settled = vec![false; n_res];
-        let mut r: u64 = 0;
+        let mut r = 0u64;
         'search: while r <= limit && (r as usize) < self.buckets.len() {
             while let Some(u) = self.buckets[r as usize].pop() {
                 let u = u as usize;
-                if settled[u] || self.rank[u] != r {
+                if self.settled[u] || self.rank[u] != r {
                     continue;
                 }
-                settled[u] = true;
+                self.settled[u] = true;
                 if self.excess[u] > 0 {
                     remaining -= self.excess[u];
                     if remaining <= 0 {
@@ -1161,14 +1052,21 @@ impl CostScaling {
                 }
                 let pu = self.potential[u];
                 for b in self.first_out[u]..self.first_out[u + 1] {
-                    let into = self.arcs[self.arcs[b].reverse as usize];
-                    let v = self.arcs[b].head as usize;
-                    if into.residual > 0 && !settled[v] {
-                        let rc = into.cost as i128 + self.potential[v] - pu;
-                        let length = rc.div_euclid(epsilon as i128) + 1;
-                        let new_rank = r as i128 + length;
-                        if new_rank < self.rank[v] as i128 && new_rank <= limit as i128 {
-                            let new_rank = new_rank as u64;
+                    let out = self.arcs[b];
+                    let v = out.head as usize;
+                    // The arc v → u is the reverse of `out`: its residual is what `out` has used of the pair.
+                    if out.pair_capacity > out.residual && !self.settled[v] {
+                        // Reduced cost of v → u; ≥ −ε by ε-optimality, so its length ⌊rc/ε⌋ + 1 is ≥ 0.
+                        let rc = -(out.cost as i128) + self.potential[v] - pu;
+                        let length = if rc < 0 {
+                            0
+                        } else if rc >= (limit - r) as i128 * epsilon as i128 {
+                            continue;
+                        } else {
+                            rc as u64 / epsilon as u64 + 1
+                        };
+                        let new_rank = r + length;
+                        if new_rank < self.rank[v] {
                             self.rank[v] = new_rank;
                             if self.buckets.len() <= new_rank as usize {
                                 self.buckets.resize_with(new_rank as usize + 1, Vec::new);
@@ -1180,7 +1078,7 @@ impl CostScaling {
             }
             r += 1;
         }
-        for u in 0..n_res {
+        for u in 0..n {
             let k = self.rank[u].min(r);
             if k > 0 {
                 self.potential[u] -= epsilon as i128 * k as i128;
@@ -1214,13 +1112,8 @@ mod tests {
         let mut primal = 0i128;
         let mut dual = 0i128;
         for e in 0..net.arc_count() {
-            let (t, h, cap, c, f) = (
-                net.tail[e] as usize,
-                net.head[e] as usize,
-                net.capacity[e],
-                net.cost[e],
-                sol.flows[e],
-            );
+            let (t, h, cap, c, f) =
+                (net.tail[e] as usize, net.head[e] as usize, net.capacity[e], net.cost[e], sol.flows[e]);
             assert!(f >= 0 && f <= cap, "arc {e}: flow {f} outside [0, {cap}]");
             balance[t] += f as i128;
             balance[h] -= f as i128;
@@ -1237,10 +1130,7 @@ mod tests {
             }
         }
         for v in 0..n {
-            assert_eq!(
-                balance[v], net.supply[v] as i128,
-                "conservation at node {v}"
-            );
+            assert_eq!(balance[v], net.supply[v] as i128, "conservation at node {v}");
             dual -= net.supply[v] as i128 * sol.potentials[v] as i128;
         }
         assert_eq!(primal, sol.cost);
@@ -1249,13 +1139,7 @@ mod tests {
 
     /// Brute force: all integer flows with 0 ≤ f_e ≤ bound_e; min cost over those meeting the supplies.
     fn brute_force(net: &FlowNetwork, bound: i64) -> Option<i128> {
-        fn rec(
-            net: &FlowNetwork,
-            bound: i64,
-            e: usize,
-            flows: &mut Vec<i64>,
-            best: &mut Option<i128>,
-        ) {
+        fn rec(net: &FlowNetwork, bound: i64, e: usize, flows: &mut Vec<i64>, best: &mut Option<i128>) {
             if e == net.arc_count() {
                 let mut balance = vec![0i64; net.node_count()];
                 let mut cost = 0i128;
@@ -1301,10 +1185,7 @@ mod tests {
             let nodes: Vec<NodeId> = supply.iter().map(|&s| net.add_node(s)).collect();
             let mut finite_caps = 0;
             for _ in 0..m {
-                let (t, h) = (
-                    nodes[below(&mut rng, n as u64) as usize],
-                    nodes[below(&mut rng, n as u64) as usize],
-                );
+                let (t, h) = (nodes[below(&mut rng, n as u64) as usize], nodes[below(&mut rng, n as u64) as usize]);
                 // Uncapacitated arcs get non-negative costs, so the optimum is bounded; finite ones any cost.
                 if below(&mut rng, 4) == 0 {
                     net.add_arc(t, h, INFINITE_CAPACITY, range(&mut rng, 0, 5));
@@ -1318,7 +1199,6 @@ mod tests {
             let bound = supply.iter().filter(|&&s| s > 0).sum::<i64>() + finite_caps;
             let expected = brute_force(&net, bound);
             for algorithm in EXACT_ALGORITHMS {
-                eprintln!("{net:?}");
                 match (solve_min_cost_flow_with(&net, algorithm), expected) {
                     (Ok(sol), Some(cost)) => {
                         assert_eq!(sol.cost, cost, "{algorithm:?}");
@@ -1333,10 +1213,7 @@ mod tests {
                 None => infeasible += 1,
             }
         }
-        assert!(
-            feasible > 50 && infeasible > 50,
-            "{feasible} feasible, {infeasible} infeasible"
-        );
+        assert!(feasible > 50 && infeasible > 50, "{feasible} feasible, {infeasible} infeasible");
     }
 
     /// Successive shortest paths with Bellman–Ford from a super source to a super sink (non-negative costs).
@@ -1354,12 +1231,7 @@ mod tests {
         };
         let mut from = Vec::new();
         for e in 0..net.arc_count() {
-            add(
-                net.tail[e] as usize,
-                net.head[e] as usize,
-                net.capacity[e],
-                net.cost[e],
-            );
+            add(net.tail[e] as usize, net.head[e] as usize, net.capacity[e], net.cost[e]);
             from.extend([net.tail[e] as usize, net.head[e] as usize]);
         }
         let mut need = 0;
@@ -1382,10 +1254,7 @@ mod tests {
             dist[s] = 0;
             for _ in 0..n + 2 {
                 for a in 0..to.len() {
-                    if cap[a] > 0
-                        && dist[from[a]] != i64::MAX
-                        && dist[from[a]] + cost[a] < dist[to[a]]
-                    {
+                    if cap[a] > 0 && dist[from[a]] != i64::MAX && dist[from[a]] + cost[a] < dist[to[a]] {
                         dist[to[a]] = dist[from[a]] + cost[a];
                         via[to[a]] = a;
                     }
@@ -1423,15 +1292,8 @@ mod tests {
             let supply = random_balanced_supplies(&mut rng, n, 6);
             let nodes: Vec<NodeId> = supply.iter().map(|&s| net.add_node(s)).collect();
             for _ in 0..m {
-                let (t, h) = (
-                    nodes[below(&mut rng, n as u64) as usize],
-                    nodes[below(&mut rng, n as u64) as usize],
-                );
-                let cap = if round % 3 == 0 && below(&mut rng, 5) == 0 {
-                    INFINITE_CAPACITY
-                } else {
-                    range(&mut rng, 0, 8)
-                };
+                let (t, h) = (nodes[below(&mut rng, n as u64) as usize], nodes[below(&mut rng, n as u64) as usize]);
+                let cap = if round % 3 == 0 && below(&mut rng, 5) == 0 { INFINITE_CAPACITY } else { range(&mut rng, 0, 8) };
                 net.add_arc(t, h, cap, range(&mut rng, 0, 20));
             }
             let expected = naive_ssp(&net);
@@ -1471,9 +1333,8 @@ mod tests {
         for n in 1..=6 {
             let perms = permutations(n);
             for _ in 0..20 {
-                let cost: Vec<Vec<i64>> = (0..n)
-                    .map(|_| (0..n).map(|_| range(&mut rng, -50, 100)).collect())
-                    .collect();
+                let cost: Vec<Vec<i64>> =
+                    (0..n).map(|_| (0..n).map(|_| range(&mut rng, -50, 100)).collect()).collect();
                 let mut net = FlowNetwork::new();
                 let left: Vec<NodeId> = (0..n).map(|_| net.add_node(1)).collect();
                 let right: Vec<NodeId> = (0..n).map(|_| net.add_node(-1)).collect();
@@ -1482,19 +1343,12 @@ mod tests {
                         net.add_arc(left[i], right[j], INFINITE_CAPACITY, cost[i][j]);
                     }
                 }
-                let best = perms
-                    .iter()
-                    .map(|p| (0..n).map(|i| cost[i][p[i]] as i128).sum::<i128>())
-                    .min();
+                let best = perms.iter().map(|p| (0..n).map(|i| cost[i][p[i]] as i128).sum::<i128>()).min();
                 // Negative costs on uncapacitated arcs: only the simplex applies.
-                let sol =
-                    solve_min_cost_flow_with(&net, Algorithm::NetworkSimplex).expect("feasible");
+                let sol = solve_min_cost_flow_with(&net, Algorithm::NetworkSimplex).expect("feasible");
                 assert_eq!(Some(sol.cost), best);
                 assert_certified(&net, &sol);
-                assert!(
-                    solve_min_cost_flow_with(&net, Algorithm::CostScaling).is_err()
-                        || cost.iter().flatten().all(|&c| c >= 0)
-                );
+                assert!(solve_min_cost_flow_with(&net, Algorithm::CostScaling).is_err() || cost.iter().flatten().all(|&c| c >= 0));
             }
         }
     }
@@ -1533,10 +1387,7 @@ mod tests {
         let a = net.add_node(2);
         let b = net.add_node(-1);
         net.add_arc(a, b, INFINITE_CAPACITY, 1);
-        assert_eq!(
-            solve_min_cost_flow(&net),
-            Err(TransportError::Unbalanced { excess: 1 })
-        );
+        assert_eq!(solve_min_cost_flow(&net), Err(TransportError::Unbalanced { excess: 1 }));
 
         net.set_supply(b, -2);
         let c = net.add_node(0);
@@ -1544,26 +1395,17 @@ mod tests {
         net.add_arc(b, c, INFINITE_CAPACITY, -3);
         net.add_arc(c, b, INFINITE_CAPACITY, 1);
         assert_eq!(solve_min_cost_flow(&net), Err(TransportError::Unbounded));
-        assert!(matches!(
-            solve_min_cost_flow_with(&net, Algorithm::CostScaling),
-            Err(TransportError::TooLarge(_))
-        ));
+        assert!(matches!(solve_min_cost_flow_with(&net, Algorithm::CostScaling), Err(TransportError::TooLarge(_))));
 
         let mut net = FlowNetwork::new();
         let a = net.add_node(1);
         let b = net.add_node(-1);
         net.add_arc(b, a, INFINITE_CAPACITY, 0);
         for algorithm in EXACT_ALGORITHMS {
-            assert_eq!(
-                solve_min_cost_flow_with(&net, algorithm),
-                Err(TransportError::Infeasible)
-            );
+            assert_eq!(solve_min_cost_flow_with(&net, algorithm), Err(TransportError::Infeasible));
         }
         net.add_arc(a, b, -1, 0);
-        assert!(matches!(
-            solve_min_cost_flow(&net),
-            Err(TransportError::InvalidArc { arc: 1, .. })
-        ));
+        assert!(matches!(solve_min_cost_flow(&net), Err(TransportError::InvalidArc { arc: 1, .. })));
 
         let mut other = FlowNetwork::new();
         let x = other.add_node(0);
@@ -1572,15 +1414,9 @@ mod tests {
         let mut small = FlowNetwork::new();
         small.add_node(0);
         small.add_arc(x, z, 1, 0);
-        assert!(matches!(
-            solve_min_cost_flow(&small),
-            Err(TransportError::InvalidArc { arc: 0, .. })
-        ));
+        assert!(matches!(solve_min_cost_flow(&small), Err(TransportError::InvalidArc { arc: 0, .. })));
         other.add_arc(x, y, 1, MAGNITUDE_LIMIT);
-        assert!(matches!(
-            solve_min_cost_flow(&other),
-            Err(TransportError::TooLarge(_))
-        ));
+        assert!(matches!(solve_min_cost_flow(&other), Err(TransportError::TooLarge(_))));
     }
 
     #[test]

@@ -130,6 +130,7 @@ fn every_binner_gives_the_same_histogram() {
     let source = ParquetSource::open(&path).unwrap();
     #[cfg(feature = "gpu")]
     let gpu = gpu_context();
+    #[cfg_attr(not(feature = "gpu"), allow(unused_mut))]
     let mut checked_gpu = 0;
     for dims in [1usize, 2, 3, 7] {
         for depth in [0u32, 1, 5, 12, 13, 20] {

@@ -8,6 +8,7 @@ use crate::partition::CellGeometry;
 use super::cpu::CpuBinner;
 #[cfg(feature = "gpu")]
 use super::gpu::{AdapterPolicy, GpuContext, GpuLeafBinner};
+#[cfg(feature = "gpu")]
 use super::{Binner, BinnerWorker};
 
 /// The binner a run will use, and the line the run report gives for it.
