@@ -40,14 +40,7 @@ impl ParquetSink {
         columns: &[NumericColumn],
         bounds: &[ColumnBounds],
     ) -> Result<Self> {
-        let file_name = target
-            .file_name()
-            .ok_or_else(|| Error::in_file(target, "the output needs a file name"))?;
-        let temporary = target.with_file_name(format!(
-            ".{}.{}.tmp",
-            file_name.to_string_lossy(),
-            std::process::id()
-        ));
+        let temporary = temporary_path(target)?;
         let file = File::create(&temporary).map_err(|error| {
             Error::in_file(target, format!("cannot create the output: {error}"))
         })?;
@@ -125,18 +118,24 @@ impl Drop for ParquetSink {
 
 /// Writes `bytes` to `path` through a temporary file and a rename (for reports).
 pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let file_name = path
-        .file_name()
-        .ok_or_else(|| Error::in_file(path, "needs a file name"))?;
-    let temporary = path.with_file_name(format!(
-        ".{}.{}.tmp",
-        file_name.to_string_lossy(),
-        std::process::id()
-    ));
+    let temporary = temporary_path(path)?;
     std::fs::write(&temporary, bytes)
         .map_err(|error| Error::in_file(path, format!("cannot write: {error}")))?;
     std::fs::rename(&temporary, path).map_err(|error| {
         let _ = std::fs::remove_file(&temporary);
         Error::in_file(path, format!("cannot move into place: {error}"))
     })
+}
+
+/// A hidden file beside `target`, unique to this process, renamed onto `target` once complete. Being in
+/// the same directory keeps the rename atomic (same file system).
+fn temporary_path(target: &Path) -> Result<PathBuf> {
+    let file_name = target
+        .file_name()
+        .ok_or_else(|| Error::in_file(target, "needs a file name"))?;
+    Ok(target.with_file_name(format!(
+        ".{}.{}.tmp",
+        file_name.to_string_lossy(),
+        std::process::id()
+    )))
 }

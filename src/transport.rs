@@ -92,7 +92,10 @@ impl FlowNetwork {
     /// # Panics
     /// If the network already has [`MAX_NODES`] nodes; callers size their problems first.
     pub fn add_node(&mut self, supply: i64) -> NodeId {
-        assert!(self.supply.len() < MAX_NODES, "flow network: more than {MAX_NODES} nodes");
+        assert!(
+            self.supply.len() < MAX_NODES,
+            "flow network: more than {MAX_NODES} nodes"
+        );
         self.supply.push(supply);
         NodeId((self.supply.len() - 1) as u32)
     }
@@ -102,7 +105,10 @@ impl FlowNetwork {
     /// # Panics
     /// If the network already has [`MAX_ARCS`] arcs; callers size their problems first.
     pub fn add_arc(&mut self, from: NodeId, to: NodeId, capacity: i64, cost: i64) -> ArcId {
-        assert!(self.tail.len() < MAX_ARCS, "flow network: more than {MAX_ARCS} arcs");
+        assert!(
+            self.tail.len() < MAX_ARCS,
+            "flow network: more than {MAX_ARCS} arcs"
+        );
         self.tail.push(from.0);
         self.head.push(to.0);
         self.capacity.push(capacity);
@@ -156,13 +162,23 @@ impl fmt::Display for TransportError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TransportError::Unbalanced { excess } => {
-                write!(f, "min-cost flow: supplies do not sum to zero (sum = {excess})")
+                write!(
+                    f,
+                    "min-cost flow: supplies do not sum to zero (sum = {excess})"
+                )
             }
-            TransportError::Infeasible => write!(f, "min-cost flow: no feasible flow meets the supplies"),
+            TransportError::Infeasible => {
+                write!(f, "min-cost flow: no feasible flow meets the supplies")
+            }
             TransportError::Unbounded => {
-                write!(f, "min-cost flow: unbounded (a negative-cost cycle of uncapacitated arcs)")
+                write!(
+                    f,
+                    "min-cost flow: unbounded (a negative-cost cycle of uncapacitated arcs)"
+                )
             }
-            TransportError::InvalidArc { arc, reason } => write!(f, "min-cost flow: arc {arc}: {reason}"),
+            TransportError::InvalidArc { arc, reason } => {
+                write!(f, "min-cost flow: arc {arc}: {reason}")
+            }
             TransportError::TooLarge(reason) => write!(f, "min-cost flow: {reason}"),
         }
     }
@@ -192,10 +208,17 @@ pub fn solve_min_cost_flow(net: &FlowNetwork) -> Result<FlowSolution, TransportE
 }
 
 /// Solves the min-cost flow problem exactly with the given algorithm.
-pub fn solve_min_cost_flow_with(net: &FlowNetwork, algorithm: Algorithm) -> Result<FlowSolution, TransportError> {
+pub fn solve_min_cost_flow_with(
+    net: &FlowNetwork,
+    algorithm: Algorithm,
+) -> Result<FlowSolution, TransportError> {
     let bounds = validate(net)?;
     if net.node_count() == 0 {
-        return Ok(FlowSolution { cost: 0, flows: Vec::new(), potentials: Vec::new() });
+        return Ok(FlowSolution {
+            cost: 0,
+            flows: Vec::new(),
+            potentials: Vec::new(),
+        });
     }
     let scaling_ok = bounds.cost_scaling_applies(net.node_count());
     let use_scaling = match algorithm {
@@ -215,8 +238,16 @@ pub fn solve_min_cost_flow_with(net: &FlowNetwork, algorithm: Algorithm) -> Resu
         simplex.run()?;
         simplex.into_flows_and_potentials()
     };
-    let cost = flows.iter().zip(&net.cost).map(|(&f, &c)| f as i128 * c as i128).sum();
-    Ok(FlowSolution { cost, flows, potentials })
+    let cost = flows
+        .iter()
+        .zip(&net.cost)
+        .map(|(&f, &c)| f as i128 * c as i128)
+        .sum();
+    Ok(FlowSolution {
+        cost,
+        flows,
+        potentials,
+    })
 }
 
 /// Magnitudes of a validated network.
@@ -255,15 +286,26 @@ fn validate(net: &FlowNetwork) -> Result<Bounds, TransportError> {
         return Err(TransportError::Unbalanced { excess });
     }
     let mut max_abs_cost: i128 = 0;
-    let mut total_flow: i128 = net.supply.iter().filter(|&&s| s > 0).map(|&s| s as i128).sum();
+    let mut total_flow: i128 = net
+        .supply
+        .iter()
+        .filter(|&&s| s > 0)
+        .map(|&s| s as i128)
+        .sum();
     let mut negative_uncapacitated = false;
     for arc in 0..net.arc_count() {
         if net.tail[arc] as usize >= n || net.head[arc] as usize >= n {
-            return Err(TransportError::InvalidArc { arc, reason: "endpoint is not a node of this network" });
+            return Err(TransportError::InvalidArc {
+                arc,
+                reason: "endpoint is not a node of this network",
+            });
         }
         let capacity = net.capacity[arc];
         if capacity < 0 {
-            return Err(TransportError::InvalidArc { arc, reason: "negative capacity" });
+            return Err(TransportError::InvalidArc {
+                arc,
+                reason: "negative capacity",
+            });
         }
         if capacity == INFINITE_CAPACITY {
             negative_uncapacitated |= net.cost[arc] < 0;
@@ -349,7 +391,11 @@ impl NetworkSimplex {
         let m = net.arc_count();
         let root = n;
         let mut arcs = Vec::with_capacity(m + n);
-        arcs.extend((0..m).map(|e| ArcEnds { tail: net.tail[e], head: net.head[e], cost: net.cost[e] }));
+        arcs.extend((0..m).map(|e| ArcEnds {
+            tail: net.tail[e],
+            head: net.head[e],
+            cost: net.cost[e],
+        }));
         let mut capacity = Vec::with_capacity(m + n);
         capacity.extend_from_slice(&net.capacity);
         capacity.resize(m + n, INFINITE_CAPACITY);
@@ -380,12 +426,20 @@ impl NetworkSimplex {
             let supply = net.supply[u];
             if supply >= 0 {
                 pred_dir[u] = DIR_UP;
-                arcs.push(ArcEnds { tail: u as u32, head: root as u32, cost: 0 });
+                arcs.push(ArcEnds {
+                    tail: u as u32,
+                    head: root as u32,
+                    cost: 0,
+                });
                 flow[e] = supply;
             } else {
                 pred_dir[u] = DIR_DOWN;
                 potential[u] = art_cost;
-                arcs.push(ArcEnds { tail: root as u32, head: u as u32, cost: art_cost });
+                arcs.push(ArcEnds {
+                    tail: root as u32,
+                    head: u as u32,
+                    cost: art_cost,
+                });
                 flow[e] = -supply;
             }
         }
@@ -583,7 +637,11 @@ impl NetworkSimplex {
         if change {
             self.state[self.in_arc] = STATE_TREE;
             let leaving = self.pred_arc[self.u_out] as usize;
-            self.state[leaving] = if self.flow[leaving] == 0 { STATE_LOWER } else { STATE_UPPER };
+            self.state[leaving] = if self.flow[leaving] == 0 {
+                STATE_LOWER
+            } else {
+                STATE_UPPER
+            };
         } else {
             self.state[self.in_arc] = -self.state[self.in_arc];
         }
@@ -597,7 +655,11 @@ impl NetworkSimplex {
         let old_succ_count = self.succ_count[u_out];
         let old_last_succ = self.last_succ[u_out] as usize;
         let v_out = self.parent[u_out] as usize;
-        let in_arc_dir = if u_in == self.arcs[self.in_arc].tail as usize { DIR_UP } else { DIR_DOWN };
+        let in_arc_dir = if u_in == self.arcs[self.in_arc].tail as usize {
+            DIR_UP
+        } else {
+            DIR_DOWN
+        };
 
         if u_in == u_out {
             self.parent[u_in] = v_in as u32;
@@ -685,7 +747,11 @@ impl NetworkSimplex {
         }
 
         // Last successors on the path from v_in towards the root.
-        let up_limit_out = if self.last_succ[join] as usize == v_in { join as u32 } else { NO_NODE };
+        let up_limit_out = if self.last_succ[join] as usize == v_in {
+            join as u32
+        } else {
+            NO_NODE
+        };
         let last_succ_out = self.last_succ[u_out];
         let mut u = v_in as u32;
         while u != NO_NODE && self.last_succ[u as usize] as usize == v_in {
@@ -800,7 +866,16 @@ impl CostScaling {
             first_out[u + 1] += first_out[u];
         }
         let mut fill = first_out.clone();
-        let mut arcs = vec![ResidualArc { head: 0, reverse: 0, cost: 0, residual: 0, pair_capacity: 0 }; 2 * m];
+        let mut arcs = vec![
+            ResidualArc {
+                head: 0,
+                reverse: 0,
+                cost: 0,
+                residual: 0,
+                pair_capacity: 0
+            };
+            2 * m
+        ];
         let mut uncapacitated = vec![false; 2 * m];
         let mut forward = Vec::with_capacity(m);
         let mut max_scaled_cost = 0;
@@ -811,12 +886,28 @@ impl CostScaling {
             let b = fill[head];
             fill[head] += 1;
             let capacity = net.capacity[e];
-            let residual = if capacity == INFINITE_CAPACITY { bounds.flow_bound } else { capacity };
+            let residual = if capacity == INFINITE_CAPACITY {
+                bounds.flow_bound
+            } else {
+                capacity
+            };
             let cost = net.cost[e] * scale;
             max_scaled_cost = max_scaled_cost.max(cost.abs());
             let pair_capacity = residual;
-            arcs[f] = ResidualArc { head: head as u32, reverse: b as u32, cost, residual, pair_capacity };
-            arcs[b] = ResidualArc { head: tail as u32, reverse: f as u32, cost: -cost, residual: 0, pair_capacity };
+            arcs[f] = ResidualArc {
+                head: head as u32,
+                reverse: b as u32,
+                cost,
+                residual,
+                pair_capacity,
+            };
+            arcs[b] = ResidualArc {
+                head: tail as u32,
+                reverse: f as u32,
+                cost: -cost,
+                residual: 0,
+                pair_capacity,
+            };
             uncapacitated[f] = capacity == INFINITE_CAPACITY;
             forward.push(f as u32);
         }
@@ -852,12 +943,19 @@ impl CostScaling {
             if epsilon == 1 {
                 return Ok(());
             }
-            epsilon = if epsilon < COST_SCALING_ALPHA { 1 } else { epsilon / COST_SCALING_ALPHA };
+            epsilon = if epsilon < COST_SCALING_ALPHA {
+                1
+            } else {
+                epsilon / COST_SCALING_ALPHA
+            };
         }
     }
 
     fn flows(&self) -> Vec<i64> {
-        self.forward.iter().map(|&f| self.arcs[self.arcs[f as usize].reverse as usize].residual).collect()
+        self.forward
+            .iter()
+            .map(|&f| self.arcs[self.arcs[f as usize].reverse as usize].residual)
+            .collect()
     }
 
     /// Exact integer potentials for the optimal flow: shortest-path labels in its residual graph (no
@@ -865,7 +963,11 @@ impl CostScaling {
     /// point, so few labels move.
     fn exact_potentials(&self) -> Vec<i64> {
         let n = self.node_count;
-        let mut label: Vec<i64> = self.potential.iter().map(|p| p.div_euclid(self.scale as i128) as i64).collect();
+        let mut label: Vec<i64> = self
+            .potential
+            .iter()
+            .map(|p| p.div_euclid(self.scale as i128) as i64)
+            .collect();
         let mut queue: VecDeque<u32> = (0..n as u32).collect();
         let mut queued = vec![true; n];
         while let Some(u) = queue.pop_front() {
@@ -896,7 +998,11 @@ impl CostScaling {
 
     /// Turns an αε-optimal flow into an ε-optimal one. With `infeasibility_floor`, fails when a node with
     /// excess sinks below it (see the type's doc).
-    fn refine(&mut self, epsilon: i64, infeasibility_floor: Option<i128>) -> Result<(), TransportError> {
+    fn refine(
+        &mut self,
+        epsilon: i64,
+        infeasibility_floor: Option<i128>,
+    ) -> Result<(), TransportError> {
         let n = self.node_count;
         // Saturate every residual arc of negative reduced cost: the pseudoflow becomes 0-optimal.
         for u in 0..n {
@@ -908,13 +1014,20 @@ impl CostScaling {
             }
         }
         self.active.clear();
-        self.active.extend((0..n as u32).filter(|&u| self.excess[u as usize] > 0));
+        self.active
+            .extend((0..n as u32).filter(|&u| self.excess[u as usize] > 0));
         self.next_out.copy_from_slice(&self.first_out[..n]);
         // A global update costs O(m); after every n relabels it pays for itself (measured on king-move grids).
-        let update_interval = (std::env::var("GU").ok().and_then(|v| v.parse::<f64>().ok()).unwrap_or(1.0) * n as f64) as u64;
+        let update_interval = (std::env::var("GU")
+            .ok()
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(1.0)
+            * n as f64) as u64;
         let mut relabels = 0u64;
         let mut next_update = update_interval;
-        let sunk = |this: &Self, u: usize| infeasibility_floor.is_some_and(|f| this.excess[u] > 0 && this.potential[u] < f);
+        let sunk = |this: &Self, u: usize| {
+            infeasibility_floor.is_some_and(|f| this.excess[u] > 0 && this.potential[u] < f)
+        };
 
         while let Some(&start) = self.active.front() {
             let start = start as usize;
@@ -935,7 +1048,10 @@ impl CostScaling {
                     self.path_nodes.push(tip as u32);
                     continue;
                 }
-                let back = self.path.last().map(|&a| self.arcs[a as usize].reverse as usize);
+                let back = self
+                    .path
+                    .last()
+                    .map(|&a| self.arcs[a as usize].reverse as usize);
                 if !self.relabel(tip, epsilon, back) || sunk(self, tip) {
                     return Err(TransportError::Infeasible);
                 }
@@ -1112,8 +1228,13 @@ mod tests {
         let mut primal = 0i128;
         let mut dual = 0i128;
         for e in 0..net.arc_count() {
-            let (t, h, cap, c, f) =
-                (net.tail[e] as usize, net.head[e] as usize, net.capacity[e], net.cost[e], sol.flows[e]);
+            let (t, h, cap, c, f) = (
+                net.tail[e] as usize,
+                net.head[e] as usize,
+                net.capacity[e],
+                net.cost[e],
+                sol.flows[e],
+            );
             assert!(f >= 0 && f <= cap, "arc {e}: flow {f} outside [0, {cap}]");
             balance[t] += f as i128;
             balance[h] -= f as i128;
@@ -1130,7 +1251,10 @@ mod tests {
             }
         }
         for v in 0..n {
-            assert_eq!(balance[v], net.supply[v] as i128, "conservation at node {v}");
+            assert_eq!(
+                balance[v], net.supply[v] as i128,
+                "conservation at node {v}"
+            );
             dual -= net.supply[v] as i128 * sol.potentials[v] as i128;
         }
         assert_eq!(primal, sol.cost);
@@ -1139,7 +1263,13 @@ mod tests {
 
     /// Brute force: all integer flows with 0 ≤ f_e ≤ bound_e; min cost over those meeting the supplies.
     fn brute_force(net: &FlowNetwork, bound: i64) -> Option<i128> {
-        fn rec(net: &FlowNetwork, bound: i64, e: usize, flows: &mut Vec<i64>, best: &mut Option<i128>) {
+        fn rec(
+            net: &FlowNetwork,
+            bound: i64,
+            e: usize,
+            flows: &mut Vec<i64>,
+            best: &mut Option<i128>,
+        ) {
             if e == net.arc_count() {
                 let mut balance = vec![0i64; net.node_count()];
                 let mut cost = 0i128;
@@ -1185,7 +1315,10 @@ mod tests {
             let nodes: Vec<NodeId> = supply.iter().map(|&s| net.add_node(s)).collect();
             let mut finite_caps = 0;
             for _ in 0..m {
-                let (t, h) = (nodes[below(&mut rng, n as u64) as usize], nodes[below(&mut rng, n as u64) as usize]);
+                let (t, h) = (
+                    nodes[below(&mut rng, n as u64) as usize],
+                    nodes[below(&mut rng, n as u64) as usize],
+                );
                 // Uncapacitated arcs get non-negative costs, so the optimum is bounded; finite ones any cost.
                 if below(&mut rng, 4) == 0 {
                     net.add_arc(t, h, INFINITE_CAPACITY, range(&mut rng, 0, 5));
@@ -1213,7 +1346,10 @@ mod tests {
                 None => infeasible += 1,
             }
         }
-        assert!(feasible > 50 && infeasible > 50, "{feasible} feasible, {infeasible} infeasible");
+        assert!(
+            feasible > 50 && infeasible > 50,
+            "{feasible} feasible, {infeasible} infeasible"
+        );
     }
 
     /// Successive shortest paths with Bellman–Ford from a super source to a super sink (non-negative costs).
@@ -1231,7 +1367,12 @@ mod tests {
         };
         let mut from = Vec::new();
         for e in 0..net.arc_count() {
-            add(net.tail[e] as usize, net.head[e] as usize, net.capacity[e], net.cost[e]);
+            add(
+                net.tail[e] as usize,
+                net.head[e] as usize,
+                net.capacity[e],
+                net.cost[e],
+            );
             from.extend([net.tail[e] as usize, net.head[e] as usize]);
         }
         let mut need = 0;
@@ -1254,7 +1395,10 @@ mod tests {
             dist[s] = 0;
             for _ in 0..n + 2 {
                 for a in 0..to.len() {
-                    if cap[a] > 0 && dist[from[a]] != i64::MAX && dist[from[a]] + cost[a] < dist[to[a]] {
+                    if cap[a] > 0
+                        && dist[from[a]] != i64::MAX
+                        && dist[from[a]] + cost[a] < dist[to[a]]
+                    {
                         dist[to[a]] = dist[from[a]] + cost[a];
                         via[to[a]] = a;
                     }
@@ -1292,8 +1436,15 @@ mod tests {
             let supply = random_balanced_supplies(&mut rng, n, 6);
             let nodes: Vec<NodeId> = supply.iter().map(|&s| net.add_node(s)).collect();
             for _ in 0..m {
-                let (t, h) = (nodes[below(&mut rng, n as u64) as usize], nodes[below(&mut rng, n as u64) as usize]);
-                let cap = if round % 3 == 0 && below(&mut rng, 5) == 0 { INFINITE_CAPACITY } else { range(&mut rng, 0, 8) };
+                let (t, h) = (
+                    nodes[below(&mut rng, n as u64) as usize],
+                    nodes[below(&mut rng, n as u64) as usize],
+                );
+                let cap = if round % 3 == 0 && below(&mut rng, 5) == 0 {
+                    INFINITE_CAPACITY
+                } else {
+                    range(&mut rng, 0, 8)
+                };
                 net.add_arc(t, h, cap, range(&mut rng, 0, 20));
             }
             let expected = naive_ssp(&net);
@@ -1333,8 +1484,9 @@ mod tests {
         for n in 1..=6 {
             let perms = permutations(n);
             for _ in 0..20 {
-                let cost: Vec<Vec<i64>> =
-                    (0..n).map(|_| (0..n).map(|_| range(&mut rng, -50, 100)).collect()).collect();
+                let cost: Vec<Vec<i64>> = (0..n)
+                    .map(|_| (0..n).map(|_| range(&mut rng, -50, 100)).collect())
+                    .collect();
                 let mut net = FlowNetwork::new();
                 let left: Vec<NodeId> = (0..n).map(|_| net.add_node(1)).collect();
                 let right: Vec<NodeId> = (0..n).map(|_| net.add_node(-1)).collect();
@@ -1343,12 +1495,19 @@ mod tests {
                         net.add_arc(left[i], right[j], INFINITE_CAPACITY, cost[i][j]);
                     }
                 }
-                let best = perms.iter().map(|p| (0..n).map(|i| cost[i][p[i]] as i128).sum::<i128>()).min();
+                let best = perms
+                    .iter()
+                    .map(|p| (0..n).map(|i| cost[i][p[i]] as i128).sum::<i128>())
+                    .min();
                 // Negative costs on uncapacitated arcs: only the simplex applies.
-                let sol = solve_min_cost_flow_with(&net, Algorithm::NetworkSimplex).expect("feasible");
+                let sol =
+                    solve_min_cost_flow_with(&net, Algorithm::NetworkSimplex).expect("feasible");
                 assert_eq!(Some(sol.cost), best);
                 assert_certified(&net, &sol);
-                assert!(solve_min_cost_flow_with(&net, Algorithm::CostScaling).is_err() || cost.iter().flatten().all(|&c| c >= 0));
+                assert!(
+                    solve_min_cost_flow_with(&net, Algorithm::CostScaling).is_err()
+                        || cost.iter().flatten().all(|&c| c >= 0)
+                );
             }
         }
     }
@@ -1387,7 +1546,10 @@ mod tests {
         let a = net.add_node(2);
         let b = net.add_node(-1);
         net.add_arc(a, b, INFINITE_CAPACITY, 1);
-        assert_eq!(solve_min_cost_flow(&net), Err(TransportError::Unbalanced { excess: 1 }));
+        assert_eq!(
+            solve_min_cost_flow(&net),
+            Err(TransportError::Unbalanced { excess: 1 })
+        );
 
         net.set_supply(b, -2);
         let c = net.add_node(0);
@@ -1395,17 +1557,26 @@ mod tests {
         net.add_arc(b, c, INFINITE_CAPACITY, -3);
         net.add_arc(c, b, INFINITE_CAPACITY, 1);
         assert_eq!(solve_min_cost_flow(&net), Err(TransportError::Unbounded));
-        assert!(matches!(solve_min_cost_flow_with(&net, Algorithm::CostScaling), Err(TransportError::TooLarge(_))));
+        assert!(matches!(
+            solve_min_cost_flow_with(&net, Algorithm::CostScaling),
+            Err(TransportError::TooLarge(_))
+        ));
 
         let mut net = FlowNetwork::new();
         let a = net.add_node(1);
         let b = net.add_node(-1);
         net.add_arc(b, a, INFINITE_CAPACITY, 0);
         for algorithm in EXACT_ALGORITHMS {
-            assert_eq!(solve_min_cost_flow_with(&net, algorithm), Err(TransportError::Infeasible));
+            assert_eq!(
+                solve_min_cost_flow_with(&net, algorithm),
+                Err(TransportError::Infeasible)
+            );
         }
         net.add_arc(a, b, -1, 0);
-        assert!(matches!(solve_min_cost_flow(&net), Err(TransportError::InvalidArc { arc: 1, .. })));
+        assert!(matches!(
+            solve_min_cost_flow(&net),
+            Err(TransportError::InvalidArc { arc: 1, .. })
+        ));
 
         let mut other = FlowNetwork::new();
         let x = other.add_node(0);
@@ -1414,9 +1585,15 @@ mod tests {
         let mut small = FlowNetwork::new();
         small.add_node(0);
         small.add_arc(x, z, 1, 0);
-        assert!(matches!(solve_min_cost_flow(&small), Err(TransportError::InvalidArc { arc: 0, .. })));
+        assert!(matches!(
+            solve_min_cost_flow(&small),
+            Err(TransportError::InvalidArc { arc: 0, .. })
+        ));
         other.add_arc(x, y, 1, MAGNITUDE_LIMIT);
-        assert!(matches!(solve_min_cost_flow(&other), Err(TransportError::TooLarge(_))));
+        assert!(matches!(
+            solve_min_cost_flow(&other),
+            Err(TransportError::TooLarge(_))
+        ));
     }
 
     #[test]
