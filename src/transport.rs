@@ -1,23 +1,24 @@
-//! Exact minimum-cost flow on a sparse directed graph: the primal network simplex with block-search
-//! pivoting and a strongly feasible spanning-tree basis (the thread/successor representation of
-//! Grigoriadis and of LEMON's `NetworkSimplex`, re-derived here in Rust).
-//!
-//! Why network simplex: the W1 estimators (`metrics::w1`) and PSMM's bounded-Lipschitz projection are
-//! transportation problems whose sparse king-move formulation has 10^6 nodes and 10^7 arcs; the simplex is
-//! exact on integer data, needs no scaling phases, and returns the optimal dual potentials as well (the
-//! Kantorovich potential that certifies the optimum).
+//! Exact minimum-cost flow on a sparse directed graph with integer capacities, costs and supplies.
 //!
 //! Problem: minimise Σ_e cost_e·flow_e subject to 0 ≤ flow_e ≤ capacity_e and, at every node v,
 //! Σ_{e out of v} flow_e − Σ_{e into v} flow_e = supply_v (Σ supply = 0; demands are negative supplies).
 //!
-//! Complexity: O(n + m) memory (about 60 bytes per arc with the network itself). Each pivot costs one
-//! block of the pricing scan (≈ √m arcs, more when no improving arc is found in a block) plus the cycle
-//! length and the size of the re-hung subtree. The number of pivots is not polynomially bounded in theory;
-//! in practice it grows a little faster than linearly in n (see the report of the evaluation issue for
-//! timings on king-move grids).
+//! Why: the W1 estimators (`metrics::w1`) and PSMM's bounded-Lipschitz projection are transportation
+//! problems whose sparse king-move formulation reaches 10^6 nodes and 10^7 arcs. Two exact algorithms, both
+//! re-derived here from the designs of LEMON's `NetworkSimplex` and `CostScaling`:
+//! - primal network simplex, block-search pivoting, strongly feasible spanning-tree basis (thread /
+//!   successor representation). Fastest up to ~10^4 nodes, any costs, detects unboundedness;
+//! - Goldberg's cost-scaling push-relabel (partial augment-relabel, global price updates, price
+//!   refinement). Each of its O(log(nC)) phases is close to linear in practice, so it wins on large networks.
 //!
-//! All arithmetic is exact in `i64` (flows, costs, potentials) and `i128` (total cost). `solve_min_cost_flow`
-//! checks the magnitudes that keep it overflow-free before it starts (see [`MAGNITUDE_LIMIT`]).
+//! Both return the optimal flow and exact integer potentials (the dual, i.e. the Kantorovich potential,
+//! which certifies optimality). Arithmetic is exact: flows and costs in `i64`, totals in `i128`; the
+//! magnitudes that keep it overflow-free are checked first (see [`MAGNITUDE_LIMIT`]).
+//!
+//! Cost on king-move grids in d = 2 (8 arcs per cell, unit costs, one 2-core machine under load, release):
+//! 10^5 cells ≈ 3–5 s and 10^6 cells ≈ 1–3.5 min with cost scaling (close vs. far-apart measures); the
+//! simplex needs 12–72 s and ~25 min (close measures) there, because both its pivot count and its per-pivot
+//! subtree updates grow with n. Memory: about 100 bytes per arc at peak (network plus residual graph).
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -25,8 +26,9 @@ use std::fmt;
 /// Capacity of an arc without an upper bound.
 pub const INFINITE_CAPACITY: i64 = i64::MAX;
 
-/// Bound on the artificial "big-M" cost (n + 1)·(max |cost| + 1) and on the total flow
-/// Σ positive supplies + Σ finite capacities: below it no potential, reduced cost or flow overflows `i64`.
+/// Bound on the simplex's artificial "big-M" cost (n + 1)·(max |cost| + 1), on cost scaling's scaled costs
+/// and on the total flow Σ positive supplies + Σ finite capacities: below it no potential, reduced cost or
+/// flow overflows `i64` (cost scaling keeps potentials and excesses in `i128`).
 pub const MAGNITUDE_LIMIT: i64 = 1 << 59;
 
 /// Block search examines `BLOCK_SIZE_FACTOR·√m` arcs (at least [`MIN_BLOCK_SIZE`]) before it takes the
@@ -153,9 +155,12 @@ pub enum TransportError {
     Unbounded,
     /// An arc refers to a node outside the network or has a negative capacity.
     InvalidArc { arc: usize, reason: &'static str },
-    /// The data exceeds the magnitudes the exact `i64` arithmetic supports, or the algorithm asked for
-    /// does not apply (the message says which).
+    /// The data exceeds the magnitudes the exact `i64` arithmetic supports (the message says which).
     TooLarge(String),
+    /// The algorithm asked for does not apply to this network (the message says why).
+    Unsupported(String),
+    /// A self-check failed: a bug, reported instead of a wrong answer.
+    Internal(&'static str),
 }
 
 impl fmt::Display for TransportError {
@@ -179,7 +184,12 @@ impl fmt::Display for TransportError {
             TransportError::InvalidArc { arc, reason } => {
                 write!(f, "min-cost flow: arc {arc}: {reason}")
             }
-            TransportError::TooLarge(reason) => write!(f, "min-cost flow: {reason}"),
+            TransportError::TooLarge(reason) | TransportError::Unsupported(reason) => {
+                write!(f, "min-cost flow: {reason}")
+            }
+            TransportError::Internal(reason) => {
+                write!(f, "min-cost flow: internal error: {reason}")
+            }
         }
     }
 }
@@ -191,16 +201,16 @@ impl std::error::Error for TransportError {}
 pub enum Algorithm {
     /// Network simplex up to [`AUTO_SIMPLEX_MAX_NODES`] nodes, cost scaling above (when it applies).
     Auto,
-    /// Primal network simplex, block search. Fastest on small and medium networks; any costs.
+    /// Primal network simplex, block search. Any costs; unboundedness is reported.
     NetworkSimplex,
-    /// Cost-scaling push-relabel. Near-linear per phase in practice, so it wins on large networks; needs
-    /// non-negative costs on uncapacitated arcs and (max |cost| + 1)·(n + 1)²·α ≤ [`MAGNITUDE_LIMIT`].
+    /// Cost-scaling push-relabel. Needs non-negative costs on uncapacitated arcs and
+    /// max |cost|·(n + 1)·[`COST_SCALING_ALPHA`] ≤ [`MAGNITUDE_LIMIT`].
     CostScaling,
 }
 
-/// Above this many nodes `Algorithm::Auto` uses cost scaling: the simplex's pivot count and per-pivot
-/// subtree updates both grow with n (measured crossover on king-move grids; see the evaluation report).
-pub const AUTO_SIMPLEX_MAX_NODES: usize = 20_000;
+/// Above this many nodes `Algorithm::Auto` uses cost scaling (measured crossover on king-move grids:
+/// equal at 10^4 cells, cost scaling 2–3× faster at 2·10^4, 12× at 10^6).
+pub const AUTO_SIMPLEX_MAX_NODES: usize = 10_000;
 
 /// Solves the min-cost flow problem exactly with `Algorithm::Auto`.
 pub fn solve_min_cost_flow(net: &FlowNetwork) -> Result<FlowSolution, TransportError> {
@@ -232,7 +242,7 @@ pub fn solve_min_cost_flow_with(
     let (flows, potentials) = if use_scaling {
         let mut scaling = CostScaling::new(net, &bounds);
         scaling.run()?;
-        (scaling.flows(), scaling.exact_potentials())
+        (scaling.flows(), scaling.exact_potentials()?)
     } else {
         let mut simplex = NetworkSimplex::new(net, bounds.art_cost);
         simplex.run()?;
@@ -264,13 +274,13 @@ struct Bounds {
 impl Bounds {
     fn cost_scaling_applies(&self, nodes: usize) -> Result<(), TransportError> {
         if self.negative_uncapacitated {
-            return Err(TransportError::TooLarge(
+            return Err(TransportError::Unsupported(
                 "cost scaling needs non-negative costs on uncapacitated arcs; use the network simplex".into(),
             ));
         }
         let scaled = self.max_abs_cost as i128 * (nodes as i128 + 1) * COST_SCALING_ALPHA as i128;
         if scaled > MAGNITUDE_LIMIT as i128 {
-            return Err(TransportError::TooLarge(format!(
+            return Err(TransportError::Unsupported(format!(
                 "cost scaling: scaled cost {scaled} > {MAGNITUDE_LIMIT}; use the network simplex"
             )));
         }
@@ -554,12 +564,12 @@ impl NetworkSimplex {
         self.join = u;
     }
 
-    /// Residual room of node u's tree arc when the cycle pushes flow towards the root along it
-    /// (`towards_root`) or away from it.
+    /// Residual room of node u's tree arc when the cycle pushes flow through it towards the root
+    /// (`towards_root`) or away from it: its free capacity if that direction is the arc's, else its flow.
     #[inline]
-    fn tree_arc_room(&self, u: usize, up_is_forward: bool) -> i64 {
+    fn tree_arc_room(&self, u: usize, towards_root: bool) -> i64 {
         let e = self.pred_arc[u] as usize;
-        let forward = (self.pred_dir[u] == DIR_UP) == up_is_forward;
+        let forward = (self.pred_dir[u] == DIR_UP) == towards_root;
         if forward {
             let cap = self.capacity[e];
             if cap == INFINITE_CAPACITY {
@@ -806,6 +816,8 @@ pub const COST_SCALING_ALPHA: i64 = 16;
 /// Partial augment-relabel follows an admissible path for at most this many arcs before pushing
 /// (LEMON's default for its fastest variant).
 const MAX_PATH_LENGTH: usize = 4;
+/// Price refinement gives up after this many rounds of potential lowering.
+const PRICE_REFINEMENT_ROUNDS: usize = 32;
 
 /// One direction of an arc of the residual graph (the other direction is `reverse`).
 #[derive(Clone, Copy)]
@@ -936,9 +948,12 @@ impl CostScaling {
         let floor = -(self.node_count as i128) * (epsilon as i128 + self.max_scaled_cost as i128);
         let mut infeasibility_floor = Some(floor);
         loop {
-            let t0 = std::time::Instant::now();
-            self.refine(epsilon, infeasibility_floor)?;
-            eprintln!("eps {epsilon} {:.2}s", t0.elapsed().as_secs_f64());
+            // The first phase starts from the zero flow; later ones from an αε-optimal flow that potentials
+            // alone may already make ε-optimal.
+            let refined = infeasibility_floor.is_none() && self.price_refinement(epsilon);
+            if !refined {
+                self.refine(epsilon, infeasibility_floor)?;
+            }
             infeasibility_floor = None;
             if epsilon == 1 {
                 return Ok(());
@@ -958,10 +973,11 @@ impl CostScaling {
             .collect()
     }
 
-    /// Exact integer potentials for the optimal flow: shortest-path labels in its residual graph (no
-    /// negative cycle), by a queue-based Bellman–Ford started from ⌊p/K⌋, which is within a unit of a fixed
-    /// point, so few labels move.
-    fn exact_potentials(&self) -> Vec<i64> {
+    /// Exact integer potentials for the optimal flow: shortest-path labels in its residual graph, by a
+    /// queue-based Bellman–Ford started from ⌊p/K⌋, which is within a unit of a fixed point, so few labels
+    /// move. The residual graph of an optimal flow has no negative cycle; a node dequeued n + 1 times proves
+    /// one, i.e. a non-optimal flow, which is reported rather than looped on.
+    fn exact_potentials(&self) -> Result<Vec<i64>, TransportError> {
         let n = self.node_count;
         let mut label: Vec<i64> = self
             .potential
@@ -970,9 +986,16 @@ impl CostScaling {
             .collect();
         let mut queue: VecDeque<u32> = (0..n as u32).collect();
         let mut queued = vec![true; n];
+        let mut visits = vec![0usize; n];
         while let Some(u) = queue.pop_front() {
             let u = u as usize;
             queued[u] = false;
+            visits[u] += 1;
+            if visits[u] > n {
+                return Err(TransportError::Internal(
+                    "cost scaling ended with a non-optimal flow",
+                ));
+            }
             for a in self.first_out[u]..self.first_out[u + 1] {
                 let arc = self.arcs[a];
                 if arc.residual > 0 || self.uncapacitated[a] {
@@ -988,12 +1011,143 @@ impl CostScaling {
                 }
             }
         }
-        label
+        Ok(label)
     }
 
     #[inline]
     fn reduced_cost(&self, tail: usize, arc: &ResidualArc) -> i128 {
         arc.cost as i128 + self.potential[tail] - self.potential[arc.head as usize]
+    }
+
+    /// Price refinement (Goldberg; LEMON's `priceRefinement`): before a phase, try to make the current flow
+    /// ε-optimal by moving potentials only, and skip the phase when that works. Ranks are longest-path
+    /// lengths with arc weight ⌈−rc/ε⌉ − 1 (positive only on arcs violating ε-optimality), then p −= ε·rank:
+    /// an arc u → v with rank[v] ≥ rank[u] + weight gets rc' ≥ −ε. Fails when the admissible arcs form a
+    /// cycle or the ranks have not settled after [`PRICE_REFINEMENT_ROUNDS`] rounds; either way the
+    /// potentials stay valid for the phase that follows.
+    fn price_refinement(&mut self, epsilon: i64) -> bool {
+        let n = self.node_count;
+        let eps = epsilon as i128;
+        for _ in 0..PRICE_REFINEMENT_ROUNDS {
+            let Some(order) = self.admissible_topological_order() else {
+                return false;
+            };
+            // Longest paths over the admissible arcs, in topological order.
+            self.rank.fill(0);
+            for &u in &order {
+                let u = u as usize;
+                let ru = self.rank[u];
+                for a in self.first_out[u]..self.first_out[u + 1] {
+                    let arc = self.arcs[a];
+                    if arc.residual > 0 {
+                        let rc = self.reduced_cost(u, &arc);
+                        if rc < 0 {
+                            let weight = ((-rc - 1) / eps) as u64;
+                            let v = arc.head as usize;
+                            self.rank[v] = self.rank[v].max(ru + weight);
+                        }
+                    }
+                }
+            }
+            let top = self.rank.iter().copied().max().unwrap_or(0);
+            if top == 0 {
+                return true;
+            }
+            // Top down, raise the heads of the other residual arcs so that lowering keeps rc' ≥ −ε on them.
+            for bucket in &mut self.buckets {
+                bucket.clear();
+            }
+            if self.buckets.len() <= top as usize {
+                self.buckets.resize_with(top as usize + 1, Vec::new);
+            }
+            for u in 0..n {
+                if self.rank[u] > 0 {
+                    self.buckets[self.rank[u] as usize].push(u as u32);
+                }
+            }
+            for r in (1..=top).rev() {
+                while let Some(u) = self.buckets[r as usize].pop() {
+                    let u = u as usize;
+                    if self.rank[u] != r {
+                        continue;
+                    }
+                    for a in self.first_out[u]..self.first_out[u + 1] {
+                        let arc = self.arcs[a];
+                        if arc.residual == 0 {
+                            continue;
+                        }
+                        let rc = self.reduced_cost(u, &arc);
+                        let need = if rc < 0 {
+                            r
+                        } else {
+                            let drop = rc / eps + 1;
+                            if drop >= r as i128 {
+                                continue;
+                            }
+                            r - drop as u64
+                        };
+                        let v = arc.head as usize;
+                        if need > self.rank[v] {
+                            self.rank[v] = need;
+                            self.buckets[need as usize].push(v as u32);
+                        }
+                    }
+                }
+            }
+            for u in 0..n {
+                self.potential[u] -= eps * self.rank[u] as i128;
+            }
+        }
+        false
+    }
+
+    /// Nodes in a topological order of the admissible arcs (residual, negative reduced cost), or None if
+    /// those arcs contain a cycle. Iterative depth-first search; reuses `next_out` as the arc cursor.
+    fn admissible_topological_order(&mut self) -> Option<Vec<u32>> {
+        const NEW: u8 = 0;
+        const OPEN: u8 = 1;
+        const DONE: u8 = 2;
+        let n = self.node_count;
+        let mut state = vec![NEW; n];
+        let mut postorder = Vec::with_capacity(n);
+        let mut stack: Vec<u32> = Vec::new();
+        self.next_out.copy_from_slice(&self.first_out[..n]);
+        for root in 0..n {
+            if state[root] != NEW {
+                continue;
+            }
+            state[root] = OPEN;
+            stack.push(root as u32);
+            while let Some(&u) = stack.last() {
+                let u = u as usize;
+                let mut descended = false;
+                while self.next_out[u] < self.first_out[u + 1] {
+                    let a = self.next_out[u];
+                    self.next_out[u] += 1;
+                    let arc = self.arcs[a];
+                    if arc.residual > 0 && self.reduced_cost(u, &arc) < 0 {
+                        let v = arc.head as usize;
+                        match state[v] {
+                            NEW => {
+                                state[v] = OPEN;
+                                stack.push(v as u32);
+                                descended = true;
+                                break;
+                            }
+                            OPEN => return None,
+                            _ => {}
+                        }
+                    }
+                }
+                if !descended {
+                    state[u] = DONE;
+                    postorder.push(u as u32);
+                    stack.pop();
+                }
+            }
+        }
+        postorder.reverse();
+        Some(postorder)
     }
 
     /// Turns an αε-optimal flow into an ε-optimal one. With `infeasibility_floor`, fails when a node with
@@ -1018,11 +1172,7 @@ impl CostScaling {
             .extend((0..n as u32).filter(|&u| self.excess[u as usize] > 0));
         self.next_out.copy_from_slice(&self.first_out[..n]);
         // A global update costs O(m); after every n relabels it pays for itself (measured on king-move grids).
-        let update_interval = (std::env::var("GU")
-            .ok()
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(1.0)
-            * n as f64) as u64;
+        let update_interval = n as u64;
         let mut relabels = 0u64;
         let mut next_update = update_interval;
         let sunk = |this: &Self, u: usize| {
@@ -1250,12 +1400,13 @@ mod tests {
                 dual += cap as i128 * rc;
             }
         }
-        for v in 0..n {
-            assert_eq!(
-                balance[v], net.supply[v] as i128,
-                "conservation at node {v}"
-            );
-            dual -= net.supply[v] as i128 * sol.potentials[v] as i128;
+        for (v, (&b, (&s, &p))) in balance
+            .iter()
+            .zip(net.supply.iter().zip(&sol.potentials))
+            .enumerate()
+        {
+            assert_eq!(b, s as i128, "conservation at node {v}");
+            dual -= s as i128 * p as i128;
         }
         assert_eq!(primal, sol.cost);
         assert_eq!(dual, sol.cost, "strong duality");
@@ -1463,6 +1614,54 @@ mod tests {
         assert!(feasible > 30, "only {feasible} feasible instances");
     }
 
+    #[test]
+    fn cost_scaling_matches_simplex_on_larger_random_networks() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(13);
+        let mut feasible = 0;
+        for round in 0..30 {
+            let n = range(&mut rng, 50, 300) as usize;
+            let m = range(&mut rng, 2 * n as i64, 6 * n as i64) as usize;
+            let mut net = FlowNetwork::new();
+            let supply = random_balanced_supplies(&mut rng, n, 20);
+            let nodes: Vec<NodeId> = supply.iter().map(|&s| net.add_node(s)).collect();
+            for _ in 0..m {
+                let (t, h) = (
+                    nodes[below(&mut rng, n as u64) as usize],
+                    nodes[below(&mut rng, n as u64) as usize],
+                );
+                if below(&mut rng, 3) == 0 {
+                    net.add_arc(t, h, INFINITE_CAPACITY, range(&mut rng, 0, 1000));
+                } else {
+                    net.add_arc(t, h, range(&mut rng, 0, 40), range(&mut rng, -200, 1000));
+                }
+            }
+            if round % 3 != 0 {
+                // An uncapacitated ring makes the instance feasible.
+                for i in 0..n {
+                    net.add_arc(
+                        nodes[i],
+                        nodes[(i + 1) % n],
+                        INFINITE_CAPACITY,
+                        range(&mut rng, 0, 1000),
+                    );
+                }
+            }
+            let simplex = solve_min_cost_flow_with(&net, Algorithm::NetworkSimplex);
+            let scaling = solve_min_cost_flow_with(&net, Algorithm::CostScaling);
+            match (simplex, scaling) {
+                (Ok(a), Ok(b)) => {
+                    assert_eq!(a.cost, b.cost);
+                    assert_certified(&net, &a);
+                    assert_certified(&net, &b);
+                    feasible += 1;
+                }
+                (Err(TransportError::Infeasible), Err(TransportError::Infeasible)) => {}
+                (a, b) => panic!("simplex {a:?}, cost scaling {b:?}"),
+            }
+        }
+        assert!(feasible >= 10, "only {feasible} feasible instances");
+    }
+
     fn permutations(n: usize) -> Vec<Vec<usize>> {
         if n == 0 {
             return vec![Vec::new()];
@@ -1518,21 +1717,66 @@ mod tests {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
         let side = 30;
         let mut net = FlowNetwork::new();
-        let supply = random_balanced_supplies(&mut rng, side * side, 1);
+        add_grid(
+            &mut net,
+            &random_balanced_supplies(&mut rng, side * side, 1),
+            side,
+        );
+        let simplex = solve_min_cost_flow_with(&net, Algorithm::NetworkSimplex).expect("feasible");
+        let scaling = solve_min_cost_flow_with(&net, Algorithm::CostScaling).expect("feasible");
+        assert_certified(&net, &simplex);
+        assert_certified(&net, &scaling);
+        assert_eq!(simplex.cost, scaling.cost);
+    }
+
+    /// A side×side grid with arcs both ways between 4-neighbours, unit cost, uncapacitated; returns its nodes.
+    fn add_grid(net: &mut FlowNetwork, supply: &[i64], side: usize) -> Vec<NodeId> {
         let nodes: Vec<NodeId> = supply.iter().map(|&s| net.add_node(s)).collect();
         for y in 0..side {
             for x in 0..side {
                 let v = nodes[y * side + x];
-                if x + 1 < side {
-                    net.add_arc(v, nodes[y * side + x + 1], INFINITE_CAPACITY, 1);
-                    net.add_arc(nodes[y * side + x + 1], v, INFINITE_CAPACITY, 1);
-                }
-                if y + 1 < side {
-                    net.add_arc(v, nodes[(y + 1) * side + x], INFINITE_CAPACITY, 1);
-                    net.add_arc(nodes[(y + 1) * side + x], v, INFINITE_CAPACITY, 1);
+                for w in [
+                    (x + 1 < side).then(|| nodes[y * side + x + 1]),
+                    (y + 1 < side).then(|| nodes[(y + 1) * side + x]),
+                ]
+                .into_iter()
+                .flatten()
+                {
+                    net.add_arc(v, w, INFINITE_CAPACITY, 1);
+                    net.add_arc(w, v, INFINITE_CAPACITY, 1);
                 }
             }
         }
+        nodes
+    }
+
+    #[test]
+    fn infeasibility_is_detected_on_larger_networks() {
+        // Two grids with no arc between them: each is unbalanced, only the totals cancel.
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(9);
+        let side = 12;
+        let mut left = random_balanced_supplies(&mut rng, side * side, 3);
+        let mut right = random_balanced_supplies(&mut rng, side * side, 3);
+        left[0] += 5;
+        right[0] -= 5;
+        let mut net = FlowNetwork::new();
+        let left_nodes = add_grid(&mut net, &left, side);
+        add_grid(&mut net, &right, side);
+        for algorithm in EXACT_ALGORITHMS {
+            assert_eq!(
+                solve_min_cost_flow_with(&net, algorithm),
+                Err(TransportError::Infeasible),
+                "{algorithm:?}"
+            );
+        }
+        // One arc from the surplus grid to the other makes it feasible.
+        let right_corner = NodeId((side * side) as u32);
+        net.add_arc(
+            left_nodes[side * side - 1],
+            right_corner,
+            INFINITE_CAPACITY,
+            7,
+        );
         let simplex = solve_min_cost_flow_with(&net, Algorithm::NetworkSimplex).expect("feasible");
         let scaling = solve_min_cost_flow_with(&net, Algorithm::CostScaling).expect("feasible");
         assert_certified(&net, &simplex);
@@ -1559,7 +1803,7 @@ mod tests {
         assert_eq!(solve_min_cost_flow(&net), Err(TransportError::Unbounded));
         assert!(matches!(
             solve_min_cost_flow_with(&net, Algorithm::CostScaling),
-            Err(TransportError::TooLarge(_))
+            Err(TransportError::Unsupported(_))
         ));
 
         let mut net = FlowNetwork::new();

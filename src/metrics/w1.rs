@@ -21,12 +21,12 @@ use crate::transport::{
 /// (plus floating-point rounding of the final sum).
 pub const EXACT_COST_BITS: u32 = 36;
 
-/// Largest n_a·n_b that [`w1_exact_small`] accepts (the dense transport has one arc per pair; about
-/// 60 bytes each).
+/// Largest n_a·n_b that [`w1_exact_small`] accepts (the dense transport has one arc per pair, about
+/// 100 bytes each at peak: 0.4 GB).
 pub const EXACT_SMALL_MAX_PAIRS: usize = 1 << 22;
 
-/// Largest number of arcs of the king-move graph in [`w1_grid`] (about 60 bytes each).
-pub const GRID_MAX_ARCS: usize = 1 << 26;
+/// Largest number of arcs of the king-move graph in [`w1_grid`] (about 100 bytes each at peak: 3.4 GB).
+pub const GRID_MAX_ARCS: usize = 1 << 25;
 
 /// Exact transport needs the common mass unit lcm(total_a, total_b); above this many units [`w1_grid`]
 /// rounds both measures to [`GRID_ROUNDED_UNITS`] units instead.
