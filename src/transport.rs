@@ -1355,7 +1355,7 @@ impl CostScaling {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use rand_xoshiro::rand_core::{Rng, SeedableRng};
     use rand_xoshiro::Xoshiro256PlusPlus;
@@ -1662,7 +1662,8 @@ mod tests {
         assert!(feasible >= 10, "only {feasible} feasible instances");
     }
 
-    fn permutations(n: usize) -> Vec<Vec<usize>> {
+    /// All orderings of 0..n (brute-force oracles here and in metrics::w1).
+    pub(crate) fn permutations(n: usize) -> Vec<Vec<usize>> {
         if n == 0 {
             return vec![Vec::new()];
         }

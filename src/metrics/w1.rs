@@ -618,20 +618,7 @@ mod tests {
             .collect()
     }
 
-    fn permutations(n: usize) -> Vec<Vec<usize>> {
-        if n == 0 {
-            return vec![Vec::new()];
-        }
-        let mut out = Vec::new();
-        for p in permutations(n - 1) {
-            for i in 0..n {
-                let mut q = p.clone();
-                q.insert(i, n - 1);
-                out.push(q);
-            }
-        }
-        out
-    }
+    use crate::transport::tests::permutations;
 
     /// Leaf code at depth r per SPEC §3 (written independently of the crate's binner).
     fn morton(point: &[f64], depth: u32) -> usize {
