@@ -11,7 +11,9 @@ use crate::error::{Error, Result, EXIT_INTERNAL, EXIT_OK};
 use crate::generate::{
     bounds_toml, write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS,
 };
-use crate::options::{bounds_for_columns, ConfigFile, DeviceChoice, Mechanism, SynthOptions};
+use crate::options::{
+    bounds_for_columns, ConfigFile, DeviceChoice, InnerMechanism, Mechanism, SynthOptions, TargetDim,
+};
 use crate::privacy::Neighbours;
 use crate::progress::Progress;
 use crate::sampler::Placement;
@@ -57,8 +59,21 @@ struct SynthArgs {
     /// A TOML file with any of these options (the command line wins).
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Mechanism [default: pmm].
     #[arg(long, value_enum)]
     mechanism: Option<Mechanism>,
+    /// psmm: number of equal cubes m [default: about εn, as in the paper].
+    #[arg(long)]
+    cells: Option<u64>,
+    /// lowdim: subspace dimension d', or `auto` to choose it privately from the noisy spectrum.
+    #[arg(long, value_name = "D|auto")]
+    target_dim: Option<TargetDim>,
+    /// lowdim: mechanism run on the projected coordinates [default: pmm].
+    #[arg(long, value_enum)]
+    inner_mechanism: Option<InnerMechanism>,
+    /// lowdim under add-remove: share of ε spent on a noisy row count (required there).
+    #[arg(long, allow_negative_numbers = true)]
+    noisy_n_share: Option<f64>,
     /// Neighbouring relation of the guarantee [default: add-remove].
     #[arg(long, value_enum)]
     neighbours: Option<Neighbours>,
@@ -181,6 +196,13 @@ fn run_synth(args: SynthArgs) -> Result<()> {
         .mechanism
         .or(config.mechanism)
         .unwrap_or(options.mechanism);
+    options.cells = args.cells.or(config.cells);
+    options.target_dim = args.target_dim.or(config.target_dim);
+    options.inner_mechanism = args
+        .inner_mechanism
+        .or(config.inner_mechanism)
+        .unwrap_or(options.inner_mechanism);
+    options.noisy_n_share = args.noisy_n_share.or(config.noisy_n_share);
     options.neighbours = args
         .neighbours
         .or(config.neighbours)
@@ -221,12 +243,12 @@ fn run_synth(args: SynthArgs) -> Result<()> {
     if !quiet {
         let report = &outcome.report;
         eprintln!(
-            "wrote {} synthetic rows to {} (ε = {}, {}, depth {}, expected W1 ≤ {:.4} normalised){}",
+            "wrote {} synthetic rows to {} (ε = {}, {}, {}, expected W1 ≤ {:.4} normalised){}",
             report.release.synthetic_rows,
             outputs.table.display(),
             report.guarantee.epsilon,
             options.neighbours.describe().split(':').next().unwrap_or_default(),
-            report.parameters.depth,
+            report.parameters.summary(),
             report.accuracy.expected_w1_bound,
             if report.guarantee.fit_for_release { "" } else { "; seeded run: NOT fit for release" },
         );

@@ -22,13 +22,65 @@ pub fn value_name<T: clap::ValueEnum>(value: &T) -> String {
         .map_or_else(String::new, |possible| possible.get_name().to_string())
 }
 
-/// The mechanisms `--mechanism` names. Only PMM is built so far; the others are refused clearly.
+/// The mechanisms `--mechanism` names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mechanism {
+    /// Private Measure Mechanism: noisy counts on a dyadic tree (the default).
+    Pmm,
+    /// Private Signed Measure Mechanism: noisy counts on m equal cubes, projected to a probability measure.
+    Psmm,
+    /// Private PCA down to d' dimensions, then PMM (or PSMM) there.
+    Lowdim,
+}
+
+/// The mechanism `lowdim` runs on the projected coordinates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum InnerMechanism {
     Pmm,
     Psmm,
-    Lowdim,
+}
+
+/// The subspace dimension d' of `lowdim`: given, or chosen privately from the noisy spectrum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "TargetDimSetting")]
+pub enum TargetDim {
+    Fixed(usize),
+    Auto,
+}
+
+impl std::str::FromStr for TargetDim {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        if text == "auto" {
+            return Ok(TargetDim::Auto);
+        }
+        match text.parse::<usize>() {
+            Ok(dims) if dims >= 1 => Ok(TargetDim::Fixed(dims)),
+            _ => Err(format!("target dimension must be a positive integer or 'auto', got '{text}'")),
+        }
+    }
+}
+
+/// The config file spells d' as an integer or the string "auto".
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum TargetDimSetting {
+    Dims(usize),
+    Word(String),
+}
+
+impl TryFrom<TargetDimSetting> for TargetDim {
+    type Error = String;
+
+    fn try_from(setting: TargetDimSetting) -> std::result::Result<Self, String> {
+        match setting {
+            TargetDimSetting::Dims(dims) => dims.to_string().parse(),
+            TargetDimSetting::Word(word) => word.parse(),
+        }
+    }
 }
 
 /// Where binning runs.
@@ -49,6 +101,14 @@ pub struct SynthOptions {
     /// Public bounds, one per column used; the columns are those named here.
     pub bounds: Vec<ColumnBounds>,
     pub mechanism: Mechanism,
+    /// PSMM's number of equal cubes m (rounded to a whole number per axis); `None` takes the paper's m ≈ εn.
+    pub cells: Option<u64>,
+    /// lowdim's d'.
+    pub target_dim: Option<TargetDim>,
+    /// lowdim's mechanism in d' dimensions.
+    pub inner_mechanism: InnerMechanism,
+    /// lowdim under add-remove: share of ε spent on a noisy n (required there; lowdim has no default).
+    pub noisy_n_share: Option<f64>,
     pub neighbours: Neighbours,
     /// Leaf depth r; `None` chooses it (from the public n, or from a released n̂).
     pub depth: Option<u32>,
@@ -75,6 +135,10 @@ impl SynthOptions {
             epsilon,
             bounds,
             mechanism: Mechanism::Pmm,
+            cells: None,
+            target_dim: None,
+            inner_mechanism: InnerMechanism::Pmm,
+            noisy_n_share: None,
             neighbours: Neighbours::DEFAULT,
             depth: None,
             root_share: DEFAULT_ROOT_SHARE,
@@ -101,6 +165,32 @@ impl SynthOptions {
                 self.root_share
             )));
         }
+        let uses_cells = self.mechanism == Mechanism::Psmm
+            || (self.mechanism == Mechanism::Lowdim && self.inner_mechanism == InnerMechanism::Psmm);
+        if self.cells.is_some() && !uses_cells {
+            return Err(Error::bad_input(
+                "--cells applies to --mechanism psmm (or lowdim with --inner-mechanism psmm) only",
+            ));
+        }
+        if self.cells == Some(0) {
+            return Err(Error::bad_input("--cells must be at least 1"));
+        }
+        if self.mechanism != Mechanism::Lowdim
+            && (self.target_dim.is_some()
+                || self.noisy_n_share.is_some()
+                || self.inner_mechanism != InnerMechanism::Pmm)
+        {
+            return Err(Error::bad_input(
+                "--target-dim, --inner-mechanism and --noisy-n-share apply to --mechanism lowdim only",
+            ));
+        }
+        if let Some(share) = self.noisy_n_share {
+            if !(share > 0.0 && share < 1.0) {
+                return Err(Error::bad_input(format!(
+                    "--noisy-n-share must be strictly between 0 and 1, got {share}"
+                )));
+            }
+        }
         if self.threads == Some(0) {
             return Err(Error::bad_input("--threads must be at least 1"));
         }
@@ -123,6 +213,10 @@ pub struct ConfigFile {
     pub columns: Option<Vec<String>>,
     pub bounds: Option<BTreeMap<String, [f64; 2]>>,
     pub mechanism: Option<Mechanism>,
+    pub cells: Option<u64>,
+    pub target_dim: Option<TargetDim>,
+    pub inner_mechanism: Option<InnerMechanism>,
+    pub noisy_n_share: Option<f64>,
     pub neighbours: Option<Neighbours>,
     pub depth: Option<u32>,
     pub root_share: Option<f64>,
@@ -200,6 +294,7 @@ mod tests {
             placement = "centre"
             nulls = "drop"
             device = "cpu"
+            target-dim = "auto"
             [bounds]
             a = [0, 10]
             b = [-1.5, 2]
@@ -208,6 +303,10 @@ mod tests {
         .unwrap();
         assert_eq!(config.neighbours, Some(Neighbours::Replace));
         assert_eq!(config.consistency, Some(ConsistencyRule::Proportional));
+        assert_eq!(config.target_dim, Some(TargetDim::Auto));
+        let fixed: ConfigFile = toml::from_str("target-dim = 3").unwrap();
+        assert_eq!(fixed.target_dim, Some(TargetDim::Fixed(3)));
+        assert!(toml::from_str::<ConfigFile>("target-dim = 0").is_err());
         let bounds = config.bounds_list(Path::new("run.toml")).unwrap();
         assert_eq!(bounds.len(), 2);
         let chosen = bounds_for_columns(config.columns.as_deref(), &bounds).unwrap();

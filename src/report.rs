@@ -12,7 +12,7 @@ pub struct RunReport {
     pub mechanism: &'static str,
     pub guarantee: Guarantee,
     pub input: InputInfo,
-    pub parameters: Parameters,
+    pub parameters: MechanismParameters,
     pub release: ReleaseInfo,
     pub accuracy: AccuracyBound,
     pub device: String,
@@ -64,8 +64,24 @@ pub struct ColumnInfo {
     pub hi: f64,
 }
 
+/// What the mechanism chose; each mechanism has its own fields.
 #[derive(Clone, Debug, Serialize)]
-pub struct Parameters {
+#[serde(untagged)]
+pub enum MechanismParameters {
+    Pmm(PmmParameters),
+}
+
+impl MechanismParameters {
+    /// One line for the terminal summary.
+    pub fn summary(&self) -> String {
+        match self {
+            MechanismParameters::Pmm(pmm) => format!("depth {}", pmm.depth),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PmmParameters {
     pub depth: u32,
     pub depth_rule: String,
     pub consistency: String,

@@ -12,6 +12,7 @@ use dpsynth::bounds::ColumnBounds;
 use dpsynth::metrics::w1::{dyadic_upper_bound, lower_bound_marginals, w1_exact_1d, Sample};
 use dpsynth::partition::CellGeometry;
 use dpsynth::progress::Progress;
+use dpsynth::report::MechanismParameters;
 use dpsynth::{synthesize, OutputPaths, SynthOptions};
 
 use common::*;
@@ -105,7 +106,9 @@ fn synthesise(input: &Path, output: &Path, dims: usize, seed: u64) -> (Vec<f64>,
     (
         coords,
         outcome.report.accuracy.expected_w1_bound,
-        outcome.report.parameters.depth,
+        match outcome.report.parameters {
+            MechanismParameters::Pmm(pmm) => pmm.depth,
+        },
     )
 }
 
