@@ -338,8 +338,8 @@ fn run_eval(args: EvalArgs) -> Result<()> {
         );
         let json = serde_json::to_string_pretty(&report)
             .map_err(|error| Error::internal(format!("cannot serialise the report: {error}")))?;
-        if args.report_dir.is_some() {
-            return Err(Error::bad_input("--report-dir is not built yet"));
+        if let Some(dir) = &args.report_dir {
+            crate::eval::report_dir::write_report_dir(dir, &report, &json, &real, &synth)?;
         }
         match &args.json {
             Some(path) => crate::sink::write_file_atomically(path, json.as_bytes())?,

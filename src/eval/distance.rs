@@ -57,6 +57,18 @@ pub enum W1Method {
     Sandwich,
 }
 
+impl W1Method {
+    /// The name the JSON report uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            W1Method::Exact1d => "exact-1d",
+            W1Method::ExactTransport => "exact-transport",
+            W1Method::Grid => "grid",
+            W1Method::Sandwich => "sandwich",
+        }
+    }
+}
+
 /// The headline W1 with bounds that hold for the true value.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct W1Estimate {
@@ -462,6 +474,13 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn method_names_are_the_json_names() {
+        for method in [W1Method::Exact1d, W1Method::ExactTransport, W1Method::Grid, W1Method::Sandwich] {
+            assert_eq!(serde_json::to_value(method).unwrap(), method.name());
         }
     }
 

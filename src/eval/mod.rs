@@ -8,7 +8,9 @@
 //! Eval reads the real data and its output is not private: it is an owner tool, like the diagnostics.
 
 pub mod distance;
+pub mod report_dir;
 pub mod summary;
+pub mod svg;
 pub mod table;
 
 use std::path::Path;
