@@ -254,3 +254,42 @@ fn nulls_are_an_error_naming_the_column_unless_dropped() {
     assert_eq!(number(&json, &["synth", "dropped_rows"]), 1.0);
     assert!((number(&json["columns"][0], &["w1"]) - 0.0).abs() < 1e-12);
 }
+
+#[test]
+fn report_dir_has_the_page_the_plots_and_the_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let (real, synth) = (dir.path().join("real.parquet"), dir.path().join("synth.parquet"));
+    write_xy(&real, &random_points(5, 200, 1.0));
+    write_xy(&synth, &random_points(6, 150, 0.9));
+    let report = dir.path().join("report");
+    let mut args = vec![
+        "--real", path_str(&real), "--synth", path_str(&synth), "--report-dir", path_str(&report),
+    ];
+    args.extend_from_slice(&XY_BOUNDS);
+    let json = eval_json(dir.path(), &args);
+    let names: Vec<String> = files_in(&report)
+        .iter()
+        .map(|path| path.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        ["density-0-1-x-y.svg", "eval.json", "hist-0-x.svg", "hist-1-y.svg", "index.html", "index.md"]
+    );
+    let same: Value = serde_json::from_str(&std::fs::read_to_string(report.join("eval.json")).unwrap()).unwrap();
+    assert_eq!(same["w1"], json["w1"]);
+    let html = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert_eq!(html.matches("<svg").count(), 3, "every plot inline");
+    assert!(html.contains(&format!("{:.6}", number(&json, &["w1", "value"]))));
+    let markdown = std::fs::read_to_string(report.join("index.md")).unwrap();
+    for name in &names[..] {
+        if name.ends_with(".svg") {
+            assert!(markdown.contains(&format!("]({name})")), "index.md links {name}");
+            let svg = std::fs::read_to_string(report.join(name)).unwrap();
+            assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        }
+    }
+    // Running again into the existing directory replaces the files.
+    let again = eval_json(dir.path(), &args);
+    assert_eq!(again["w1"], json["w1"]);
+    assert_eq!(files_in(&report).len(), names.len());
+}
