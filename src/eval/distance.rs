@@ -11,6 +11,8 @@
 //! `lower`/`upper` of the headline are valid bounds on the true W1: the intersection of the sandwich with
 //! the chosen estimate's own interval.
 
+use std::collections::HashMap;
+
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -27,10 +29,6 @@ use super::summary::{grid_index, SUM_CHUNK_ROWS};
 /// `w1_exact_small` takes. Measured on the 2-core development machine: 2000 × 2000 distinct points in d = 2
 /// and 3 take under a second.
 pub const EXACT_MAX_PAIRS: usize = EXACT_SMALL_MAX_PAIRS;
-
-/// Tables larger than this are not searched for duplicate rows (the sort would cost more than it can
-/// save: the exact transport only takes about a thousand distinct points per table).
-pub const DEDUPLICATE_MAX_ROWS: usize = 1 << 24;
 
 /// Arc budget of the default grid: the king-move graph of the finest side within it. About
 /// 2^20 arcs solve in seconds (d = 2: side 362; d = 3: side 34).
@@ -228,17 +226,12 @@ fn exact_transport(
     synth: &[f64],
     dims: usize,
 ) -> Result<Option<(f64, f64, f64, W1Method, String)>> {
-    let (rows_a, rows_b) = (real.len() / dims, synth.len() / dims);
-    let fits_as_is = rows_a.saturating_mul(rows_b) <= EXACT_MAX_PAIRS;
-    if !fits_as_is && rows_a.max(rows_b) > DEDUPLICATE_MAX_ROWS {
+    let Some(((points_a, counts_a), (points_b, counts_b))) =
+        distinct_rows(real, synth, dims, EXACT_MAX_PAIRS)
+    else {
         return Ok(None);
-    }
-    let (points_a, counts_a) = merge_duplicates(real, dims);
-    let (points_b, counts_b) = merge_duplicates(synth, dims);
+    };
     let (distinct_a, distinct_b) = (counts_a.len(), counts_b.len());
-    if distinct_a.saturating_mul(distinct_b) > EXACT_MAX_PAIRS {
-        return Ok(None);
-    }
     let value = w1_exact_small(
         &Sample::with_counts(&points_a, dims, &counts_a).map_err(internal)?,
         &Sample::with_counts(&points_b, dims, &counts_b).map_err(internal)?,
@@ -257,30 +250,51 @@ fn exact_transport(
     )))
 }
 
-/// The distinct rows of a table (in lexicographic order) with their multiplicities.
-pub fn merge_duplicates(points: &[f64], dims: usize) -> (Vec<f64>, Vec<u64>) {
-    let row = |i: usize| &points[i * dims..(i + 1) * dims];
-    let mut order: Vec<usize> = (0..points.len() / dims).collect();
-    order.par_sort_unstable_by(|&i, &j| {
-        row(i)
-            .iter()
-            .zip(row(j))
-            .map(|(x, y)| x.total_cmp(y))
-            .find(|ordering| ordering.is_ne())
-            .unwrap_or(std::cmp::Ordering::Equal)
-    });
-    let (mut distinct, mut counts) = (Vec::new(), Vec::<u64>::new());
-    for (position, &i) in order.iter().enumerate() {
-        if position > 0 && row(order[position - 1]) == row(i) {
-            if let Some(count) = counts.last_mut() {
-                *count += 1;
+/// Distinct rows (row-major, in lexicographic order) and their multiplicities.
+pub type DistinctRows = (Vec<f64>, Vec<u64>);
+
+/// The distinct rows of both tables with their multiplicities, or `None` as soon as the product of the
+/// two distinct counts passes `limit`. The tables are read in alternation, so tables of continuous values
+/// are given up after about √limit rows each, and duplicate-heavy ones are merged in one pass.
+pub fn distinct_rows(
+    real: &[f64],
+    synth: &[f64],
+    dims: usize,
+    limit: usize,
+) -> Option<(DistinctRows, DistinctRows)> {
+    let mut counts = [HashMap::<Vec<u64>, u64>::new(), HashMap::new()];
+    let mut rows = [real.chunks_exact(dims), synth.chunks_exact(dims)];
+    loop {
+        let mut read = false;
+        for (seen, table) in counts.iter_mut().zip(rows.iter_mut()) {
+            if let Some(row) = table.next() {
+                read = true;
+                *seen.entry(row.iter().map(|x| x.to_bits()).collect()).or_insert(0) += 1;
             }
-        } else {
-            distinct.extend_from_slice(row(i));
-            counts.push(1);
+        }
+        if counts[0].len().saturating_mul(counts[1].len()) > limit {
+            return None;
+        }
+        if !read {
+            break;
         }
     }
-    (distinct, counts)
+    let [a, b] = counts.map(|seen| {
+        let mut distinct: Vec<(Vec<f64>, u64)> = seen
+            .into_iter()
+            .map(|(bits, count)| (bits.into_iter().map(f64::from_bits).collect(), count))
+            .collect();
+        distinct.sort_unstable_by(|p, q| {
+            p.0.iter()
+                .zip(&q.0)
+                .map(|(x, y)| x.total_cmp(y))
+                .find(|ordering| ordering.is_ne())
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        let counts = distinct.iter().map(|(_, count)| *count).collect();
+        (distinct.into_iter().flat_map(|(row, _)| row).collect(), counts)
+    });
+    Some((a, b))
 }
 
 /// The finest side whose king-move graph has at most [`DEFAULT_GRID_ARCS`] arcs, if it is at least
@@ -485,11 +499,16 @@ mod tests {
     }
 
     #[test]
-    fn duplicates_merge_into_counts() {
+    fn duplicates_merge_into_counts_until_the_pairs_pass_the_limit() {
         let points = [0.5, 0.25, 0.0, 1.0, 0.5, 0.25, 0.5, 0.0];
-        let (distinct, counts) = merge_duplicates(&points, 2);
+        let ((distinct, counts), (other, other_counts)) =
+            distinct_rows(&points, &[0.5, 0.5], 2, 3).unwrap();
         assert_eq!(distinct, vec![0.0, 1.0, 0.5, 0.0, 0.5, 0.25]);
         assert_eq!(counts, vec![1, 1, 2]);
+        assert_eq!((other, other_counts), (vec![0.5, 0.5], vec![1]));
+        assert!(distinct_rows(&points, &[0.5, 0.5, 0.1, 0.1], 2, 5).is_none(), "3 × 2 pairs > 5");
+        let long: Vec<f64> = (0..10_000).map(|i| i as f64 / 10_000.0).collect();
+        assert!(distinct_rows(&long, &long, 1, 100).is_none());
     }
 
     #[test]
