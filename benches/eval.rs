@@ -58,9 +58,16 @@ fn plain_decode(path: &Path, names: &[String]) -> f64 {
         .into_par_iter()
         .map(|row_group| {
             let mut sum = 0.0;
-            for batch in source.row_group_reader(row_group, &columns).expect("reader") {
+            for batch in source
+                .row_group_reader(row_group, &columns)
+                .expect("reader")
+            {
                 for column in batch.expect("batch decodes").columns() {
-                    sum += column.as_primitive::<Float64Type>().values().iter().sum::<f64>();
+                    sum += column
+                        .as_primitive::<Float64Type>()
+                        .values()
+                        .iter()
+                        .sum::<f64>();
                 }
             }
             sum
@@ -69,19 +76,31 @@ fn plain_decode(path: &Path, names: &[String]) -> f64 {
 }
 
 fn column(table: &Table, axis: usize) -> Vec<f64> {
-    table.points.iter().skip(axis).step_by(table.dims()).copied().collect()
+    table
+        .points
+        .iter()
+        .skip(axis)
+        .step_by(table.dims())
+        .copied()
+        .collect()
 }
 
 fn eval(c: &mut Criterion) {
-    let (real_path, synth_path) = (table("real", Law::Mixture, 1), table("synth", Law::Mixture, 2));
+    let (real_path, synth_path) = (
+        table("real", Law::Mixture, 1),
+        table("synth", Law::Mixture, 2),
+    );
     let names: Vec<String> = bounds().into_iter().map(|b| b.column).collect();
-    let load = |path: &Path| load_table(path, &bounds(), NullPolicy::Error).expect("bench table loads");
+    let load =
+        |path: &Path| load_table(path, &bounds(), NullPolicy::Error).expect("bench table loads");
     let (real, synth) = (load(&real_path), load(&synth_path));
 
     let mut group = c.benchmark_group("eval-load");
     group.throughput(Throughput::Elements(ROWS));
     group.sample_size(20);
-    group.bench_function("plain-decode", |b| b.iter(|| black_box(plain_decode(&real_path, &names))));
+    group.bench_function("plain-decode", |b| {
+        b.iter(|| black_box(plain_decode(&real_path, &names)))
+    });
     group.bench_function("load-table", |b| b.iter(|| black_box(load(&real_path))));
     group.finish();
 
@@ -109,7 +128,9 @@ fn eval(c: &mut Criterion) {
     let mut group = c.benchmark_group("eval-moments");
     group.throughput(Throughput::Elements(ROWS));
     group.sample_size(20);
-    group.bench_function("sum-pass", |b| b.iter(|| black_box(real.points.par_iter().sum::<f64>())));
+    group.bench_function("sum-pass", |b| {
+        b.iter(|| black_box(real.points.par_iter().sum::<f64>()))
+    });
     group.bench_function("means-and-covariance", |b| {
         b.iter(|| black_box(Moments::of(&real.points, DIMS)))
     });
@@ -123,10 +144,18 @@ fn eval(c: &mut Criterion) {
         Sample::new(&synth.points, DIMS).expect("valid"),
     );
     group.bench_function("1d-w1s-only", |b| {
-        b.iter(|| black_box((0..DIMS).map(|k| w1_marginal(&a, &s, k).expect("valid")).sum::<f64>()))
+        b.iter(|| {
+            black_box(
+                (0..DIMS)
+                    .map(|k| w1_marginal(&a, &s, k).expect("valid"))
+                    .sum::<f64>(),
+            )
+        })
     });
     group.bench_function("sandwich-and-grid-side-128", |b| {
-        b.iter(|| black_box(distances(&real.points, &synth.points, DIMS, Some(128)).expect("valid")))
+        b.iter(|| {
+            black_box(distances(&real.points, &synth.points, DIMS, Some(128)).expect("valid"))
+        })
     });
     group.finish();
 }

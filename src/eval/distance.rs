@@ -153,10 +153,14 @@ pub fn distances(
         exact_transport(real, synth, dims)?
     };
     let grid = match (grid_side, &exact) {
-        (Some(side), _) => Some(grid_estimate(real, synth, dims, side).map_err(|error| match error {
-            W1Error::TooLarge(reason) => Error::bad_input(format!("--grid-side {side}: {reason}")),
-            other => internal(other),
-        })?),
+        (Some(side), _) => Some(grid_estimate(real, synth, dims, side).map_err(
+            |error| match error {
+                W1Error::TooLarge(reason) => {
+                    Error::bad_input(format!("--grid-side {side}: {reason}"))
+                }
+                other => internal(other),
+            },
+        )?),
         (None, Some(_)) => None,
         (None, None) => match default_grid_side(dims) {
             Some(side) => Some(grid_estimate(real, synth, dims, side).map_err(internal)?),
@@ -269,7 +273,9 @@ pub fn distinct_rows(
         for (seen, table) in counts.iter_mut().zip(rows.iter_mut()) {
             if let Some(row) = table.next() {
                 read = true;
-                *seen.entry(row.iter().map(|x| x.to_bits()).collect()).or_insert(0) += 1;
+                *seen
+                    .entry(row.iter().map(|x| x.to_bits()).collect())
+                    .or_insert(0) += 1;
             }
         }
         if counts[0].len().saturating_mul(counts[1].len()) > limit {
@@ -292,7 +298,10 @@ pub fn distinct_rows(
                 .unwrap_or(std::cmp::Ordering::Equal)
         });
         let counts = distinct.iter().map(|(_, count)| *count).collect();
-        (distinct.into_iter().flat_map(|(row, _)| row).collect(), counts)
+        (
+            distinct.into_iter().flat_map(|(row, _)| row).collect(),
+            counts,
+        )
     });
     Some((a, b))
 }
@@ -305,7 +314,8 @@ pub fn default_grid_side(dims: usize) -> Option<usize> {
         side.checked_pow(dims as u32)
             .and_then(|cells| cells.checked_mul(neighbours))
     };
-    let fits = |side: usize| arcs(side).is_some_and(|arcs| arcs <= DEFAULT_GRID_ARCS.min(GRID_MAX_ARCS));
+    let fits =
+        |side: usize| arcs(side).is_some_and(|arcs| arcs <= DEFAULT_GRID_ARCS.min(GRID_MAX_ARCS));
     let mut side = 1;
     while fits(side + 1) {
         side += 1;
@@ -326,7 +336,12 @@ fn grid_cell_and_offset(row: &[f64], side: usize) -> (usize, f64) {
 
 /// Grid histogram of a table and the mean ℓ∞ distance of its points to their cell centres, which bounds
 /// W1(table, quantised table) (moving each point to its centre is a coupling of the two).
-fn grid_histogram_and_offset(points: &[f64], dims: usize, side: usize, cells: usize) -> (Vec<u64>, f64) {
+fn grid_histogram_and_offset(
+    points: &[f64],
+    dims: usize,
+    side: usize,
+    cells: usize,
+) -> (Vec<u64>, f64) {
     let cell_offsets: Vec<(Vec<u32>, f64)> = points
         .par_chunks(SUM_CHUNK_ROWS * dims)
         .map(|chunk| {
@@ -401,8 +416,14 @@ fn dyadic_sandwich_upper(real: &[f64], synth: &[f64], dims: usize) -> Result<(f6
             best = (bound, level);
         }
         if level > 0 {
-            hist_a = hist_a.chunks_exact(2).map(|pair| pair[0] + pair[1]).collect();
-            hist_b = hist_b.chunks_exact(2).map(|pair| pair[0] + pair[1]).collect();
+            hist_a = hist_a
+                .chunks_exact(2)
+                .map(|pair| pair[0] + pair[1])
+                .collect();
+            hist_b = hist_b
+                .chunks_exact(2)
+                .map(|pair| pair[0] + pair[1])
+                .collect();
         }
     }
     Ok(best)
@@ -465,9 +486,15 @@ mod tests {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(21);
         for dims in 1..=3 {
             for _ in 0..40 {
-                let (na, nb) = (1 + (rng.next_u64() % 30) as usize, 1 + (rng.next_u64() % 30) as usize);
+                let (na, nb) = (
+                    1 + (rng.next_u64() % 30) as usize,
+                    1 + (rng.next_u64() % 30) as usize,
+                );
                 let shift = (rng.next_u64() % 4) as f64 / 8.0;
-                let (a, b) = (random_points(&mut rng, na, dims, 0.0), random_points(&mut rng, nb, dims, shift));
+                let (a, b) = (
+                    random_points(&mut rng, na, dims, 0.0),
+                    random_points(&mut rng, nb, dims, shift),
+                );
                 let exact = w1_exact_small(
                     &Sample::new(&a, dims).unwrap(),
                     &Sample::new(&b, dims).unwrap(),
@@ -477,13 +504,25 @@ mod tests {
                 for side in [None, Some(3), Some(7)] {
                     let found = distances(&a, &b, dims, side).unwrap();
                     let s = &found.sandwich;
-                    assert!(s.lower <= exact + tolerance && exact <= s.upper + tolerance, "d {dims}: {s:?} vs {exact}");
+                    assert!(
+                        s.lower <= exact + tolerance && exact <= s.upper + tolerance,
+                        "d {dims}: {s:?} vs {exact}"
+                    );
                     let w = &found.w1;
-                    assert!(w.lower <= exact + tolerance && exact <= w.upper + tolerance, "d {dims}: {w:?} vs {exact}");
+                    assert!(
+                        w.lower <= exact + tolerance && exact <= w.upper + tolerance,
+                        "d {dims}: {w:?} vs {exact}"
+                    );
                     assert!(w.lower <= w.value && w.value <= w.upper);
-                    assert!((w.value - exact).abs() <= tolerance, "small inputs are solved exactly");
+                    assert!(
+                        (w.value - exact).abs() <= tolerance,
+                        "small inputs are solved exactly"
+                    );
                     if let Some(grid) = &found.grid {
-                        assert!((grid.w1 - exact).abs() <= grid.error_bound + 1e-12, "{grid:?} vs {exact}");
+                        assert!(
+                            (grid.w1 - exact).abs() <= grid.error_bound + 1e-12,
+                            "{grid:?} vs {exact}"
+                        );
                         assert!(grid.error_bound <= grid.worst_case_error);
                     }
                 }
@@ -493,7 +532,12 @@ mod tests {
 
     #[test]
     fn method_names_are_the_json_names() {
-        for method in [W1Method::Exact1d, W1Method::ExactTransport, W1Method::Grid, W1Method::Sandwich] {
+        for method in [
+            W1Method::Exact1d,
+            W1Method::ExactTransport,
+            W1Method::Grid,
+            W1Method::Sandwich,
+        ] {
             assert_eq!(serde_json::to_value(method).unwrap(), method.name());
         }
     }
@@ -506,7 +550,10 @@ mod tests {
         assert_eq!(distinct, vec![0.0, 1.0, 0.5, 0.0, 0.5, 0.25]);
         assert_eq!(counts, vec![1, 1, 2]);
         assert_eq!((other, other_counts), (vec![0.5, 0.5], vec![1]));
-        assert!(distinct_rows(&points, &[0.5, 0.5, 0.1, 0.1], 2, 5).is_none(), "3 × 2 pairs > 5");
+        assert!(
+            distinct_rows(&points, &[0.5, 0.5, 0.1, 0.1], 2, 5).is_none(),
+            "3 × 2 pairs > 5"
+        );
         let long: Vec<f64> = (0..10_000).map(|i| i as f64 / 10_000.0).collect();
         assert!(distinct_rows(&long, &long, 1, 100).is_none());
     }
@@ -557,7 +604,10 @@ mod tests {
             let w = &found.w1;
             assert!(w.lower <= 0.25 + 1e-12 && 0.25 <= w.upper + 1e-12, "{w:?}");
             let grid = found.grid.as_ref().unwrap();
-            assert!((grid.w1 - 0.25).abs() <= grid.error_bound + 1e-12, "{grid:?}");
+            assert!(
+                (grid.w1 - 0.25).abs() <= grid.error_bound + 1e-12,
+                "{grid:?}"
+            );
             assert!((found.columns[0] - 0.25).abs() < 1e-12);
             assert!(found.sandwich.lower <= 0.25 + 1e-12 && 0.25 <= found.sandwich.upper);
         }

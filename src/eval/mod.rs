@@ -136,7 +136,11 @@ pub fn load_pair(real: &Path, synth: &Path, options: &EvalOptions) -> Result<(Ta
 }
 
 /// Compares two loaded tables with the same columns (see [`EvalOptions::grid_side`] for `grid_side`).
-pub fn evaluate_tables(real: &Table, synth: &Table, grid_side: Option<usize>) -> Result<EvalReport> {
+pub fn evaluate_tables(
+    real: &Table,
+    synth: &Table,
+    grid_side: Option<usize>,
+) -> Result<EvalReport> {
     debug_assert_eq!(real.bounds, synth.bounds);
     let dims = real.dims();
     let mut timings = Vec::new();
@@ -262,7 +266,8 @@ impl EvalReport {
                 marginal.count
             );
         }
-        text += "column: W1 (normalised, column units), mean error, std error, clamped real/synth\n";
+        text +=
+            "column: W1 (normalised, column units), mean error, std error, clamped real/synth\n";
         for (k, column) in self.columns.iter().enumerate() {
             text += &format!(
                 "  {}: {:.6} ({:.6}), {:.6}, {:.6}, {}/{}\n",

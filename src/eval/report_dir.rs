@@ -40,7 +40,13 @@ struct Plot {
 /// Characters safe in a file name on every platform; others become '_'.
 fn slug(name: &str) -> String {
     name.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
@@ -58,7 +64,10 @@ fn plots(real: &Table, synth: &Table) -> Vec<Plot> {
         .enumerate()
         .map(|(k, column)| Plot {
             file: format!("hist-{k}-{}.svg", slug(&column.column)),
-            caption: format!("{}: histogram, real (bars) and synthetic (line)", column.column),
+            caption: format!(
+                "{}: histogram, real (bars) and synthetic (line)",
+                column.column
+            ),
             svg: histogram(
                 column,
                 &shares(real, &[k], HISTOGRAM_BINS),
@@ -168,9 +177,17 @@ const NOT_PRIVATE: &str =
     "NOT PRIVATE: computed from the real data, for the data owner only. Do not publish.";
 
 fn index_md(report: &EvalReport, plots: &[Plot]) -> String {
-    let mut md = format!("# {TITLE}\n\n> {NOT_PRIVATE}\n\n{}\n## Plots\n\n", markdown_numbers(report));
+    let mut md = format!(
+        "# {TITLE}\n\n> {NOT_PRIVATE}\n\n{}\n## Plots\n\n",
+        markdown_numbers(report)
+    );
     for plot in plots {
-        let _ = writeln!(md, "![{}]({})\n", plot.caption.replace(['[', ']'], ""), plot.file);
+        let _ = writeln!(
+            md,
+            "![{}]({})\n",
+            plot.caption.replace(['[', ']'], ""),
+            plot.file
+        );
     }
     md += "All numbers: [eval.json](eval.json).\n";
     md

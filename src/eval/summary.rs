@@ -91,10 +91,13 @@ fn chunked_sum(
 
 /// max |a − b| and the ℓ2 (Frobenius) norm of a − b.
 pub fn difference_norms(a: &[f64], b: &[f64]) -> (f64, f64) {
-    let (max, squares) = a.iter().zip(b).fold((0.0f64, 0.0), |(max, squares), (x, y)| {
-        let d = x - y;
-        (max.max(d.abs()), squares + d * d)
-    });
+    let (max, squares) = a
+        .iter()
+        .zip(b)
+        .fold((0.0f64, 0.0), |(max, squares), (x, y)| {
+            let d = x - y;
+            (max.max(d.abs()), squares + d * d)
+        });
     (max, squares.sqrt())
 }
 
@@ -160,7 +163,13 @@ pub fn total_variation(a: &[u64], b: &[u64]) -> f64 {
 
 /// Every k-subset of 0..dims in lexicographic order.
 pub fn subsets(dims: usize, k: usize) -> Vec<Vec<usize>> {
-    fn extend(start: usize, dims: usize, k: usize, current: &mut Vec<usize>, out: &mut Vec<Vec<usize>>) {
+    fn extend(
+        start: usize,
+        dims: usize,
+        k: usize,
+        current: &mut Vec<usize>,
+        out: &mut Vec<Vec<usize>>,
+    ) {
         if current.len() == k {
             out.push(current.clone());
             return;
@@ -197,10 +206,11 @@ pub fn marginal_errors(
                     )
                 })
                 .collect();
-            let (worst, max_tv) = tvs
-                .iter()
-                .enumerate()
-                .fold((0, 0.0f64), |best, (i, &tv)| if tv > best.1 { (i, tv) } else { best });
+            let (worst, max_tv) =
+                tvs.iter().enumerate().fold(
+                    (0, 0.0f64),
+                    |best, (i, &tv)| if tv > best.1 { (i, tv) } else { best },
+                );
             MarginalErrors {
                 k,
                 side,
@@ -263,7 +273,10 @@ mod tests {
     fn marginal_tv_matches_brute_force_over_cells() {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(12);
         let dims = 3;
-        let (a, b) = (random_points(&mut rng, 300, dims), random_points(&mut rng, 170, dims));
+        let (a, b) = (
+            random_points(&mut rng, 300, dims),
+            random_points(&mut rng, 170, dims),
+        );
         let names: Vec<String> = (0..dims).map(|k| format!("c{k}")).collect();
         let errors = marginal_errors(&a, &b, dims, &names);
         assert_eq!(errors.len(), 3);
@@ -279,7 +292,8 @@ mod tests {
                             let index = cell / side.pow((error.k - 1 - position) as u32) % side;
                             let lo = index as f64 / side as f64;
                             let hi = (index + 1) as f64 / side as f64;
-                            row[axis] >= lo && (row[axis] < hi || (index == side - 1 && row[axis] <= 1.0))
+                            row[axis] >= lo
+                                && (row[axis] < hi || (index == side - 1 && row[axis] <= 1.0))
                         })
                     };
                     let share = |points: &[f64]| {
@@ -293,11 +307,18 @@ mod tests {
             let max = tvs.iter().copied().fold(0.0, f64::max);
             let mean = tvs.iter().sum::<f64>() / tvs.len() as f64;
             assert_eq!(error.count, tvs.len());
-            assert!((error.max_tv - max).abs() < 1e-12, "k {}: {} vs {max}", error.k, error.max_tv);
+            assert!(
+                (error.max_tv - max).abs() < 1e-12,
+                "k {}: {} vs {max}",
+                error.k,
+                error.max_tv
+            );
             assert!((error.mean_tv - mean).abs() < 1e-12);
         }
         // Identical tables have zero error; disjoint supports have TV 1.
-        assert!(marginal_errors(&a, &a, dims, &names).iter().all(|e| e.max_tv == 0.0));
+        assert!(marginal_errors(&a, &a, dims, &names)
+            .iter()
+            .all(|e| e.max_tv == 0.0));
         let tv = marginal_errors(&[0.0], &[1.0], 1, &names[..1]);
         assert_eq!(tv[0].max_tv, 1.0);
     }

@@ -124,7 +124,13 @@ fn open(svg: &mut String, width: f64, height: f64, title: &str) {
 /// Histogram of one column: `real` and `synth` are the shares of rows in equal bins over the bounds.
 pub fn histogram(bounds: &ColumnBounds, real: &[f64], synth: &[f64]) -> String {
     let (width, height) = (520.0, 320.0);
-    let top_share = real.iter().chain(synth).copied().fold(0.0, f64::max).max(1e-12) * 1.05;
+    let top_share = real
+        .iter()
+        .chain(synth)
+        .copied()
+        .fold(0.0, f64::max)
+        .max(1e-12)
+        * 1.05;
     let frame = Frame {
         left: 64.0,
         top: 28.0,
@@ -205,7 +211,12 @@ pub fn density_pair(
     let panel = 260.0;
     let (left, gap, top) = (64.0, 80.0, 30.0);
     let (width, height) = (left + 2.0 * panel + gap + 16.0, top + panel + 48.0);
-    let top_share = real.iter().chain(synth).copied().fold(0.0, f64::max).max(1e-12);
+    let top_share = real
+        .iter()
+        .chain(synth)
+        .copied()
+        .fold(0.0, f64::max)
+        .max(1e-12);
     let mut svg = String::new();
     let title = format!("{} vs {}: real beside synthetic", y.column, x.column);
     open(&mut svg, width, height, &title);
@@ -252,11 +263,17 @@ mod tests {
 
     #[test]
     fn ticks_are_round_and_inside_the_range() {
-        assert_eq!(ticks(0.0, 1.0, 5), vec![0.0, 0.2, 0.4, 0.6000000000000001, 0.8, 1.0]);
+        assert_eq!(
+            ticks(0.0, 1.0, 5),
+            vec![0.0, 0.2, 0.4, 0.6000000000000001, 0.8, 1.0]
+        );
         assert_eq!(ticks(-120.0, 1440.0, 5), vec![0.0, 500.0, 1000.0]);
         for (lo, hi) in [(-3.3, 7.1), (1e-6, 3e-6), (1e9, 5e9)] {
             let found = ticks(lo, hi, 5);
-            assert!(found.len() >= 2 && found.len() <= 11, "{lo} {hi}: {found:?}");
+            assert!(
+                found.len() >= 2 && found.len() <= 11,
+                "{lo} {hi}: {found:?}"
+            );
             assert!(found.iter().all(|&t| t >= lo && t <= hi));
         }
         assert_eq!(label(0.6000000000000001), "0.6");
@@ -270,10 +287,18 @@ mod tests {
         let svg = histogram(&bounds, &[0.5, 0.0, 0.5], &[0.25, 0.5, 0.25]);
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert!(svg.contains("a&lt;b &amp; &quot;c&quot;") && !svg.contains("a<b"));
-        assert_eq!(svg.matches("fill-opacity=\"0.55\"").count(), 2 + 1, "two bars and the legend");
+        assert_eq!(
+            svg.matches("fill-opacity=\"0.55\"").count(),
+            2 + 1,
+            "two bars and the legend"
+        );
         let other = ColumnBounds::new("y", -1.0, 1.0).unwrap();
         let svg = density_pair(&bounds, &other, 2, &[1.0, 0.0, 0.0, 0.0], &[0.25; 4]);
-        assert_eq!(svg.matches("<rect x=").count(), 2 + 1 + 4, "two frames and the non-empty cells");
+        assert_eq!(
+            svg.matches("<rect x=").count(),
+            2 + 1 + 4,
+            "two frames and the non-empty cells"
+        );
         assert!(svg.contains("fill-opacity=\"1.000\"") && svg.contains("fill-opacity=\"0.500\""));
     }
 }

@@ -38,9 +38,9 @@ impl Table {
     }
 }
 
-/// One row group's share of a [`Table`].
-struct Part {
-    points: Vec<f64>,
+/// What loading one row group found.
+struct PartStats {
+    kept_rows: usize,
     clamped_values: Vec<u64>,
     dropped_rows: u64,
 }
@@ -64,30 +64,60 @@ pub fn load_table(path: &Path, bounds: &[ColumnBounds], nulls: NullPolicy) -> Re
             columns
                 .iter()
                 .position(|column| &column.name == name)
-                .ok_or_else(|| Error::internal(format!("column '{name}' was resolved but is missing")))
-        })
-        .collect::<Result<_>>()?;
-    let parts: Vec<Part> = (0..source.row_group_count())
-        .into_par_iter()
-        .map(|row_group| {
-            load_row_group(&source, row_group, &columns, &batch_position, bounds, nulls)
+                .ok_or_else(|| {
+                    Error::internal(format!("column '{name}' was resolved but is missing"))
+                })
         })
         .collect::<Result<_>>()?;
     let dims = bounds.len();
+    // Each row group decodes straight into its own slice of the table (sizes from the footer).
+    let group_rows: Vec<usize> = (0..source.row_group_count())
+        .map(|row_group| source.row_group_rows(row_group) as usize)
+        .collect();
+    let mut points = vec![0.0; group_rows.iter().sum::<usize>() * dims];
+    let mut slices = Vec::with_capacity(group_rows.len());
+    let mut rest = points.as_mut_slice();
+    for &rows in &group_rows {
+        let (slice, tail) = rest.split_at_mut(rows * dims);
+        slices.push(slice);
+        rest = tail;
+    }
+    let parts: Vec<PartStats> = slices
+        .into_par_iter()
+        .enumerate()
+        .map(|(row_group, out)| {
+            load_row_group(
+                &source,
+                row_group,
+                &columns,
+                &batch_position,
+                bounds,
+                nulls,
+                out,
+            )
+        })
+        .collect::<Result<_>>()?;
     let mut table = Table {
         file: path.to_path_buf(),
         bounds: bounds.to_vec(),
-        points: Vec::with_capacity(parts.iter().map(|part| part.points.len()).sum()),
+        points: Vec::new(),
         clamped_values: vec![0; dims],
         dropped_rows: 0,
     };
-    for part in parts {
-        table.points.extend_from_slice(&part.points);
+    // Close the gaps that dropped rows left at the end of their row groups' slices.
+    let (mut read, mut write) = (0, 0);
+    for (part, rows) in parts.iter().zip(&group_rows) {
+        let kept = part.kept_rows * dims;
+        points.copy_within(read..read + kept, write);
+        write += kept;
+        read += rows * dims;
         for (total, clamped) in table.clamped_values.iter_mut().zip(&part.clamped_values) {
             *total += clamped;
         }
         table.dropped_rows += part.dropped_rows;
     }
+    points.truncate(write);
+    table.points = points;
     if table.points.is_empty() {
         return Err(Error::in_file(
             path,
@@ -101,6 +131,7 @@ pub fn load_table(path: &Path, bounds: &[ColumnBounds], nulls: NullPolicy) -> Re
     Ok(table)
 }
 
+/// Decodes one row group into `out` (its rows × d slots); kept rows come first.
 fn load_row_group(
     source: &ParquetSource,
     row_group: usize,
@@ -108,15 +139,15 @@ fn load_row_group(
     batch_position: &[usize],
     bounds: &[ColumnBounds],
     nulls: NullPolicy,
-) -> Result<Part> {
+    out: &mut [f64],
+) -> Result<PartStats> {
     let dims = bounds.len();
-    let mut part = Part {
-        points: Vec::with_capacity(source.row_group_rows(row_group) as usize * dims),
+    let mut stats = PartStats {
+        kept_rows: 0,
         clamped_values: vec![0; dims],
         dropped_rows: 0,
     };
-    let mut batch_units = Vec::new();
-    let mut first_row = 0u64;
+    let mut first_row = 0usize;
     for batch in source.row_group_reader(row_group, columns)? {
         let batch = batch.map_err(|error| {
             Error::in_file(
@@ -125,9 +156,14 @@ fn load_row_group(
             )
         })?;
         let rows = batch.num_rows();
-        batch_units.clear();
-        batch_units.resize(rows * dims, 0.0);
-        // Unclamped normalised values, NaN for a null: clamping and validity are decided per row below.
+        let start = stats.kept_rows * dims;
+        let units = out.get_mut(start..start + rows * dims).ok_or_else(|| {
+            Error::in_file(
+                source.path(),
+                format!("row group {row_group} has more rows than its footer says"),
+            )
+        })?;
+        // Unclamped normalised values, NaN for a null: clamping and validity are decided below.
         for (axis, column_bounds) in bounds.iter().enumerate() {
             let array = batch.column(batch_position[axis]);
             let values = NumericValues::of(array.as_ref()).ok_or_else(|| {
@@ -137,50 +173,83 @@ fn load_row_group(
                     array.data_type()
                 ))
             })?;
-            normalise_values(&values, column_bounds, &mut batch_units[axis..], dims);
+            normalise_values(&values, column_bounds, &mut units[axis..], dims);
             if let Some(validity) = array.logical_nulls() {
                 for row in (0..rows).filter(|&row| validity.is_null(row)) {
-                    batch_units[row * dims + axis] = f64::NAN;
+                    units[row * dims + axis] = f64::NAN;
                 }
             }
         }
-        for (row, units) in batch_units.chunks_exact_mut(dims).enumerate() {
-            if let Some(axis) = units.iter().position(|unit| !unit.is_finite()) {
-                match nulls {
-                    NullPolicy::Error => {
-                        let array = batch.column(batch_position[axis]);
-                        let what = if array.is_null(row) {
-                            "a null"
-                        } else if crate::source::column::value_as_f64(array.as_ref(), row).is_nan() {
-                            "NaN"
-                        } else {
-                            "an infinite value"
-                        };
-                        return Err(Error::in_column(
-                            source.path(),
-                            &bounds[axis].column,
-                            format!(
-                                "{what} in row group {row_group}, row {} of the group; pass --nulls drop to leave such rows out",
-                                first_row + row as u64
-                            ),
-                        ));
-                    }
-                    NullPolicy::Drop => {
-                        part.dropped_rows += 1;
-                        continue;
+        let mut kept = 0;
+        let all_valid = units.iter().all(|unit| unit.is_finite());
+        for row in 0..rows {
+            let values = row * dims..(row + 1) * dims;
+            if !all_valid {
+                if let Some(axis) = units[values.clone()]
+                    .iter()
+                    .position(|unit| !unit.is_finite())
+                {
+                    match nulls {
+                        NullPolicy::Error => {
+                            return Err(invalid_value_error(
+                                source,
+                                row_group,
+                                first_row + row,
+                                &batch,
+                                batch_position[axis],
+                                &bounds[axis].column,
+                                row,
+                            ))
+                        }
+                        NullPolicy::Drop => {
+                            stats.dropped_rows += 1;
+                            continue;
+                        }
                     }
                 }
+                units.copy_within(values.clone(), kept * dims);
             }
-            for (unit, clamped) in units.iter_mut().zip(&mut part.clamped_values) {
+            for (unit, clamped) in units[kept * dims..(kept + 1) * dims]
+                .iter_mut()
+                .zip(&mut stats.clamped_values)
+            {
                 // Rounding is monotone, so lo ≤ v ≤ hi gives a unit in [0, 1]: only values outside count.
                 *clamped += u64::from(!(0.0..=1.0).contains(unit));
                 *unit = unit.clamp(0.0, 1.0);
             }
-            part.points.extend_from_slice(units);
+            kept += 1;
         }
-        first_row += rows as u64;
+        stats.kept_rows += kept;
+        first_row += rows;
     }
-    Ok(part)
+    Ok(stats)
+}
+
+/// Names the bad value of `row` in the batch column `position` (file, column, row group, row).
+fn invalid_value_error(
+    source: &ParquetSource,
+    row_group: usize,
+    group_row: usize,
+    batch: &arrow::record_batch::RecordBatch,
+    position: usize,
+    column: &str,
+    row: usize,
+) -> Error {
+    let array = batch.column(position);
+    let what = if array.is_null(row) {
+        "a null"
+    } else if crate::source::column::value_as_f64(array.as_ref(), row).is_nan() {
+        "NaN"
+    } else {
+        "an infinite value"
+    };
+    Error::in_column(
+        source.path(),
+        column,
+        format!(
+            "{what} in row group {row_group}, row {group_row} of the group; pass --nulls drop to leave such rows out"
+        ),
+    )
 }
 
 /// Writes (v − lo)/(hi − lo) of every value to `out[row·stride]` (non-finite stays non-finite).
