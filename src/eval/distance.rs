@@ -612,4 +612,32 @@ mod tests {
             assert!(found.sandwich.lower <= 0.25 + 1e-12 && 0.25 <= found.sandwich.upper);
         }
     }
+
+    #[test]
+    fn without_exact_method_or_grid_the_headline_is_the_sandwich() {
+        // d = 6: no default grid fits the arc budget, and 2100 distinct points per table are too many
+        // for exact transport. A shift of 0.25 along axis 0 has W1 = 0.25 exactly.
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(24);
+        let dims = 6;
+        assert_eq!(default_grid_side(dims), None);
+        let a: Vec<f64> = (0..2100 * dims)
+            .map(|_| 0.75 * (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
+            .collect();
+        let b: Vec<f64> = a
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| if i % dims == 0 { x + 0.25 } else { x })
+            .collect();
+        let found = distances(&a, &b, dims, None).unwrap();
+        assert_eq!(found.w1.method, W1Method::Sandwich);
+        assert!(found.grid.is_none());
+        let w = &found.w1;
+        assert!(
+            w.lower <= 0.25 + 1e-12 && 0.25 <= w.upper && w.lower <= w.value && w.value <= w.upper
+        );
+        assert_eq!(
+            (w.lower, w.upper),
+            (found.sandwich.lower, found.sandwich.upper)
+        );
+    }
 }
