@@ -8,6 +8,7 @@ use crate::binner::NullPolicy;
 use crate::bounds::ColumnBounds;
 use crate::consistency::ConsistencyRule;
 use crate::error::{Error, Result, EXIT_INTERNAL, EXIT_OK};
+use crate::eval::{evaluate_tables, load_pair, EvalOptions, PhaseTiming};
 use crate::generate::{
     bounds_toml, write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS,
 };
@@ -34,6 +35,8 @@ pub struct Cli {
 enum Command {
     /// Make an ε-DP synthetic copy of numeric Parquet columns.
     Synth(SynthArgs),
+    /// Compare a synthetic table with the real one: W1 and friends (owner only: reads the real data).
+    Eval(EvalArgs),
     /// Show a Parquet file's schema, row count and row groups (nothing about its values).
     Inspect { input: PathBuf },
     /// Write a synthetic test table (not private data: a generator for tests and benchmarks).
@@ -119,6 +122,45 @@ struct SynthArgs {
 }
 
 #[derive(Args, Debug)]
+struct EvalArgs {
+    /// The real (sensitive) table.
+    #[arg(long)]
+    real: PathBuf,
+    /// The synthetic table.
+    #[arg(long)]
+    synth: PathBuf,
+    /// Columns to compare (default: every column given public bounds).
+    #[arg(long, value_delimiter = ',')]
+    columns: Option<Vec<String>>,
+    /// Public bounds COLUMN=LO:HI, repeatable; the same for both tables.
+    #[arg(long = "bounds", value_name = "COLUMN=LO:HI")]
+    bounds: Vec<ColumnBounds>,
+    /// A synth config file: its `columns`, `[bounds]`, `nulls`, `threads` and `quiet` apply (the command
+    /// line wins); its other keys are ignored.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Write every number as JSON here (atomically) instead of printing a summary.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write a report page with plots here (index.html, index.md, SVGs, eval.json).
+    #[arg(long = "report-dir")]
+    report_dir: Option<PathBuf>,
+    /// Side of the grid W1 estimate (computed even when an exact method applies) [default: the finest
+    /// grid within a budget of about 10^6 arcs, used only when no exact method fits].
+    #[arg(long = "grid-side")]
+    grid_side: Option<usize>,
+    /// Rows with null/NaN/inf values: error or drop [default: error].
+    #[arg(long, value_enum)]
+    nulls: Option<NullPolicy>,
+    /// Worker threads [default: all cores].
+    #[arg(long)]
+    threads: Option<usize>,
+    /// No notes on stderr.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Args, Debug)]
 struct GenerateArgs {
     output: PathBuf,
     #[arg(long)]
@@ -169,6 +211,7 @@ fn run(cli: Cli) -> Result<()> {
             print!("{}", crate::inspect::describe(&input)?);
             Ok(())
         }
+        Command::Eval(args) => run_eval(args),
         Command::Generate(args) => run_generate(args),
     }
 }
@@ -266,6 +309,69 @@ fn run_synth(args: SynthArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+fn run_eval(args: EvalArgs) -> Result<()> {
+    let config = match &args.config {
+        Some(path) => ConfigFile::load(path)?,
+        None => ConfigFile::default(),
+    };
+    let mut bounds = match &args.config {
+        Some(path) => config.bounds_list(path)?,
+        None => Vec::new(),
+    };
+    for given in args.bounds {
+        bounds.retain(|existing| existing.column != given.column);
+        bounds.push(given);
+    }
+    let columns = args.columns.or(config.columns);
+    let mut options = EvalOptions::new(bounds_for_columns(columns.as_deref(), &bounds)?);
+    if options.bounds.is_empty() {
+        return Err(Error::bad_input(
+            "no columns to compare: give --bounds COLUMN=LO:HI for each (or a config file with [bounds])",
+        ));
+    }
+    options.nulls = args.nulls.or(config.nulls).unwrap_or(options.nulls);
+    if args.grid_side == Some(0) {
+        return Err(Error::bad_input("--grid-side must be at least 1"));
+    }
+    options.grid_side = args.grid_side;
+    let threads = args
+        .threads
+        .or(config.threads)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    if threads == 0 {
+        return Err(Error::bad_input("--threads must be at least 1"));
+    }
+    let quiet = args.quiet || config.quiet.unwrap_or(false);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|error| Error::internal(format!("cannot start {threads} threads: {error}")))?;
+    pool.install(|| {
+        let (real, synth, load_seconds) = load_pair(&args.real, &args.synth, &options)?;
+        let mut report = evaluate_tables(&real, &synth, options.grid_side)?;
+        report.timings_seconds.insert(
+            0,
+            PhaseTiming {
+                phase: "load",
+                seconds: load_seconds,
+            },
+        );
+        let json = serde_json::to_string_pretty(&report)
+            .map_err(|error| Error::internal(format!("cannot serialise the report: {error}")))?;
+        if let Some(dir) = &args.report_dir {
+            crate::eval::report_dir::write_report_dir(dir, &report, &json, &real, &synth)?;
+        }
+        match &args.json {
+            Some(path) => crate::sink::write_file_atomically(path, json.as_bytes())?,
+            None => print!("{}", report.summary()),
+        }
+        if !quiet {
+            eprintln!("NOT PRIVATE (owner only): these numbers are computed from the real data");
+        }
+        Ok(())
+    })
 }
 
 fn run_generate(args: GenerateArgs) -> Result<()> {

@@ -17,6 +17,7 @@
 //! | synthetic points from leaf counts | [`sampler`] |
 //! | Parquet output, written atomically | [`sink`] |
 //! | publishable report and owner-only diagnostics | [`report`] |
+//! | owner-side evaluation: W1 estimates, moments, marginals, plots (`dpsynth eval`) | [`eval`] |
 //!
 //! [`synth::synthesize`] runs them all; the `dpsynth` binary is a thin CLI over it.
 
@@ -25,6 +26,7 @@ pub mod bounds;
 pub mod cli;
 pub mod consistency;
 pub mod error;
+pub mod eval;
 pub mod generate;
 pub mod inspect;
 pub mod mechanism;

@@ -1,0 +1,332 @@
+//! Summary statistics of a table and the errors between two: means, covariances and k-way marginals on a
+//! grid (SPEC §7). All in normalised units on [0,1]^d.
+//!
+//! Sums are taken over fixed chunks of rows on the current rayon pool and the partial sums combined in
+//! order, so results are bit-identical whatever the thread count.
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+/// Rows per chunk of the parallel sums.
+pub const SUM_CHUNK_ROWS: usize = 1 << 14;
+
+/// Grid side of the k-way marginals, for k = 1, 2, 3 (64, 32², 16³ cells).
+pub const MARGINAL_SIDES: [usize; 3] = [64, 32, 16];
+
+/// The highest order of marginals compared.
+pub const MAX_MARGINAL_ORDER: usize = 3;
+
+/// Means and covariance matrix (population, divided by n) of points in [0,1]^d.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Moments {
+    pub mean: Vec<f64>,
+    /// Row-major d × d.
+    pub covariance: Vec<f64>,
+}
+
+impl Moments {
+    /// Two passes (mean, then centred cross-products), which keeps the cancellation of the one-pass
+    /// formula E[xy] − E[x]E[y] out of the result.
+    pub fn of(points: &[f64], dims: usize) -> Moments {
+        let rows = points.len() / dims;
+        let sums = chunked_sum(points, dims, dims, |row, out| {
+            for (sum, &x) in out.iter_mut().zip(row) {
+                *sum += x;
+            }
+        });
+        let mean: Vec<f64> = sums.iter().map(|sum| sum / rows as f64).collect();
+        let products = chunked_sum(points, dims, dims * dims, |row, out| {
+            for i in 0..dims {
+                let centred = row[i] - mean[i];
+                for j in i..dims {
+                    out[i * dims + j] += centred * (row[j] - mean[j]);
+                }
+            }
+        });
+        let mut covariance = vec![0.0; dims * dims];
+        for i in 0..dims {
+            for j in i..dims {
+                let value = products[i * dims + j] / rows as f64;
+                covariance[i * dims + j] = value;
+                covariance[j * dims + i] = value;
+            }
+        }
+        Moments { mean, covariance }
+    }
+
+    /// Standard deviation of each coordinate.
+    pub fn std(&self) -> Vec<f64> {
+        let dims = self.mean.len();
+        (0..dims)
+            .map(|k| self.covariance[k * dims + k].max(0.0).sqrt())
+            .collect()
+    }
+}
+
+/// Σ over rows of `add(row, accumulator)`, an accumulator of `width` values, in fixed chunks.
+fn chunked_sum(
+    points: &[f64],
+    dims: usize,
+    width: usize,
+    add: impl Fn(&[f64], &mut [f64]) + Sync,
+) -> Vec<f64> {
+    let partials: Vec<Vec<f64>> = points
+        .par_chunks(SUM_CHUNK_ROWS * dims)
+        .map(|chunk| {
+            let mut out = vec![0.0; width];
+            for row in chunk.chunks_exact(dims) {
+                add(row, &mut out);
+            }
+            out
+        })
+        .collect();
+    let mut total = vec![0.0; width];
+    for partial in partials {
+        for (sum, value) in total.iter_mut().zip(partial) {
+            *sum += value;
+        }
+    }
+    total
+}
+
+/// max |a − b| and the ℓ2 (Frobenius) norm of a − b.
+pub fn difference_norms(a: &[f64], b: &[f64]) -> (f64, f64) {
+    let (max, squares) = a
+        .iter()
+        .zip(b)
+        .fold((0.0f64, 0.0), |(max, squares), (x, y)| {
+            let d = x - y;
+            (max.max(d.abs()), squares + d * d)
+        });
+    (max, squares.sqrt())
+}
+
+/// Total-variation errors of all k-column marginals for one k.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MarginalErrors {
+    pub k: usize,
+    /// Grid side per axis: each marginal has side^k cells.
+    pub side: usize,
+    /// max over column subsets of ½ Σ_cells |p_real − p_synth|.
+    pub max_tv: f64,
+    pub mean_tv: f64,
+    /// Number of column subsets (d choose k).
+    pub count: usize,
+    /// Columns of the subset with the largest TV.
+    pub worst_columns: Vec<String>,
+}
+
+/// The cell of x on a grid of `side` cells over [0, 1] (1.0 in the top cell).
+#[inline]
+pub fn grid_index(x: f64, side: usize) -> usize {
+    ((x * side as f64) as usize).min(side - 1)
+}
+
+/// Histogram (counts) of the marginal of the columns `subset` on a grid of `side` per axis; cell index
+/// row-major with the first column of the subset most significant.
+pub fn marginal_histogram(points: &[f64], dims: usize, subset: &[usize], side: usize) -> Vec<u64> {
+    let cells = side.pow(subset.len() as u32);
+    let partials: Vec<Vec<u64>> = points
+        .par_chunks(SUM_CHUNK_ROWS * dims)
+        .map(|chunk| {
+            let mut hist = vec![0u64; cells];
+            for row in chunk.chunks_exact(dims) {
+                let cell = subset
+                    .iter()
+                    .fold(0, |index, &k| index * side + grid_index(row[k], side));
+                hist[cell] += 1;
+            }
+            hist
+        })
+        .collect();
+    let mut hist = vec![0u64; cells];
+    for partial in partials {
+        for (total, count) in hist.iter_mut().zip(partial) {
+            *total += count;
+        }
+    }
+    hist
+}
+
+/// ½ Σ |a/A − b/B| between two histograms, each normalised by its own total.
+pub fn total_variation(a: &[u64], b: &[u64]) -> f64 {
+    let (total_a, total_b) = (
+        a.iter().sum::<u64>().max(1) as f64,
+        b.iter().sum::<u64>().max(1) as f64,
+    );
+    0.5 * a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| (x as f64 / total_a - y as f64 / total_b).abs())
+        .sum::<f64>()
+}
+
+/// Every k-subset of 0..dims in lexicographic order.
+pub fn subsets(dims: usize, k: usize) -> Vec<Vec<usize>> {
+    fn extend(
+        start: usize,
+        dims: usize,
+        k: usize,
+        current: &mut Vec<usize>,
+        out: &mut Vec<Vec<usize>>,
+    ) {
+        if current.len() == k {
+            out.push(current.clone());
+            return;
+        }
+        for next in start..dims {
+            current.push(next);
+            extend(next + 1, dims, k, current, out);
+            current.pop();
+        }
+    }
+    let mut out = Vec::new();
+    extend(0, dims, k, &mut Vec::with_capacity(k), &mut out);
+    out
+}
+
+/// TV errors of the k-way marginals for k = 1..=min(d, [`MAX_MARGINAL_ORDER`]), on the grids of
+/// [`MARGINAL_SIDES`]. `names` are the column names, in coordinate order.
+pub fn marginal_errors(
+    real: &[f64],
+    synth: &[f64],
+    dims: usize,
+    names: &[String],
+) -> Vec<MarginalErrors> {
+    (1..=dims.min(MAX_MARGINAL_ORDER))
+        .map(|k| {
+            let side = MARGINAL_SIDES[k - 1];
+            let all = subsets(dims, k);
+            let tvs: Vec<f64> = all
+                .iter()
+                .map(|subset| {
+                    total_variation(
+                        &marginal_histogram(real, dims, subset, side),
+                        &marginal_histogram(synth, dims, subset, side),
+                    )
+                })
+                .collect();
+            let (worst, max_tv) =
+                tvs.iter().enumerate().fold(
+                    (0, 0.0f64),
+                    |best, (i, &tv)| if tv > best.1 { (i, tv) } else { best },
+                );
+            MarginalErrors {
+                k,
+                side,
+                max_tv,
+                mean_tv: tvs.iter().sum::<f64>() / tvs.len() as f64,
+                count: tvs.len(),
+                worst_columns: all[worst].iter().map(|&k| names[k].clone()).collect(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_xoshiro::rand_core::{Rng, SeedableRng};
+    use rand_xoshiro::Xoshiro256PlusPlus;
+
+    fn random_points(rng: &mut Xoshiro256PlusPlus, n: usize, dims: usize) -> Vec<f64> {
+        (0..n * dims)
+            .map(|_| match rng.next_u64() % 8 {
+                0 => 1.0,
+                1 => 0.0,
+                _ => (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn covariance_matches_the_naive_two_pass_formula_across_chunks() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
+        for (n, dims) in [(1, 1), (7, 3), (SUM_CHUNK_ROWS * 2 + 5, 2)] {
+            let points = random_points(&mut rng, n, dims);
+            let moments = Moments::of(&points, dims);
+            let row = |r: usize| &points[r * dims..(r + 1) * dims];
+            for i in 0..dims {
+                let mean_i = (0..n).map(|r| row(r)[i]).sum::<f64>() / n as f64;
+                assert!((moments.mean[i] - mean_i).abs() < 1e-12);
+                for j in 0..dims {
+                    let mean_j = (0..n).map(|r| row(r)[j]).sum::<f64>() / n as f64;
+                    let naive = (0..n)
+                        .map(|r| (row(r)[i] - mean_i) * (row(r)[j] - mean_j))
+                        .sum::<f64>()
+                        / n as f64;
+                    assert!(
+                        (moments.covariance[i * dims + j] - naive).abs() < 1e-12,
+                        "n {n} ({i}, {j})"
+                    );
+                }
+            }
+        }
+        // Known values: points (0,0), (1,1) have mean ½ and covariance ¼ everywhere.
+        let moments = Moments::of(&[0.0, 0.0, 1.0, 1.0], 2);
+        assert_eq!(moments.mean, vec![0.5, 0.5]);
+        assert_eq!(moments.covariance, vec![0.25; 4]);
+        assert_eq!(moments.std(), vec![0.5, 0.5]);
+    }
+
+    #[test]
+    fn marginal_tv_matches_brute_force_over_cells() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(12);
+        let dims = 3;
+        let (a, b) = (
+            random_points(&mut rng, 300, dims),
+            random_points(&mut rng, 170, dims),
+        );
+        let names: Vec<String> = (0..dims).map(|k| format!("c{k}")).collect();
+        let errors = marginal_errors(&a, &b, dims, &names);
+        assert_eq!(errors.len(), 3);
+        for error in &errors {
+            let side = error.side;
+            let mut tvs = Vec::new();
+            for subset in subsets(dims, error.k) {
+                // Brute force: for every cell of the subset's grid, the share of rows of each table in it.
+                let mut tv = 0.0;
+                for cell in 0..side.pow(error.k as u32) {
+                    let cell_of = |row: &[f64]| {
+                        subset.iter().enumerate().all(|(position, &axis)| {
+                            let index = cell / side.pow((error.k - 1 - position) as u32) % side;
+                            let lo = index as f64 / side as f64;
+                            let hi = (index + 1) as f64 / side as f64;
+                            row[axis] >= lo
+                                && (row[axis] < hi || (index == side - 1 && row[axis] <= 1.0))
+                        })
+                    };
+                    let share = |points: &[f64]| {
+                        points.chunks_exact(dims).filter(|row| cell_of(row)).count() as f64
+                            / (points.len() / dims) as f64
+                    };
+                    tv += (share(&a) - share(&b)).abs();
+                }
+                tvs.push(tv / 2.0);
+            }
+            let max = tvs.iter().copied().fold(0.0, f64::max);
+            let mean = tvs.iter().sum::<f64>() / tvs.len() as f64;
+            assert_eq!(error.count, tvs.len());
+            assert!(
+                (error.max_tv - max).abs() < 1e-12,
+                "k {}: {} vs {max}",
+                error.k,
+                error.max_tv
+            );
+            assert!((error.mean_tv - mean).abs() < 1e-12);
+        }
+        // Identical tables have zero error; disjoint supports have TV 1.
+        assert!(marginal_errors(&a, &a, dims, &names)
+            .iter()
+            .all(|e| e.max_tv == 0.0));
+        let tv = marginal_errors(&[0.0], &[1.0], 1, &names[..1]);
+        assert_eq!(tv[0].max_tv, 1.0);
+    }
+
+    #[test]
+    fn subsets_are_all_k_combinations() {
+        assert_eq!(subsets(4, 2).len(), 6);
+        assert_eq!(subsets(3, 3), vec![vec![0, 1, 2]]);
+        assert_eq!(subsets(2, 1), vec![vec![0], vec![1]]);
+    }
+}

@@ -1,0 +1,490 @@
+//! `dpsynth eval` end to end through the binary: known distances, the JSON contract, bad input (exit 2,
+//! file and column named, nothing written) and the report directory.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Int32Array, StringArray};
+use common::*;
+use serde_json::Value;
+
+/// Runs eval with `args` (plus `--quiet`) and returns the parsed JSON it wrote.
+fn eval_json(dir: &Path, args: &[&str]) -> Value {
+    let json = dir.join("eval.json");
+    let mut all = vec!["eval", "--json", json.to_str().unwrap(), "--quiet"];
+    all.extend_from_slice(args);
+    let output = dpsynth(&all);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
+fn number(value: &Value, path: &[&str]) -> f64 {
+    path.iter()
+        .fold(value, |v, key| &v[*key])
+        .as_f64()
+        .unwrap_or_else(|| panic!("{path:?} is not a number in {value}"))
+}
+
+/// A table of columns x (in [0, 100]) and y (in [-1, 1]) from `points` in [0,1]², plus a text column.
+fn write_xy(path: &Path, points: &[(f64, f64)]) {
+    write_parquet(
+        path,
+        vec![
+            ("x", floats(points.iter().map(|p| p.0 * 100.0))),
+            ("y", floats(points.iter().map(|p| p.1 * 2.0 - 1.0))),
+            (
+                "label",
+                Arc::new(StringArray::from_iter_values(points.iter().map(|_| "a"))) as ArrayRef,
+            ),
+        ],
+        64,
+    );
+}
+
+fn random_points(seed: u64, n: usize, scale: f64) -> Vec<(f64, f64)> {
+    let mut fixture = Fixture::new(seed);
+    (0..n)
+        .map(|_| (fixture.unit() * scale, fixture.unit() * scale))
+        .collect()
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+const XY_BOUNDS: [&str; 4] = ["--bounds", "x=0:100", "--bounds", "y=-1:1"];
+
+#[test]
+fn identical_tables_are_at_distance_zero_and_the_json_has_every_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real.parquet");
+    write_xy(&real, &random_points(1, 300, 1.0));
+    let mut args = vec!["--real", path_str(&real), "--synth", path_str(&real)];
+    args.extend_from_slice(&XY_BOUNDS);
+    let json = eval_json(dir.path(), &args);
+    assert_eq!(number(&json, &["w1", "value"]), 0.0);
+    assert_eq!(json["w1"]["method"], "exact-transport");
+    assert_eq!(number(&json, &["w1", "lower"]), 0.0);
+    assert!(number(&json, &["w1", "upper"]) < 1e-10);
+    assert_eq!(number(&json, &["sandwich", "lower"]), 0.0);
+    assert_eq!(json["units"], "normalised l-infinity on [0,1]^d");
+    assert_eq!(number(&json, &["real", "rows"]), 300.0);
+    assert_eq!(json["real"]["clamped_values"], serde_json::json!([0, 0]));
+    assert_eq!(json["columns"][0]["name"], "x");
+    assert_eq!(number(&json["columns"][1], &["lo"]), -1.0);
+    for key in ["w1", "w1_column_units", "mean_error", "std_error"] {
+        assert_eq!(number(&json["columns"][0], &[key]), 0.0, "{key}");
+    }
+    assert!(json["grid"].is_null());
+    assert_eq!(number(&json, &["mean_error", "max_abs"]), 0.0);
+    assert_eq!(number(&json, &["mean_error", "l2"]), 0.0);
+    assert_eq!(number(&json, &["covariance_error", "frobenius"]), 0.0);
+    assert_eq!(number(&json, &["covariance_error", "max_abs"]), 0.0);
+    let marginals = json["marginals"].as_array().unwrap();
+    assert_eq!(marginals.len(), 2);
+    for marginal in marginals {
+        assert_eq!(number(marginal, &["max_tv"]), 0.0);
+        assert!(number(marginal, &["side"]) >= 2.0);
+    }
+    assert_eq!(number(&marginals[1], &["count"]), 1.0);
+}
+
+#[test]
+fn a_known_shift_gives_its_w1_by_every_method() {
+    // synth = real shifted by 0.2 (normalised) along x: W1 = 0.2 exactly in ℓ∞ (moving back costs 0.2; the
+    // x marginal alone needs 0.2).
+    let dir = tempfile::tempdir().unwrap();
+    let (real, synth) = (
+        dir.path().join("real.parquet"),
+        dir.path().join("synth.parquet"),
+    );
+    let points = random_points(2, 400, 0.8);
+    write_xy(&real, &points);
+    write_xy(
+        &synth,
+        &points
+            .iter()
+            .map(|&(x, y)| (x + 0.2, y))
+            .collect::<Vec<_>>(),
+    );
+    let base = ["--real", path_str(&real), "--synth", path_str(&synth)];
+    let mut args = base.to_vec();
+    args.extend_from_slice(&XY_BOUNDS);
+    let json = eval_json(dir.path(), &args);
+    assert_eq!(json["w1"]["method"], "exact-transport");
+    assert!((number(&json, &["w1", "value"]) - 0.2).abs() < 1e-9);
+    assert!((number(&json["columns"][0], &["w1"]) - 0.2).abs() < 1e-12);
+    assert!((number(&json["columns"][0], &["w1_column_units"]) - 20.0).abs() < 1e-9);
+    assert!((number(&json["columns"][0], &["mean_error"]) - 20.0).abs() < 1e-9);
+    assert!(number(&json["columns"][1], &["w1"]) < 1e-12);
+    assert!(number(&json["columns"][0], &["std_error"]) < 1e-9);
+    assert!((number(&json, &["mean_error", "max_abs"]) - 0.2).abs() < 1e-12);
+    assert!(number(&json, &["covariance_error", "max_abs"]) < 1e-12);
+    let (lower, upper) = (
+        number(&json, &["sandwich", "lower"]),
+        number(&json, &["sandwich", "upper"]),
+    );
+    assert!(lower <= 0.2 + 1e-12 && 0.2 <= upper, "{lower} {upper}");
+
+    // The grid estimate, forced: within its stated error of 0.2.
+    args.extend_from_slice(&["--grid-side", "40"]);
+    let json = eval_json(dir.path(), &args);
+    let (grid, error) = (
+        number(&json, &["grid", "w1"]),
+        number(&json, &["grid", "error_bound"]),
+    );
+    assert_eq!(number(&json, &["grid", "side"]), 40.0);
+    assert!((grid - 0.2).abs() <= error + 1e-12, "{grid} ± {error}");
+    assert!(error <= 1.0 / 40.0);
+}
+
+#[test]
+fn one_column_is_exact_by_sorted_cdfs_and_columns_select_from_the_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let (real, synth) = (
+        dir.path().join("real.parquet"),
+        dir.path().join("synth.parquet"),
+    );
+    // x: real {0, 50, 100}, synth {25, 25}: W1 = (1/3)(0.25 + 0.25 + 0.75) = 5/12 normalised.
+    write_xy(&real, &[(0.0, 0.1), (0.5, 0.2), (1.0, 0.3)]);
+    write_xy(&synth, &[(0.25, 0.9), (0.25, 0.9)]);
+    let mut args = vec![
+        "--real",
+        path_str(&real),
+        "--synth",
+        path_str(&synth),
+        "--columns",
+        "x",
+    ];
+    args.extend_from_slice(&XY_BOUNDS);
+    let json = eval_json(dir.path(), &args);
+    assert_eq!(json["w1"]["method"], "exact-1d");
+    assert_eq!(json["columns"].as_array().unwrap().len(), 1);
+    let w1 = number(&json, &["w1", "value"]);
+    assert!((w1 - 5.0 / 12.0).abs() < 1e-12, "{w1}");
+    assert_eq!(number(&json, &["w1", "lower"]), w1);
+    assert_eq!(number(&json, &["w1", "upper"]), w1);
+    assert_eq!(number(&json, &["synth", "rows"]), 2.0);
+}
+
+#[test]
+fn values_outside_the_bounds_are_clamped_and_counted_per_file_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let (real, synth) = (
+        dir.path().join("real.parquet"),
+        dir.path().join("synth.parquet"),
+    );
+    write_xy(&real, &[(0.5, 0.5), (1.5, 0.5), (-0.5, 2.0)]);
+    write_xy(&synth, &[(0.5, 0.5)]);
+    let mut args = vec!["--real", path_str(&real), "--synth", path_str(&synth)];
+    args.extend_from_slice(&XY_BOUNDS);
+    let json = eval_json(dir.path(), &args);
+    assert_eq!(json["real"]["clamped_values"], serde_json::json!([2, 1]));
+    assert_eq!(json["synth"]["clamped_values"], serde_json::json!([0, 0]));
+    // Clamped real points: (0.5, 0.5), (1, 0.5), (0, 1); the x marginal W1 to δ(0.5) is 1/3.
+    assert!((number(&json["columns"][0], &["w1"]) - 1.0 / 3.0).abs() < 1e-12);
+}
+
+#[test]
+fn config_file_bounds_apply_and_the_summary_goes_to_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real.parquet");
+    write_xy(&real, &random_points(3, 50, 1.0));
+    let config = dir.path().join("run.toml");
+    std::fs::write(
+        &config,
+        "epsilon = 1.0\noutput = \"ignored.parquet\"\n[bounds]\nx = [0, 100]\ny = [-1, 1]\n",
+    )
+    .unwrap();
+    let output = dpsynth(&[
+        "eval",
+        "--real",
+        path_str(&real),
+        "--synth",
+        path_str(&real),
+        "--config",
+        path_str(&config),
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("W1 = 0.000000"), "{text}");
+    assert!(text.contains("sandwich"), "{text}");
+    assert_eq!(files_in(dir.path()), vec![real.clone(), config.clone()]);
+}
+
+/// Asserts exit 2, every fragment in stderr, and that `dir` holds only `inputs` afterwards.
+fn assert_rejected(dir: &Path, inputs: &[PathBuf], args: &[&str], fragments: &[&str]) {
+    let json = dir.join("out.json");
+    let report = dir.join("report");
+    let mut all = vec![
+        "eval",
+        "--json",
+        path_str(&json),
+        "--report-dir",
+        path_str(&report),
+        "--quiet",
+    ];
+    all.extend_from_slice(args);
+    let output = dpsynth(&all);
+    let message = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{args:?}: {message}");
+    for fragment in fragments {
+        assert!(
+            message.contains(fragment),
+            "{args:?}: '{fragment}' missing from: {message}"
+        );
+    }
+    assert!(!message.contains("panicked"), "{message}");
+    let mut expected = inputs.to_vec();
+    expected.sort();
+    assert_eq!(files_in(dir), expected, "{args:?} left files behind");
+}
+
+#[test]
+fn bad_input_is_rejected_naming_file_and_column_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (real, other) = (
+        dir.path().join("real.parquet"),
+        dir.path().join("other.parquet"),
+    );
+    write_xy(&real, &random_points(4, 20, 1.0));
+    // `other` has x and a text column named y, but no z.
+    write_parquet(
+        &other,
+        vec![
+            ("x", floats((0..20).map(|i| i as f64))),
+            (
+                "y",
+                Arc::new(StringArray::from_iter_values((0..20).map(|_| "b"))) as ArrayRef,
+            ),
+            (
+                "z",
+                Arc::new(Int32Array::from_iter_values(0..20)) as ArrayRef,
+            ),
+        ],
+        8,
+    );
+    let inputs = [real.clone(), other.clone()];
+    let (r, o) = (path_str(&real), path_str(&other));
+
+    // A column of the bounds that the synthetic file lacks, or has with a non-numeric type.
+    assert_rejected(
+        dir.path(),
+        &inputs,
+        &[
+            "--real", r, "--synth", o, "--bounds", "x=0:100", "--bounds", "y=-1:1",
+        ],
+        &["other.parquet", "'y'", "not numeric"],
+    );
+    assert_rejected(
+        dir.path(),
+        &inputs,
+        &["--real", o, "--synth", r, "--bounds", "z=0:20"],
+        &["real.parquet", "'z'", "no such column"],
+    );
+    // A column named without public bounds, or no bounds at all.
+    assert_rejected(
+        dir.path(),
+        &inputs,
+        &[
+            "--real",
+            r,
+            "--synth",
+            r,
+            "--columns",
+            "x,y",
+            "--bounds",
+            "x=0:100",
+        ],
+        &["'y'", "no public bounds"],
+    );
+    assert_rejected(
+        dir.path(),
+        &inputs,
+        &["--real", r, "--synth", r],
+        &["no columns", "--bounds"],
+    );
+    // Malformed bounds, a missing file, a bad grid side.
+    assert_rejected(
+        dir.path(),
+        &inputs,
+        &["--real", r, "--synth", r, "--bounds", "x=5:1"],
+        &["'x'", "lo 5 must be below hi 1"],
+    );
+    let missing = dir.path().join("missing.parquet");
+    assert_rejected(
+        dir.path(),
+        &inputs,
+        &[
+            "--real",
+            r,
+            "--synth",
+            path_str(&missing),
+            "--bounds",
+            "x=0:100",
+        ],
+        &["missing.parquet", "cannot open"],
+    );
+    assert_rejected(
+        dir.path(),
+        &inputs,
+        &[
+            "--real",
+            r,
+            "--synth",
+            r,
+            "--bounds",
+            "x=0:100",
+            "--grid-side",
+            "0",
+        ],
+        &["--grid-side"],
+    );
+}
+
+#[test]
+fn nulls_are_an_error_naming_the_column_unless_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let (real, synth) = (
+        dir.path().join("real.parquet"),
+        dir.path().join("synth.parquet"),
+    );
+    write_xy(&real, &[(0.1, 0.1), (0.2, 0.2)]);
+    write_parquet(
+        &synth,
+        vec![
+            ("x", floats([10.0, f64::NAN, 20.0])),
+            ("y", floats([0.0, 0.0, 0.0])),
+        ],
+        8,
+    );
+    let inputs = [real.clone(), synth.clone()];
+    let mut args = vec!["--real", path_str(&real), "--synth", path_str(&synth)];
+    args.extend_from_slice(&XY_BOUNDS);
+    assert_rejected(
+        dir.path(),
+        &inputs,
+        &args,
+        &["synth.parquet", "'x'", "NaN", "row 1"],
+    );
+    args.extend_from_slice(&["--nulls", "drop"]);
+    let json = eval_json(dir.path(), &args);
+    assert_eq!(number(&json, &["synth", "rows"]), 2.0);
+    assert_eq!(number(&json, &["synth", "dropped_rows"]), 1.0);
+    assert!((number(&json["columns"][0], &["w1"]) - 0.0).abs() < 1e-12);
+}
+
+#[test]
+fn report_dir_has_the_page_the_plots_and_the_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let (real, synth) = (
+        dir.path().join("real.parquet"),
+        dir.path().join("synth.parquet"),
+    );
+    write_xy(&real, &random_points(5, 200, 1.0));
+    write_xy(&synth, &random_points(6, 150, 0.9));
+    let report = dir.path().join("report");
+    let mut args = vec![
+        "--real",
+        path_str(&real),
+        "--synth",
+        path_str(&synth),
+        "--report-dir",
+        path_str(&report),
+    ];
+    args.extend_from_slice(&XY_BOUNDS);
+    let json = eval_json(dir.path(), &args);
+    let names: Vec<String> = files_in(&report)
+        .iter()
+        .map(|path| path.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "density-0-1-x-y.svg",
+            "eval.json",
+            "hist-0-x.svg",
+            "hist-1-y.svg",
+            "index.html",
+            "index.md"
+        ]
+    );
+    let same: Value =
+        serde_json::from_str(&std::fs::read_to_string(report.join("eval.json")).unwrap()).unwrap();
+    assert_eq!(same["w1"], json["w1"]);
+    let html = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert_eq!(html.matches("<svg").count(), 3, "every plot inline");
+    assert!(html.contains(&format!("{:.6}", number(&json, &["w1", "value"]))));
+    let markdown = std::fs::read_to_string(report.join("index.md")).unwrap();
+    for name in &names[..] {
+        if name.ends_with(".svg") {
+            assert!(
+                markdown.contains(&format!("]({name})")),
+                "index.md links {name}"
+            );
+            let svg = std::fs::read_to_string(report.join(name)).unwrap();
+            assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        }
+    }
+    // Running again into the existing directory replaces the files.
+    let again = eval_json(dir.path(), &args);
+    assert_eq!(again["w1"], json["w1"]);
+    assert_eq!(files_in(&report).len(), names.len());
+}
+
+#[test]
+fn dropped_rows_leave_exactly_the_valid_rows_across_row_groups() {
+    // synth = real's 30 rows with null, NaN and infinite rows spliced in, in row groups of 7: with
+    // --nulls drop the two tables must be identical (W1 = 0, equal moments).
+    let dir = tempfile::tempdir().unwrap();
+    let (real, synth) = (
+        dir.path().join("real.parquet"),
+        dir.path().join("synth.parquet"),
+    );
+    let points = random_points(7, 30, 1.0);
+    write_xy(&real, &points);
+    let mut x: Vec<Option<f64>> = Vec::new();
+    let mut y = Vec::new();
+    for (i, &(px, py)) in points.iter().enumerate() {
+        match i % 4 {
+            0 => (x.push(None), y.push(0.5)),
+            1 => (x.push(Some(f64::NAN)), y.push(0.5)),
+            2 => (x.push(Some(50.0)), y.push(f64::INFINITY)),
+            _ => (x.push(Some(-1e9)), y.push(f64::NEG_INFINITY)),
+        };
+        x.push(Some(px * 100.0));
+        y.push(py * 2.0 - 1.0);
+    }
+    write_parquet(
+        &synth,
+        vec![
+            (
+                "x",
+                Arc::new(arrow::array::Float64Array::from(x)) as ArrayRef,
+            ),
+            ("y", floats(y)),
+        ],
+        7,
+    );
+    let mut args = vec![
+        "--real",
+        path_str(&real),
+        "--synth",
+        path_str(&synth),
+        "--nulls",
+        "drop",
+    ];
+    args.extend_from_slice(&XY_BOUNDS);
+    let json = eval_json(dir.path(), &args);
+    assert_eq!(number(&json, &["synth", "rows"]), 30.0);
+    assert_eq!(number(&json, &["synth", "dropped_rows"]), 30.0);
+    assert_eq!(
+        json["synth"]["clamped_values"],
+        serde_json::json!([0, 0]),
+        "dropped rows are not counted"
+    );
+    assert_eq!(number(&json, &["w1", "value"]), 0.0);
+    assert_eq!(number(&json, &["covariance_error", "max_abs"]), 0.0);
+}
