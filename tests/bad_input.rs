@@ -290,3 +290,24 @@ fn usage_errors_exit_2() {
     assert_eq!(result.status.code(), Some(2));
     assert!(stderr(&result).contains("--epsilon is required"));
 }
+
+#[test]
+fn options_of_another_mechanism_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = good_table(dir.path());
+    let base = ["--epsilon", "1", "--bounds", "a=0:1"];
+    let with = |extra: &[&'static str]| [&base[..], extra].concat();
+    assert_rejected(&input, &with(&["--cells", "64"]), &["--cells", "psmm"]);
+    assert_rejected(&input, &with(&["--target-dim", "2"]), &["--target-dim", "lowdim"]);
+    assert_rejected(&input, &with(&["--noisy-n-share", "0.1"]), &["lowdim"]);
+    assert_rejected(
+        &input,
+        &with(&["--mechanism", "lowdim", "--noisy-n-share", "1.5"]),
+        &["--noisy-n-share", "between 0 and 1"],
+    );
+    assert_rejected(
+        &input,
+        &with(&["--mechanism", "psmm", "--cells", "0"]),
+        &["--cells", "at least 1"],
+    );
+}
