@@ -83,6 +83,44 @@ impl CellGeometry {
     }
 }
 
+/// Leaf code → per-axis indices by table lookup: one table of 256 entries per (axis, code byte), so a
+/// decode costs 4 lookups per axis instead of [`CellGeometry::axis_indices`]'s bit-by-bit walk. The
+/// sampler decodes a leaf for every couple of rows it draws; this is its hot path.
+pub struct LeafDecoder {
+    /// tables[axis][byte][v]: the axis bits held by byte `byte` of a code whose value there is v.
+    tables: Vec<[[u32; 256]; 4]>,
+}
+
+impl LeafDecoder {
+    pub fn new(geometry: &CellGeometry) -> Self {
+        let tables = (0..geometry.dims())
+            .map(|axis| {
+                let mask = geometry.axis_mask(axis);
+                let mut table = [[0u32; 256]; 4];
+                for (byte, entries) in table.iter_mut().enumerate() {
+                    for (value, entry) in entries.iter_mut().enumerate() {
+                        *entry = extract_bits((value as u32) << (8 * byte), mask);
+                    }
+                }
+                table
+            })
+            .collect();
+        LeafDecoder { tables }
+    }
+
+    /// The same result as [`CellGeometry::axis_indices`].
+    #[inline]
+    pub fn axis_indices(&self, code: u32, out: &mut [u32]) {
+        let bytes = code.to_le_bytes();
+        for (index, table) in out.iter_mut().zip(&self.tables) {
+            *index = table[0][bytes[0] as usize]
+                | table[1][bytes[1] as usize]
+                | table[2][bytes[2] as usize]
+                | table[3][bytes[3] as usize];
+        }
+    }
+}
+
 /// ℓ∞ diameter of a depth-j cell of [0,1]^d: 2^{−⌊j/d⌋}.
 pub fn cell_diameter(dims: usize, level: u32) -> f64 {
     (-((level as usize / dims) as f64)).exp2()
@@ -162,6 +200,30 @@ pub(crate) mod tests {
             .map(|axis| unit_axis(geometry.axis_bits(axis)).quantize(point[axis]))
             .collect();
         geometry.leaf_code(&indices)
+    }
+
+    #[test]
+    fn table_decoder_matches_the_bit_walk() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for dims in 1..=6usize {
+            for depth in [0u32, 1, 7, 8, 9, 17, 24, MAX_DEPTH] {
+                let geometry = CellGeometry::new(dims, depth);
+                let decoder = LeafDecoder::new(&geometry);
+                let (mut expected, mut decoded) = (vec![0u32; dims], vec![0u32; dims]);
+                for _ in 0..500 {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    let code = (state as u32) & ((1u64 << depth) - 1) as u32;
+                    geometry.axis_indices(code, &mut expected);
+                    decoder.axis_indices(code, &mut decoded);
+                    assert_eq!(
+                        decoded, expected,
+                        "dims {dims} depth {depth} code {code:#x}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

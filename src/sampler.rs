@@ -10,7 +10,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::partition::CellGeometry;
+use crate::partition::{CellGeometry, LeafDecoder};
 
 /// Rows drawn from one random stream.
 pub const SAMPLE_BLOCK_ROWS: usize = 1 << 12;
@@ -32,6 +32,7 @@ impl Placement {
 /// Draws the synthetic rows of a released set of leaf counts, in leaf (Morton) order.
 pub struct LeafSampler {
     geometry: CellGeometry,
+    decoder: LeafDecoder,
     /// offsets[θ] = Σ_{θ' < θ} m_θ', with the total at the end.
     offsets: Vec<u64>,
     placement: Placement,
@@ -55,6 +56,7 @@ impl LeafSampler {
         }
         LeafSampler {
             geometry,
+            decoder: LeafDecoder::new(&geometry),
             offsets,
             placement,
             seed,
@@ -109,7 +111,7 @@ impl LeafSampler {
                 leaf += 1;
             }
             if corner_leaf != leaf {
-                self.geometry.axis_indices(leaf as u32, &mut indices);
+                self.decoder.axis_indices(leaf as u32, &mut indices);
                 for axis in 0..dims {
                     corner[axis] = indices[axis] as f64 * widths[axis];
                 }
