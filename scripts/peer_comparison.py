@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""dpsynth beside established DP synthesizers: W1 (same evaluator), time and peak memory.
+
+Peers: MST and AIM from the smartnoise-synth package (PyPI), the marginal-based synthesizers users pick
+today for tabular data. They synthesise categorical data, so each column is binned on the same PUBLIC
+bounds dpsynth uses (datasets/flights.toml; smartnoise's BinTransformer with lower/upper given spends no
+budget) into PEER_BINS equal bins, and each synthetic value is drawn uniformly inside its bin (the
+analogue of dpsynth's uniform placement; post-processing). A "binning floor" row shows what that binning
+alone costs: the real table binned and redrawn the same way, without any noise.
+
+Every method runs as its own process; seconds are its wall time end to end (read Parquet, fit, sample,
+write Parquet) and peak memory its maximum resident set (getrusage of the child). W1 comes from
+`dpsynth eval` against the real table, in normalised l-infinity units.
+
+Privacy models differ and the table says so: dpsynth is pure ε-DP (δ = 0, add-remove neighbours, n
+private); MST and AIM are (ε, δ)-DP through zCDP with smartnoise's default δ = 1e-9, and are given the
+true n as the number of rows to sample.
+
+The peers install into their own virtual environment, scripts/.venv-peers (smartnoise-synth pulls in
+PyTorch: a few GB, once).
+
+Usage: scripts/peer_comparison.py [--epsilons 0.1,1,10] [--methods dpsynth,mst,aim]
+                                  [--column-sets dep_delay,arr_delay:dep_delay,arr_delay,air_time] [--out DIR]
+Writes peers.csv and peers.md under --out (default out/peers).
+"""
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BINARY = ROOT / "target" / "release" / "dpsynth"
+DATASET = ROOT / "datasets" / "flights.parquet"
+CONFIG = ROOT / "datasets" / "flights.toml"
+VENV = ROOT / "scripts" / ".venv-peers"
+PEER_REQUIREMENTS = ["smartnoise-synth==1.0.8", "pyarrow"]
+# Bins per column for the peers: 64² = 4 096 cells per pair, inside AIM's default max_cells (10 000).
+PEER_BINS = 64
+PEER_DELTA = 1e-9
+SEED = 1
+
+
+def venv_python():
+    python = VENV / "bin" / "python"
+    if not python.exists():
+        print(f"creating {VENV} (smartnoise-synth and its dependencies, once)", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", VENV], check=True)
+        subprocess.run([python, "-m", "pip", "install", "--quiet", *PEER_REQUIREMENTS], check=True)
+    return python
+
+
+def measured(command, log):
+    """Runs a child process (stderr to `log`); returns (wall seconds, peak RSS in MiB). Exits on failure."""
+    started = time.perf_counter()
+    with open(log, "w") as stderr:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+        _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - started
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(f"failed ({code}): {' '.join(map(str, command))}\n{Path(log).read_text()}")
+    return seconds, usage.ru_maxrss / 1024
+
+
+def evaluate(synth, columns, out):
+    report = out / (synth.stem + ".eval.json")
+    subprocess.run([BINARY, "eval", "--real", DATASET, "--synth", synth, "--config", CONFIG,
+                    "--columns", ",".join(columns), "--json", report, "--quiet"], check=True)
+    return json.loads(report.read_text())
+
+
+def peer_worker(method, columns, epsilon, output):
+    """Runs inside the peers' venv: fit, sample, redraw inside bins, write Parquet."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    bounds = tomllib.loads(CONFIG.read_text())["bounds"]
+    frame = pq.read_table(DATASET, columns=columns).to_pandas()
+    if method == "binning-floor":
+        bins = {c: np.clip(((frame[c].to_numpy(float) - bounds[c][0]) / (bounds[c][1] - bounds[c][0])
+                            * PEER_BINS).astype(int), 0, PEER_BINS - 1) for c in columns}
+    else:
+        from snsynth import Synthesizer
+        from snsynth.transform import BinTransformer, TableTransformer
+
+        transformer = TableTransformer([
+            BinTransformer(bins=PEER_BINS, lower=bounds[c][0], upper=bounds[c][1]) for c in columns])
+        synthesizer = Synthesizer.create(method, epsilon=epsilon, delta=PEER_DELTA, verbose=False)
+        synthesizer.fit(frame, transformer=transformer, preprocessor_eps=0.0)
+        sample = synthesizer.sample(len(frame))
+        # The transformer returns bin centres; recover each bin index from its centre.
+        bins = {c: np.clip(np.floor((sample[c].to_numpy(float) - bounds[c][0])
+                                    / (bounds[c][1] - bounds[c][0]) * PEER_BINS), 0, PEER_BINS - 1)
+                .astype(int) for c in columns}
+    rng = np.random.default_rng(SEED)
+    arrays = {}
+    for c in columns:
+        lo, hi = bounds[c]
+        width = (hi - lo) / PEER_BINS
+        arrays[c] = lo + (bins[c] + rng.random(len(bins[c]))) * width
+    pq.write_table(pa.table(arrays), output)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--epsilons", default="0.1,1,10")
+    parser.add_argument("--methods", default="dpsynth,mst,aim")
+    parser.add_argument("--column-sets", default="dep_delay,arr_delay:dep_delay,arr_delay,air_time")
+    parser.add_argument("--out", type=Path, default=ROOT / "out" / "peers")
+    parser.add_argument("--worker", nargs=4, metavar=("METHOD", "COLUMNS", "EPSILON", "OUTPUT"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        method, columns, epsilon, output = args.worker
+        peer_worker(method, columns.split(","), float(epsilon), output)
+        return
+
+    if not BINARY.exists():
+        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+    methods = args.methods.split(",")
+    python = venv_python() if any(m != "dpsynth" for m in methods) else None
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for column_set in args.column_sets.split(":"):
+        columns = column_set.split(",")
+        runs = [("binning-floor", None)] if python else []
+        runs += [(m, float(e)) for e in args.epsilons.split(",") for m in methods]
+        for method, epsilon in runs:
+            output = args.out / f"{method}-d{len(columns)}-e{epsilon}.parquet"
+            if method == "dpsynth":
+                command = [BINARY, "synth", DATASET, "--config", CONFIG, "--columns", column_set,
+                           "--epsilon", str(epsilon), "--seed", str(SEED), "--output", output, "--quiet"]
+            else:
+                command = [python, __file__, "--worker", method, column_set, str(epsilon), output]
+            seconds, peak_mib = measured(command, output.with_suffix(".log"))
+            report = evaluate(output, columns, args.out)
+            row = {
+                "method": method, "d": len(columns), "columns": column_set,
+                "epsilon": "-" if epsilon is None else epsilon,
+                "delta": 0.0 if method == "dpsynth" else (PEER_DELTA if epsilon else "-"),
+                "w1": round(report["w1"]["value"], 5), "w1_method": report["w1"]["method"],
+                "w1_lower": round(report["w1"]["lower"], 5), "w1_upper": round(report["w1"]["upper"], 5),
+                "mean_error": round(report["mean_error"]["max_abs"], 5),
+                "covariance_error": round(report["covariance_error"]["frobenius"], 5),
+                "seconds": round(seconds, 2), "peak_mib": round(peak_mib, 1),
+            }
+            rows.append(row)
+            print(row, flush=True)
+            output.unlink()
+    with open(args.out / "peers.csv", "w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    lines = ["| method | d | ε | δ | W1 (method) | mean err | cov err (Frob.) | seconds | peak MiB |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['method']} | {r['d']} | {r['epsilon']} | {r['delta']} | {r['w1']} ({r['w1_method']}) | "
+              f"{r['mean_error']} | {r['covariance_error']} | {r['seconds']} | {r['peak_mib']} |" for r in rows]
+    (args.out / "peers.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    print(f"machine: {os.cpu_count()} cores; written: {args.out}/peers.csv, peers.md")
+
+
+if __name__ == "__main__":
+    main()
