@@ -55,7 +55,13 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
         (None, Neighbours::Replace) => {
             let n = source.row_count() as f64;
             let depth = choose_depth(Neighbours::Replace, epsilon, dims, n, None, memory_depth);
-            (depth, format!("minimises the Theorem 3.9 bound for the public n (capped at {memory_depth} by memory)"))
+            (
+                depth,
+                format!(
+                    "{} for the public n (capped at {memory_depth} by memory)",
+                    depth_rule_name(dims)
+                ),
+            )
         }
         (None, Neighbours::AddRemove) => {
             let sigma = root_scale.expect("planned above").to_f64();
@@ -68,7 +74,13 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
                 Some(sigma),
                 memory_depth,
             );
-            (depth, format!("minimises the Theorem 3.9 bound for the released n̂ (capped at {memory_depth} by memory)"))
+            (
+                depth,
+                format!(
+                    "{} for the released n̂ (capped at {memory_depth} by memory)",
+                    depth_rule_name(dims)
+                ),
+            )
         }
     };
 
@@ -190,4 +202,13 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
     let mut diagnostics = Diagnostics::new(&stats, &run.column_names(), run.threads, binning);
     diagnostics.timings_seconds = timings;
     commit_outputs(run.outputs, report, diagnostics, sink)
+}
+
+/// The rule [`choose_depth`] applies, in words for the report.
+fn depth_rule_name(dims: usize) -> &'static str {
+    if dims == 1 {
+        "minimises the Theorem 3.9 bound"
+    } else {
+        "ceil(log2(epsilon n)) - 1"
+    }
 }
