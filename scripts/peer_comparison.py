@@ -119,7 +119,7 @@ def main():
     args = parser.parse_args()
     if args.worker:
         method, columns, epsilon, output = args.worker
-        peer_worker(method, columns.split(","), float(epsilon), output)
+        peer_worker(method, columns.split(","), None if epsilon == "-" else float(epsilon), output)
         return
 
     if not BINARY.exists():
@@ -133,12 +133,13 @@ def main():
         runs = [("binning-floor", None)] if python else []
         runs += [(m, float(e)) for e in args.epsilons.split(",") for m in methods]
         for method, epsilon in runs:
-            output = args.out / f"{method}-d{len(columns)}-e{epsilon}.parquet"
+            output = args.out / f"{method}-d{len(columns)}-e{epsilon or 0}.parquet"
             if method == "dpsynth":
                 command = [BINARY, "synth", DATASET, "--config", CONFIG, "--columns", column_set,
                            "--epsilon", str(epsilon), "--seed", str(SEED), "--output", output, "--quiet"]
             else:
-                command = [python, __file__, "--worker", method, column_set, str(epsilon), output]
+                command = [python, __file__, "--worker", method, column_set,
+                           "-" if epsilon is None else str(epsilon), output]
             seconds, peak_mib = measured(command, output.with_suffix(".log"))
             report = evaluate(output, columns, args.out)
             row = {
