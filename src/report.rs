@@ -111,8 +111,11 @@ pub struct LowdimParameters {
     pub mean_noise: GridNoiseInfo,
     /// The released private mean X̄_priv (normalised units): the subspace passes through it.
     pub private_mean: Vec<f64>,
-    /// Half-width of the subroutine's cube [−R, R]^{d'}: R = √d + ‖X̄_priv‖₂.
+    /// Paper 002's R = √d + ‖X̄_priv‖₂ (its subroutine cube is [−R, R]^{d'}).
     pub radius: f64,
+    /// The box the subroutine partitions instead, per principal axis: the exact bounding box of the
+    /// image of [0,1]^d under a = V̂ᵀ(x − X̄_priv), never wider than [−R, R].
+    pub subroutine_box: Vec<[f64; 2]>,
     /// Eigenvalues of the released covariance M̂, algebraically largest first (normalised units²).
     pub noisy_eigenvalues: Vec<f64>,
     pub inner: PmmParameters,

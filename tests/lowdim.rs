@@ -75,8 +75,10 @@ fn synth(input: &Path, dims: usize, tag: &str, extra: &[&str]) -> (PathBuf, Path
     (output, report)
 }
 
-/// Exact W1 (normalised ℓ∞ units) between two tables, from `dpsynth eval`.
-fn eval_w1(real: &Path, synthetic: &Path, dims: usize) -> f64 {
+/// W1 estimates from `dpsynth eval` (normalised ℓ∞ units): the mean of the per-column (exact 1-D) W1s
+/// and the sandwich's lower end, max_k W1(marginal k) ≤ W1. (Exact transport in d = 20 needs a few
+/// thousand points at most and seconds; the marginals are exact at any size.)
+fn eval_w1(real: &Path, synthetic: &Path, dims: usize) -> (f64, f64) {
     let json_path = synthetic.with_extension("eval.json");
     let mut args: Vec<String> = vec![
         "eval".into(),
@@ -93,36 +95,35 @@ fn eval_w1(real: &Path, synthetic: &Path, dims: usize) -> f64 {
     let result = dpsynth(&refs);
     assert_eq!(result.status.code(), Some(0), "{}", stderr(&result));
     let value = json(&json_path);
-    assert_eq!(value["w1"]["method"], "exact-transport", "{value}");
-    value["w1"]["value"].as_f64().unwrap()
+    let columns = value["columns"].as_array().unwrap();
+    let mean_column = columns.iter().map(|c| c["w1"].as_f64().unwrap()).sum::<f64>() / dims as f64;
+    (mean_column, value["w1"]["lower"].as_f64().unwrap())
 }
 
 #[test]
 fn on_a_two_flat_in_twenty_dimensions_lowdim_beats_pmm_on_all_columns() {
+    // Measured (ε = 4, n = 20 000, d = 20): per-column W1 ≈ 0.07 (lowdim) vs 0.18 (PMM), marginal lower
+    // bound ≈ 0.16 vs 0.24; the margins below leave room for other seeds.
     let dir = tempfile::tempdir().unwrap();
-    let (dims, rows) = (20, 1500);
-    let mut lowdim_total = 0.0;
-    let mut pmm_total = 0.0;
-    for seed in 1..=2u64 {
+    let (dims, rows, seeds) = (20, 20_000, 2u64);
+    let (mut lowdim, mut pmm) = ((0.0, 0.0), (0.0, 0.0));
+    for seed in 1..=seeds {
         let input = flat_table(dir.path(), dims, rows, seed);
         let seed_text = seed.to_string();
         let common = ["--epsilon", "4", "--neighbours", "replace", "--seed", &seed_text];
-        let (lowdim, _) = synth(
+        let (lowdim_table, _) = synth(
             &input,
             dims,
             &format!("lowdim{seed}"),
             &[&common[..], &["--mechanism", "lowdim", "--target-dim", "2"]].concat(),
         );
-        let (pmm, _) = synth(&input, dims, &format!("pmm{seed}"), &common);
-        lowdim_total += eval_w1(&input, &lowdim, dims);
-        pmm_total += eval_w1(&input, &pmm, dims);
+        let (pmm_table, _) = synth(&input, dims, &format!("pmm{seed}"), &common);
+        let (a, b) = (eval_w1(&input, &lowdim_table, dims), eval_w1(&input, &pmm_table, dims));
+        lowdim = (lowdim.0 + a.0, lowdim.1 + a.1);
+        pmm = (pmm.0 + b.0, pmm.1 + b.1);
     }
-    assert!(
-        lowdim_total < 0.75 * pmm_total,
-        "mean W1: lowdim {} vs pmm {}",
-        lowdim_total / 2.0,
-        pmm_total / 2.0
-    );
+    assert!(lowdim.0 < 0.6 * pmm.0, "per-column W1: lowdim {} vs pmm {}", lowdim.0, pmm.0);
+    assert!(lowdim.1 < 0.85 * pmm.1, "marginal lower bound: lowdim {} vs pmm {}", lowdim.1, pmm.1);
 }
 
 #[test]

@@ -209,10 +209,10 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
     };
     let epsilon_spent =
         shares.noisy_n.unwrap_or(0.0) + shares.covariance + shares.mean + shares.subroutine;
-    // The inner bound is in the unit cube of the projected coordinates; x'' = X̄ + V̂(2R·u − R) is
-    // 2R√d'-Lipschitz from (u, ℓ∞) to (x, ℓ∞).
+    // The inner bound is in the unit cube of the projected coordinates; the lift is
+    // ‖widths‖₂-Lipschitz from (u, ℓ∞) to (x, ℓ∞).
     let inner_bound = schedule.accuracy_bound(n);
-    let lift_factor = 2.0 * projection.radius * (target_dim as f64).sqrt();
+    let lift_factor = projection.lift_lipschitz();
     let report = RunReport {
         tool: ToolInfo::current(),
         mechanism: "lowdim",
@@ -242,6 +242,12 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
             mean_noise: grid_noise_info(&moments.mean_release, neighbours, false),
             private_mean: moments.mean.clone(),
             radius: projection.radius,
+            subroutine_box: projection
+                .lower
+                .iter()
+                .zip(&projection.widths)
+                .map(|(&low, &width)| [low, low + width])
+                .collect(),
             noisy_eigenvalues: spectrum.eigenvalues.clone(),
             inner: pmm_parameters(&schedule, geometry, depth_rule, options),
         }),
@@ -257,9 +263,9 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
             expected_w1_bound: lift_factor * inner_bound,
             units: "normalised l-infinity units on [0,1]^d (multiply axis k by hi_k - lo_k for column units)",
             n: rows,
-            formula: "subroutine error only: E W1(projected data, synthetic data before clamping) <= 2R*sqrt(d') * \
+            formula: "subroutine error only: E W1(projected data, synthetic data before clamping) <= ||box widths||_2 * \
                       [(2*sqrt(2)/n) * sum_j sigma_j * Delta_{j-1} + 2^-floor(r/d')] (dissertation Thm 3.9 in the \
-                      projected cube); the PCA terms of paper 002 Thm 4.2 have unknown constants (see \
+                      subroutine's unit cube); the PCA terms of paper 002 Thm 4.2 have unknown constants (see \
                       target_dim_criterion); clamping at most doubles the total (Prop 3.2)",
         },
         device: binning.clone(),

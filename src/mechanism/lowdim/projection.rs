@@ -1,10 +1,17 @@
-//! The map between data space [0,1]^d and the subroutine's cube, both ways (paper 002, §2.4–2.8).
+//! The map between data space [0,1]^d and the subroutine's unit cube, both ways (paper 002, §2.4–2.8).
 //!
-//! Down: a = V̂ᵀ(x − X̄_priv) ∈ [−R, R]^{d'} with R = √d + ‖X̄_priv‖₂ (‖a‖₂ ≤ ‖x − X̄_priv‖₂ ≤ R), binned on
-//! the subroutine's partition of [−R, R]^{d'}, i.e. of (a + R)/(2R) ∈ [0,1]^{d'}. Only released values
-//! (V̂, X̄_priv) shape the map, so it is a per-row transformation and the subroutine's guarantee holds.
-//! Up: x'' = X̄_priv + V̂(2R·u − R) for a synthetic u ∈ [0,1]^{d'}, then the metric projection onto
-//! [0,1]^d (a clamp per coordinate; Proposition 3.2: it never increases the distance to the data).
+//! Down: a = V̂ᵀ(x − X̄_priv) ∈ R^{d'}, binned on the subroutine's partition of a box B ⊂ R^{d'} mapped
+//! affinely onto [0,1]^{d'}. Only released values (V̂, X̄_priv) and the public cube [0,1]^d shape the map,
+//! so it is a per-row transformation and the subroutine's guarantee holds.
+//! Up: x'' = X̄_priv + V̂a for a synthetic a ∈ B, then the metric projection onto [0,1]^d (a clamp per
+//! coordinate; Proposition 3.2: it never increases the distance to the data).
+//!
+//! The box. The paper takes B = [−R, R]^{d'} with R = √d + ‖X̄_priv‖₂ (‖a‖₂ ≤ ‖x − X̄_priv‖₂ ≤ R). dpsynth
+//! takes the exact bounding box of the image of [0,1]^d instead: axis j spans
+//! [Σ_k min(V̂_kj, 0) − V̂_jᵀX̄, Σ_k max(V̂_kj, 0) − V̂_jᵀX̄], of width ‖V̂_j‖₁ ≤ √d ≤ R, so at most half the
+//! paper's 2R (about a third for a spread-out direction in d = 20). Every row still lands inside, the
+//! choice is still a function of released values only, and the subroutine's cells are that much finer
+//! in data space at the same depth and noise. R is still computed and reported.
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, Par};
@@ -19,11 +26,19 @@ use crate::partition::CellGeometry;
 /// Rows projected per matrix product: a block of 2^12 × d f64 stays in cache for d in the hundreds.
 const PROJECTION_BLOCK_ROWS: usize = 1 << 12;
 
-/// The released subspace: private mean, basis V̂ (d × d') and the cube's half-width R.
+/// Widths below this (a direction with no extent in the cube, impossible for a unit vector) are raised
+/// to it so that every axis has a non-empty interval.
+const MIN_AXIS_WIDTH: f64 = 1e-12;
+
+/// The released subspace: private mean, basis V̂ (d × d') and the box of projected coordinates.
 pub struct Projection {
     pub mean: Vec<f64>,
     pub basis: Mat<f64>,
+    /// The paper's R = √d + ‖X̄_priv‖₂ (reported; the box below is tighter).
     pub radius: f64,
+    /// Lower corner and widths of the box B, per principal axis.
+    pub lower: Vec<f64>,
+    pub widths: Vec<f64>,
     /// The cell index of a projected coordinate on each of the d' axes of the subroutine's partition.
     axes: Vec<AxisPlan>,
 }
@@ -33,10 +48,23 @@ impl Projection {
         assert_eq!(basis.nrows(), mean.len());
         assert_eq!(basis.ncols(), geometry.dims());
         let radius = radius_for(&mean);
+        let (mut lower, mut widths) = (Vec::new(), Vec::new());
+        for axis in 0..basis.ncols() {
+            let column = basis.col(axis);
+            let shift: f64 = column.iter().zip(&mean).map(|(v, m)| v * m).sum();
+            let low: f64 = column.iter().map(|v| v.min(0.0)).sum::<f64>() - shift;
+            let high: f64 = column.iter().map(|v| v.max(0.0)).sum::<f64>() - shift;
+            lower.push(low);
+            widths.push((high - low).max(MIN_AXIS_WIDTH));
+        }
         let axes = (0..basis.ncols())
             .map(|axis| {
-                let bounds = ColumnBounds::new(format!("principal axis {axis}"), -radius, radius)
-                    .expect("R ≥ 1 gives a non-empty interval");
+                let bounds = ColumnBounds::new(
+                    format!("principal axis {axis}"),
+                    lower[axis],
+                    lower[axis] + widths[axis],
+                )
+                .expect("a positive width gives a non-empty interval");
                 AxisPlan::new(bounds, geometry.axis_bits(axis))
             })
             .collect();
@@ -44,6 +72,8 @@ impl Projection {
             mean,
             basis,
             radius,
+            lower,
+            widths,
             axes,
         }
     }
@@ -54,6 +84,12 @@ impl Projection {
 
     pub fn target_dims(&self) -> usize {
         self.basis.ncols()
+    }
+
+    /// ‖widths‖₂: the map u ↦ x'' from ([0,1]^{d'}, ℓ∞) to (R^d, ℓ∞) is this-Lipschitz, since
+    /// ‖V̂(w∘δu)‖∞ ≤ ‖w∘δu‖₂ ≤ ‖w‖₂‖δu‖∞.
+    pub fn lift_lipschitz(&self) -> f64 {
+        self.widths.iter().map(|w| w * w).sum::<f64>().sqrt()
     }
 
     /// a = V̂ᵀ(x − X̄_priv) for rows given as quantised cell indices (`rows[k]` = axis k), written as
@@ -86,14 +122,15 @@ impl Projection {
     /// `columns[k]` gets coordinate k of every point.
     pub fn lift(&self, unit: &[Vec<f64>], columns: &mut [Vec<f64>]) {
         let rows = unit.first().map_or(0, Vec::len);
-        let (radius, basis, mean) = (self.radius, &self.basis, &self.mean);
+        let (basis, mean) = (&self.basis, &self.mean);
         columns.par_iter_mut().enumerate().for_each(|(coordinate, column)| {
             column.clear();
             column.resize(rows, mean[coordinate]);
             for (axis, values) in unit.iter().enumerate() {
                 let weight = basis[(coordinate, axis)];
+                let (low, width) = (self.lower[axis], self.widths[axis]);
                 for (x, &u) in column.iter_mut().zip(values) {
-                    *x += weight * (2.0 * radius * u - radius);
+                    *x += weight * (low + width * u);
                 }
             }
             for x in column.iter_mut() {
@@ -154,6 +191,10 @@ mod tests {
         let geometry = CellGeometry::new(2, 20);
         let projection = Projection::new(vec![0.5; d], diagonal_plane(d), geometry);
         assert!((projection.radius - 3.0).abs() < 1e-12, "√4 + ‖(½,½,½,½)‖ = 3");
+        // The box of the cube's image: axis 0 spans (0 − 1)/√2 … (2 − 1)/√2, axis 1 spans −½ … ½.
+        let half = std::f64::consts::FRAC_1_SQRT_2;
+        assert!((projection.lower[0] + half).abs() < 1e-12 && (projection.widths[0] - 2.0 * half).abs() < 1e-12);
+        assert!((projection.lower[1] + 0.5).abs() < 1e-12 && (projection.widths[1] - 1.0).abs() < 1e-12);
         // Rows on the plane through the mean: x = (t, t, s, 0.5) in cell-index form.
         let top = (1u32 << VALUE_CELL_BITS) as f64;
         let (t, s) = (0.3, 0.8);
@@ -162,14 +203,14 @@ mod tests {
         let slices: Vec<&[u32]> = rows.iter().map(Vec::as_slice).collect();
         let mut cells = vec![Vec::new(); 2];
         projection.project_to_cells(&slices, &mut cells);
-        // Back up from the cell's centre: within the cell width (2R·2^−10 per axis) of the row.
+        // Back up from the cell's centre: within a cell width (at most 2^−10 per axis here) of the row.
         let width = (-10f64).exp2();
         let unit: Vec<Vec<f64>> = cells.iter().map(|c| vec![(c[0] as f64 + 0.5) * width]).collect();
         let mut lifted = vec![Vec::new(); d];
         projection.lift(&unit, &mut lifted);
         let expected = [t, t, s, 0.5];
         for (coordinate, column) in lifted.iter().enumerate() {
-            assert!((column[0] - expected[coordinate]).abs() < 2.0 * 3.0 * width, "{coordinate}: {}", column[0]);
+            assert!((column[0] - expected[coordinate]).abs() < 2.0 * width, "{coordinate}: {}", column[0]);
         }
     }
 
@@ -196,7 +237,8 @@ mod tests {
             state ^= state << 17;
             (state >> 11) as f64 / (1u64 << 53) as f64
         };
-        for instance in 0..20 {
+        let mut clamped_instances = 0;
+        for instance in 0..30 {
             let d = 3 + instance % 4;
             let (n, m) = (20 + instance, 25 - instance % 7);
             let data: Vec<f64> = (0..n * d).map(|_| unit()).collect();
@@ -209,16 +251,19 @@ mod tests {
             let radius = projection.radius;
             let unclamped: Vec<f64> = (0..m)
                 .flat_map(|i| {
-                    let (basis, mean, points) = (&projection.basis, &mean, &points);
+                    let (p, mean, points) = (&projection, &mean, &points);
                     (0..d).map(move |k| {
                         mean[k]
                             + (0..2)
-                                .map(|j| basis[(k, j)] * (2.0 * radius * points[j][i] - radius))
+                                .map(|j| p.basis[(k, j)] * (p.lower[j] + p.widths[j] * points[j][i]))
                                 .sum::<f64>()
                     })
                 })
                 .collect();
-            assert!(unclamped.iter().any(|x| !(0.0..=1.0).contains(x)), "the clamp must matter");
+            if unclamped.iter().all(|x| (0.0..=1.0).contains(x)) {
+                continue; // nothing to project in this instance
+            }
+            clamped_instances += 1;
             let clamped_rows: Vec<f64> = (0..m).flat_map(|i| (0..d).map(|k| clamped[k][i]).collect::<Vec<_>>()).collect();
             // The metric wants [0,1]: an affine map z → (z + R)/(1 + 2R) scales every ℓ∞ distance alike.
             let fit = |values: &[f64]| -> Vec<f64> { values.iter().map(|z| (z + radius) / (1.0 + 2.0 * radius)).collect() };
@@ -230,5 +275,6 @@ mod tests {
             let after = w1_exact_small(&y, &x2).unwrap();
             assert!(after <= before + 1e-9, "instance {instance}: {after} > {before}");
         }
+        assert!(clamped_instances >= 10, "only {clamped_instances} instances left the cube");
     }
 }
