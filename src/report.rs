@@ -69,7 +69,7 @@ pub struct ColumnInfo {
 #[serde(untagged)]
 pub enum MechanismParameters {
     Pmm(PmmParameters),
-    Lowdim(LowdimParameters),
+    Lowdim(Box<LowdimParameters>),
 }
 
 impl MechanismParameters {

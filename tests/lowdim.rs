@@ -21,13 +21,16 @@ fn column_names(dims: usize) -> Vec<String> {
 /// [−0.35, 0.35]² (so ‖Ut‖∞ ≤ ‖t‖₂ < ½). Columns are written in units of [0, 10].
 fn flat_table(dir: &Path, dims: usize, rows: usize, seed: u64) -> PathBuf {
     let mut fixture = Fixture::new(seed);
-    let mut u: Vec<Vec<f64>> = (0..2).map(|_| (0..dims).map(|_| fixture.normal()).collect()).collect();
+    let mut u: Vec<Vec<f64>> = (0..2)
+        .map(|_| (0..dims).map(|_| fixture.normal()).collect())
+        .collect();
     let norm = |v: &Vec<f64>| v.iter().map(|x| x * x).sum::<f64>().sqrt();
     let n0 = norm(&u[0]);
     u[0].iter_mut().for_each(|x| *x /= n0);
     let dot: f64 = (0..dims).map(|k| u[0][k] * u[1][k]).sum();
-    for k in 0..dims {
-        u[1][k] -= dot * u[0][k];
+    let (first, second) = u.split_at_mut(1);
+    for (x, y) in second[0].iter_mut().zip(&first[0]) {
+        *x -= dot * y;
     }
     let n1 = norm(&u[1]);
     u[1].iter_mut().for_each(|x| *x /= n1);
@@ -37,7 +40,9 @@ fn flat_table(dir: &Path, dims: usize, rows: usize, seed: u64) -> PathBuf {
     let names = column_names(dims);
     let columns = (0..dims)
         .map(|k| {
-            let values = points.iter().map(|&(s, t)| 10.0 * (0.5 + u[0][k] * s + u[1][k] * t));
+            let values = points
+                .iter()
+                .map(|&(s, t)| 10.0 * (0.5 + u[0][k] * s + u[1][k] * t));
             (names[k].as_str(), floats(values))
         })
         .collect();
@@ -96,7 +101,11 @@ fn eval_w1(real: &Path, synthetic: &Path, dims: usize) -> (f64, f64) {
     assert_eq!(result.status.code(), Some(0), "{}", stderr(&result));
     let value = json(&json_path);
     let columns = value["columns"].as_array().unwrap();
-    let mean_column = columns.iter().map(|c| c["w1"].as_f64().unwrap()).sum::<f64>() / dims as f64;
+    let mean_column = columns
+        .iter()
+        .map(|c| c["w1"].as_f64().unwrap())
+        .sum::<f64>()
+        / dims as f64;
     (mean_column, value["w1"]["lower"].as_f64().unwrap())
 }
 
@@ -111,7 +120,14 @@ fn on_a_two_flat_in_twenty_dimensions_lowdim_beats_pmm_on_all_columns() {
     for seed in 1..=seeds {
         let input = flat_table(dir.path(), dims, rows, seed);
         let seed_text = seed.to_string();
-        let common = ["--epsilon", "4", "--neighbours", "replace", "--seed", &seed_text];
+        let common = [
+            "--epsilon",
+            "4",
+            "--neighbours",
+            "replace",
+            "--seed",
+            &seed_text,
+        ];
         let (lowdim_table, _) = synth(
             &input,
             dims,
@@ -119,12 +135,25 @@ fn on_a_two_flat_in_twenty_dimensions_lowdim_beats_pmm_on_all_columns() {
             &[&common[..], &["--mechanism", "lowdim", "--target-dim", "2"]].concat(),
         );
         let (pmm_table, _) = synth(&input, dims, &format!("pmm{seed}"), &common);
-        let (a, b) = (eval_w1(&input, &lowdim_table, dims), eval_w1(&input, &pmm_table, dims));
+        let (a, b) = (
+            eval_w1(&input, &lowdim_table, dims),
+            eval_w1(&input, &pmm_table, dims),
+        );
         lowdim = (lowdim.0 + a.0, lowdim.1 + a.1);
         pmm = (pmm.0 + b.0, pmm.1 + b.1);
     }
-    assert!(lowdim.0 < 0.6 * pmm.0, "per-column W1: lowdim {} vs pmm {}", lowdim.0, pmm.0);
-    assert!(lowdim.1 < 0.85 * pmm.1, "marginal lower bound: lowdim {} vs pmm {}", lowdim.1, pmm.1);
+    assert!(
+        lowdim.0 < 0.6 * pmm.0,
+        "per-column W1: lowdim {} vs pmm {}",
+        lowdim.0,
+        pmm.0
+    );
+    assert!(
+        lowdim.1 < 0.85 * pmm.1,
+        "marginal lower bound: lowdim {} vs pmm {}",
+        lowdim.1,
+        pmm.1
+    );
 }
 
 #[test]
@@ -136,7 +165,16 @@ fn replace_report_spends_three_thirds_and_the_output_stays_in_bounds() {
         &input,
         dims,
         "replace",
-        &["--mechanism", "lowdim", "--epsilon", "1.5", "--neighbours", "replace", "--target-dim", "auto"],
+        &[
+            "--mechanism",
+            "lowdim",
+            "--epsilon",
+            "1.5",
+            "--neighbours",
+            "replace",
+            "--target-dim",
+            "auto",
+        ],
     );
     let report = json(&report);
     assert_eq!(report["mechanism"], "lowdim");
@@ -150,21 +188,33 @@ fn replace_report_spends_three_thirds_and_the_output_stays_in_bounds() {
         total += share;
     }
     let spent = report["guarantee"]["epsilon_spent"].as_f64().unwrap();
-    assert!((spent - total).abs() < 1e-12 && spent <= 1.5, "spent {spent}");
+    assert!(
+        (spent - total).abs() < 1e-12 && spent <= 1.5,
+        "spent {spent}"
+    );
     let target = parameters["target_dim"].as_u64().unwrap() as usize;
     assert!((2..=dims).contains(&target));
-    assert_eq!(parameters["target_dim_criterion"].as_array().unwrap().len(), dims - 1);
+    assert_eq!(
+        parameters["target_dim_criterion"].as_array().unwrap().len(),
+        dims - 1
+    );
     let eigenvalues: Vec<f64> = parameters["noisy_eigenvalues"]
         .as_array()
         .unwrap()
         .iter()
         .map(|v| v.as_f64().unwrap())
         .collect();
-    assert!(eigenvalues.windows(2).all(|w| w[0] >= w[1]), "descending: {eigenvalues:?}");
+    assert!(
+        eigenvalues.windows(2).all(|w| w[0] >= w[1]),
+        "descending: {eigenvalues:?}"
+    );
     // Covariance noise in normalised units ≈ 9d²/(εn) under replace.
     let scale = parameters["covariance_noise"]["scale"].as_f64().unwrap();
     let expected = 9.0 * (dims * dims) as f64 / (1.5 * 3000.0);
-    assert!((scale / expected - 1.0).abs() < 1e-5, "{scale} vs {expected}");
+    assert!(
+        (scale / expected - 1.0).abs() < 1e-5,
+        "{scale} vs {expected}"
+    );
     assert_eq!(report["release"]["root_count"], 3000);
     let (_, columns) = read_parquet(&output);
     assert_eq!(columns.len(), dims);
@@ -180,33 +230,56 @@ fn add_remove_needs_a_noisy_n_share_and_counts_it_once() {
     let out = dir.path().join("refused");
     std::fs::create_dir(&out).unwrap();
     let output = out.join("o.parquet");
-    let mut args: Vec<String> = ["synth", input.to_str().unwrap(), "--output", output.to_str().unwrap()]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut args: Vec<String> = [
+        "synth",
+        input.to_str().unwrap(),
+        "--output",
+        output.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     args.extend(bounds_args(dims));
     args.extend(["--mechanism", "lowdim", "--epsilon", "1", "--quiet"].map(String::from));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let result = dpsynth(&refs);
     assert_eq!(result.status.code(), Some(2));
     let message = stderr(&result);
-    assert!(message.contains("--noisy-n-share") && message.contains("add-remove"), "{message}");
+    assert!(
+        message.contains("--noisy-n-share") && message.contains("add-remove"),
+        "{message}"
+    );
     assert!(files_in(&out).is_empty(), "a refused run leaves nothing");
 
     let (output, report) = synth(
         &input,
         dims,
         "add_remove",
-        &["--mechanism", "lowdim", "--epsilon", "2", "--noisy-n-share", "0.1", "--target-dim", "2"],
+        &[
+            "--mechanism",
+            "lowdim",
+            "--epsilon",
+            "2",
+            "--noisy-n-share",
+            "0.1",
+            "--target-dim",
+            "2",
+        ],
     );
     let report = json(&report);
     let shares = &report["parameters"]["epsilon_shares"];
     assert!((shares["noisy_n"].as_f64().unwrap() - 0.2).abs() < 1e-6);
     for stage in ["covariance", "mean", "subroutine"] {
-        assert!((shares[stage].as_f64().unwrap() - 0.6).abs() < 1e-6, "{stage}");
+        assert!(
+            (shares[stage].as_f64().unwrap() - 0.6).abs() < 1e-6,
+            "{stage}"
+        );
     }
     let spent = report["guarantee"]["epsilon_spent"].as_f64().unwrap();
-    assert!(spent <= 2.0 && spent > 2.0 - 1e-6, "n̂ counted exactly once: {spent}");
+    assert!(
+        spent <= 2.0 && spent > 2.0 - 1e-6,
+        "n̂ counted exactly once: {spent}"
+    );
     let n_hat = report["release"]["root_count"].as_u64().unwrap();
     assert_eq!(report["release"]["root_count_is"], "released noisy count n̂");
     let (_, columns) = read_parquet(&output);
@@ -221,8 +294,16 @@ fn refusals_are_clear_and_leave_nothing() {
     let input = flat_table(dir.path(), dims, 200, 5);
     let cases: [(&Path, &[&str], &str); 3] = [
         (&tiny, &["--neighbours", "replace"], "at least 2 rows"),
-        (&input, &["--neighbours", "replace", "--inner-mechanism", "psmm"], "--inner-mechanism psmm"),
-        (&input, &["--neighbours", "replace", "--target-dim", "4"], "exceeds the number of columns"),
+        (
+            &input,
+            &["--neighbours", "replace", "--inner-mechanism", "psmm"],
+            "--inner-mechanism psmm",
+        ),
+        (
+            &input,
+            &["--neighbours", "replace", "--target-dim", "4"],
+            "exceeds the number of columns",
+        ),
     ];
     for (file, extra, expected) in cases {
         let out = tempfile::tempdir().unwrap();
@@ -267,8 +348,18 @@ fn a_seeded_run_is_identical_whatever_the_thread_count() {
             dims,
             &format!("threads{threads}"),
             &[
-                "--mechanism", "lowdim", "--epsilon", "2", "--noisy-n-share", "0.05", "--seed", "42",
-                "--threads", threads, "--device", "cpu",
+                "--mechanism",
+                "lowdim",
+                "--epsilon",
+                "2",
+                "--noisy-n-share",
+                "0.05",
+                "--seed",
+                "42",
+                "--threads",
+                threads,
+                "--device",
+                "cpu",
             ],
         );
         std::fs::read(output).unwrap()

@@ -14,7 +14,7 @@ use crate::mechanism::lowdim::basis::{choose_target_dim, RateTerms, Spectrum};
 use crate::mechanism::lowdim::covariance::{
     release_moments, GramAccumulator, GramSums, GridRelease, VALUE_CELL_BITS,
 };
-use crate::mechanism::lowdim::projection::{Projection, ProjectingWorker};
+use crate::mechanism::lowdim::projection::{ProjectingWorker, Projection};
 use crate::mechanism::lowdim::LowdimBudget;
 use crate::mechanism::pmm::{release_leaf_counts, release_root_count};
 use crate::noise::discrete_laplace::RationalScale;
@@ -61,7 +61,9 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
         .iter()
         .map(|bounds| AxisPlan::new(bounds.clone(), VALUE_CELL_BITS))
         .collect();
-    let bar = run.progress.phase("covariance", run.source.row_count(), "rows");
+    let bar = run
+        .progress
+        .phase("covariance", run.source.row_count(), "rows");
     let (workers, stats) = scan_quantised_rows(
         run.source,
         run.columns,
@@ -81,7 +83,9 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
     let started = Instant::now();
     let root_scale = match budget.noisy_n {
         Some(epsilon_n) => Some(RationalScale::round_up(1.0 / epsilon_n).ok_or_else(|| {
-            Error::bad_input(format!("--noisy-n-share gives epsilon {epsilon_n}, too small"))
+            Error::bad_input(format!(
+                "--noisy-n-share gives epsilon {epsilon_n}, too small"
+            ))
         })?),
         None => None,
     };
@@ -99,9 +103,24 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
     )?;
     let spectrum = Spectrum::of_symmetric(&moments.covariance, dims)?;
     let n = rows as f64;
-    let rate_terms = |k| RateTerms::at(&spectrum.eigenvalues, k, options.epsilon, budget.subroutine, n);
-    let (target_dim, target_dim_rule, criterion) = match options.target_dim.unwrap_or(TargetDim::Auto) {
-        TargetDim::Fixed(target) => (target, "given by --target-dim".to_string(), vec![rate_terms(target)]),
+    let rate_terms = |k| {
+        RateTerms::at(
+            &spectrum.eigenvalues,
+            k,
+            options.epsilon,
+            budget.subroutine,
+            n,
+        )
+    };
+    let (target_dim, target_dim_rule, criterion) = match options
+        .target_dim
+        .unwrap_or(TargetDim::Auto)
+    {
+        TargetDim::Fixed(target) => (
+            target,
+            "given by --target-dim".to_string(),
+            vec![rate_terms(target)],
+        ),
         TargetDim::Auto => {
             let (target, scores) =
                 choose_target_dim(&spectrum.eigenvalues, options.epsilon, budget.subroutine, n);
@@ -150,7 +169,11 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
         )?,
     };
     let geometry = CellGeometry::new(target_dim, depth);
-    let projection = Projection::new(moments.mean.clone(), spectrum.top_vectors(target_dim), geometry);
+    let projection = Projection::new(
+        moments.mean.clone(),
+        spectrum.top_vectors(target_dim),
+        geometry,
+    );
     timings.push(PhaseTiming {
         phase: "covariance release and eigendecomposition",
         seconds: started.elapsed().as_secs_f64(),
@@ -218,7 +241,7 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
         mechanism: "lowdim",
         guarantee: run.guarantee(epsilon_spent),
         input: run.input_info(),
-        parameters: MechanismParameters::Lowdim(LowdimParameters {
+        parameters: MechanismParameters::Lowdim(Box::new(LowdimParameters {
             target_dim,
             target_dim_rule,
             target_dim_criterion: criterion
@@ -250,7 +273,7 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
                 .collect(),
             noisy_eigenvalues: spectrum.eigenvalues.clone(),
             inner: pmm_parameters(&schedule, geometry, depth_rule, options),
-        }),
+        })),
         release: ReleaseInfo {
             root_count,
             root_count_is: match neighbours {
@@ -275,13 +298,19 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
     commit_outputs(run.outputs, report, diagnostics, sink)
 }
 
-fn grid_noise_info(release: &GridRelease, neighbours: Neighbours, covariance: bool) -> GridNoiseInfo {
+fn grid_noise_info(
+    release: &GridRelease,
+    neighbours: Neighbours,
+    covariance: bool,
+) -> GridNoiseInfo {
     let unit = (release.grid_bits as f64).exp2();
     GridNoiseInfo {
         released: match (neighbours, covariance) {
             (Neighbours::Replace, true) => "centred covariance entries M_ij, i <= j",
             (Neighbours::Replace, false) => "mean per coordinate",
-            (Neighbours::AddRemove, true) => "Gram sums G_ij = sum_rows x_i x_j, i <= j (M = (G - S S^T/n̂)/(n̂ - 1))",
+            (Neighbours::AddRemove, true) => {
+                "Gram sums G_ij = sum_rows x_i x_j, i <= j (M = (G - S S^T/n̂)/(n̂ - 1))"
+            }
             (Neighbours::AddRemove, false) => "column sums S_i (mean = S/n̂)",
         },
         grid_bits: release.grid_bits,
@@ -301,11 +330,17 @@ fn bin_projected(
     projection: &Projection,
     geometry: CellGeometry,
 ) -> Result<(Vec<u64>, String)> {
-    let bar = run.progress.phase("project", run.source.row_count(), "rows");
+    let bar = run
+        .progress
+        .phase("project", run.source.row_count(), "rows");
     let outcome = match ChosenBinner::for_run(run.options.device, geometry)? {
-        ChosenBinner::Cpu(binner, line) => (bin_with(run, value_axes, projection, &binner, &bar)?, line),
+        ChosenBinner::Cpu(binner, line) => {
+            (bin_with(run, value_axes, projection, &binner, &bar)?, line)
+        }
         #[cfg(feature = "gpu")]
-        ChosenBinner::Gpu(binner, line) => (bin_with(run, value_axes, projection, &binner, &bar)?, line),
+        ChosenBinner::Gpu(binner, line) => {
+            (bin_with(run, value_axes, projection, &binner, &bar)?, line)
+        }
     };
     bar.finish();
     Ok(outcome)

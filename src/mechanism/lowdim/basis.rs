@@ -19,12 +19,14 @@ impl Spectrum {
     pub fn of_symmetric(matrix: &[f64], dims: usize) -> Result<Self> {
         assert_eq!(matrix.len(), dims * dims);
         let matrix = Mat::<f64>::from_fn(dims, dims, |i, j| matrix[i * dims + j]);
-        let eigen = matrix
-            .self_adjoint_eigen(Side::Lower)
-            .map_err(|error| Error::internal(format!("the eigendecomposition of M̂ failed: {error:?}")))?;
+        let eigen = matrix.self_adjoint_eigen(Side::Lower).map_err(|error| {
+            Error::internal(format!("the eigendecomposition of M̂ failed: {error:?}"))
+        })?;
         let ascending = eigen.S().column_vector();
         let eigenvalues = (0..dims).rev().map(|index| ascending[index]).collect();
-        let vectors = Mat::from_fn(dims, dims, |row, column| eigen.U()[(row, dims - 1 - column)]);
+        let vectors = Mat::from_fn(dims, dims, |row, column| {
+            eigen.U()[(row, dims - 1 - column)]
+        });
         Ok(Spectrum {
             eigenvalues,
             vectors,
@@ -51,7 +53,13 @@ pub struct RateTerms {
 impl RateTerms {
     /// `eigenvalues` descending; `epsilon` the whole budget, `epsilon_subroutine` the subroutine's,
     /// `n` the public n (replace) or the released n̂ (add-remove).
-    pub fn at(eigenvalues: &[f64], k: usize, epsilon: f64, epsilon_subroutine: f64, n: f64) -> Self {
+    pub fn at(
+        eigenvalues: &[f64],
+        k: usize,
+        epsilon: f64,
+        epsilon_subroutine: f64,
+        n: f64,
+    ) -> Self {
         let d = eigenvalues.len() as f64;
         let tail: f64 = eigenvalues[k.min(eigenvalues.len())..].iter().sum();
         RateTerms {
@@ -77,7 +85,16 @@ pub fn choose_target_dim(
 ) -> (usize, Vec<RateTerms>) {
     let dims = eigenvalues.len();
     if dims < 2 {
-        return (dims, vec![RateTerms::at(eigenvalues, dims, epsilon, epsilon_subroutine, n)]);
+        return (
+            dims,
+            vec![RateTerms::at(
+                eigenvalues,
+                dims,
+                epsilon,
+                epsilon_subroutine,
+                n,
+            )],
+        );
     }
     let scores: Vec<RateTerms> = (2..=dims)
         .map(|k| RateTerms::at(eigenvalues, k, epsilon, epsilon_subroutine, n))
@@ -106,9 +123,10 @@ mod tests {
         let mut q: Vec<Vec<f64>> = (0..d).map(|_| (0..d).map(|_| next()).collect()).collect();
         for i in 0..d {
             for j in 0..i {
-                let dot: f64 = (0..d).map(|k| q[i][k] * q[j][k]).sum();
-                for k in 0..d {
-                    q[i][k] -= dot * q[j][k];
+                let (done, rest) = q.split_at_mut(i);
+                let dot: f64 = rest[0].iter().zip(&done[j]).map(|(a, b)| a * b).sum();
+                for (x, y) in rest[0].iter_mut().zip(&done[j]) {
+                    *x -= dot * y;
                 }
             }
             let norm = q[i].iter().map(|x| x * x).sum::<f64>().sqrt();
@@ -139,7 +157,10 @@ mod tests {
         for a in 0..3 {
             for b in 0..3 {
                 let dot: f64 = (0..d).map(|k| basis[(k, a)] * basis[(k, b)]).sum();
-                assert!((dot - f64::from(a == b)).abs() < 1e-10, "columns {a},{b}: {dot}");
+                assert!(
+                    (dot - f64::from(a == b)).abs() < 1e-10,
+                    "columns {a},{b}: {dot}"
+                );
             }
             // M v = λ v for the column's eigenvalue.
             for row in 0..d {

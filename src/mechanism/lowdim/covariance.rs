@@ -150,7 +150,10 @@ impl GramAccumulator {
         }
         for (axis, sum) in self.sums.sums.iter_mut().enumerate() {
             let column = &axes[axis][start..start + rows];
-            *sum += column.iter().map(|&index| value_numerator(index)).sum::<u64>() as u128;
+            *sum += column
+                .iter()
+                .map(|&index| value_numerator(index))
+                .sum::<u64>() as u128;
         }
         self.sums.rows += rows as u64;
     }
@@ -223,11 +226,17 @@ fn scale_at_least(sigma: f64, what: &str) -> Result<RationalScale> {
 
 /// round(num/den) for den > 0, halves away from −∞ (exact integer arithmetic).
 fn round_div(num: i128, den: i128) -> Option<i128> {
-    Some(num.checked_mul(2)?.checked_add(den)?.div_euclid(den.checked_mul(2)?))
+    Some(
+        num.checked_mul(2)?
+            .checked_add(den)?
+            .div_euclid(den.checked_mul(2)?),
+    )
 }
 
 fn too_many_rows() -> Error {
-    Error::bad_input("too many rows for lowdim's exact 128-bit covariance arithmetic (at most 2^35)")
+    Error::bad_input(
+        "too many rows for lowdim's exact 128-bit covariance arithmetic (at most 2^35)",
+    )
 }
 
 /// Releases M̂ and X̄_priv from the exact sums. `rows` is the public n (replace) or the released n̂
@@ -251,7 +260,9 @@ pub fn release_moments(
     }
     match neighbours {
         Neighbours::Replace => release_replace(sums, epsilon_covariance, epsilon_mean, key),
-        Neighbours::AddRemove => release_add_remove(sums, rows, epsilon_covariance, epsilon_mean, key),
+        Neighbours::AddRemove => {
+            release_add_remove(sums, rows, epsilon_covariance, epsilon_mean, key)
+        }
     }
 }
 
@@ -359,7 +370,10 @@ fn release_add_remove(
     // A row's entries are below 1, i.e. below 2^k grid units; +1 for the rounding of G.
     let gram_sensitivity = g + 1.0;
     let triangle = d * (d + 1.0) / 2.0;
-    let gram_scale = scale_at_least(triangle * gram_sensitivity / epsilon_covariance, "covariance")?;
+    let gram_scale = scale_at_least(
+        triangle * gram_sensitivity / epsilon_covariance,
+        "covariance",
+    )?;
     let covariance_spent = triangle * gram_sensitivity / gram_scale.to_f64();
     let value_bits = 2 * VALUE_BITS;
     let gram_den = 1i128 << (value_bits - grid_bits);
@@ -459,11 +473,14 @@ mod tests {
         let mut naive = GramSums::zeros(dims);
         naive.rows = rows as u64;
         for row in 0..rows {
-            for i in 0..dims {
-                let vi = value_numerator(axes[i][row]) as u128;
+            let values: Vec<u128> = axes
+                .iter()
+                .map(|axis| value_numerator(axis[row]) as u128)
+                .collect();
+            for (i, &vi) in values.iter().enumerate() {
                 naive.sums[i] += vi;
-                for j in 0..=i {
-                    naive.gram[i * (i + 1) / 2 + j] += vi * value_numerator(axes[j][row]) as u128;
+                for (j, &vj) in values[..=i].iter().enumerate() {
+                    naive.gram[i * (i + 1) / 2 + j] += vi * vj;
                 }
             }
         }
@@ -477,7 +494,10 @@ mod tests {
         let top = vec![vec![(1u32 << VALUE_CELL_BITS) - 1; GRAM_BLOCK_ROWS]; 3];
         let sums = accumulate(&top, &[GRAM_BLOCK_ROWS]);
         let v = (1u128 << VALUE_BITS) - 1;
-        assert!(sums.gram.iter().all(|&g| g == v * v * GRAM_BLOCK_ROWS as u128));
+        assert!(sums
+            .gram
+            .iter()
+            .all(|&g| g == v * v * GRAM_BLOCK_ROWS as u128));
     }
 
     fn sums_of(axes: &[Vec<u32>]) -> GramSums {
@@ -490,14 +510,19 @@ mod tests {
         let sums = sums_of(&random_indices(dims, rows, 3));
         let key = NoiseKey::from_user_seed(1);
         let (eps_c, eps_m) = (0.4, 0.25);
-        let released = release_moments(&sums, Neighbours::Replace, rows as u64, eps_c, eps_m, &key).unwrap();
+        let released =
+            release_moments(&sums, Neighbours::Replace, rows as u64, eps_c, eps_m, &key).unwrap();
         let cov = &released.covariance_release;
         // k = ⌈log2 1000⌉ + 20 = 30.
         assert_eq!(cov.grid_bits, 30);
         let (n, d) = (rows as f64, dims as f64);
         // In normalised units the off-diagonal scale is d²(6/n + 2^−k)/(2ε_c) ≈ 3d²/(ε_c n).
         let expected = d * d * (6.0 / n + (-30f64).exp2()) / (2.0 * eps_c);
-        assert!((cov.scale_in_units() / expected - 1.0).abs() < 1e-8, "{}", cov.scale_in_units());
+        assert!(
+            (cov.scale_in_units() / expected - 1.0).abs() < 1e-8,
+            "{}",
+            cov.scale_in_units()
+        );
         assert!((cov.diagonal_scale.unwrap().to_f64() / cov.scale.to_f64() - 2.0).abs() < 1e-8);
         let mean = &released.mean_release;
         let expected_mean = d * (1.0 / n + (-30f64).exp2()) / eps_m;
@@ -534,7 +559,8 @@ mod tests {
         let axes = vec![vec![1000u32; rows]; dims];
         let sums = sums_of(&axes);
         let key = NoiseKey::from_user_seed(9);
-        let released = release_moments(&sums, Neighbours::Replace, rows as u64, 1.0, 1.0, &key).unwrap();
+        let released =
+            release_moments(&sums, Neighbours::Replace, rows as u64, 1.0, 1.0, &key).unwrap();
         let cov = &released.covariance_release;
         let s = cov.scale_in_units();
         let off: Vec<f64> = (0..dims)
@@ -544,20 +570,31 @@ mod tests {
         let variance = off.iter().map(|x| x * x).sum::<f64>() / off.len() as f64;
         let ratio = variance / (2.0 * s * s);
         assert!((0.8..1.25).contains(&ratio), "variance / 2s² = {ratio}");
-        let diagonal: Vec<f64> = (0..dims).map(|i| released.covariance[i * dims + i]).collect();
+        let diagonal: Vec<f64> = (0..dims)
+            .map(|i| released.covariance[i * dims + i])
+            .collect();
         let diagonal_variance = diagonal.iter().map(|x| x * x).sum::<f64>() / dims as f64;
-        assert!(diagonal_variance > 2.0 * variance, "the diagonal has scale 2s");
+        assert!(
+            diagonal_variance > 2.0 * variance,
+            "the diagonal has scale 2s"
+        );
         // Symmetric, as the paper's A.
         for i in 0..dims {
             for j in 0..dims {
-                assert_eq!(released.covariance[i * dims + j], released.covariance[j * dims + i]);
+                assert_eq!(
+                    released.covariance[i * dims + j],
+                    released.covariance[j * dims + i]
+                );
             }
         }
         let truth = unit_value(1000);
         let mean_error = released.mean.iter().map(|m| (m - truth).abs()).sum::<f64>() / dims as f64;
         let mean_scale = released.mean_release.scale_in_units();
         // E|Lap| ≈ s: the mean error is noise of the stated scale, not more, not zero.
-        assert!(mean_error > 0.5 * mean_scale && mean_error < 1.6 * mean_scale, "{mean_error} vs {mean_scale}");
+        assert!(
+            mean_error > 0.5 * mean_scale && mean_error < 1.6 * mean_scale,
+            "{mean_error} vs {mean_scale}"
+        );
     }
 
     #[test]
@@ -567,15 +604,27 @@ mod tests {
         let axes = random_indices(dims, rows, 21);
         let sums = sums_of(&axes);
         let key = NoiseKey::from_user_seed(4);
-        let released = release_moments(&sums, Neighbours::Replace, rows as u64, 1e12, 1e12, &key).unwrap();
-        let x: Vec<Vec<f64>> = axes.iter().map(|axis| axis.iter().map(|&b| unit_value(b)).collect()).collect();
-        let means: Vec<f64> = x.iter().map(|c| c.iter().sum::<f64>() / rows as f64).collect();
+        let released =
+            release_moments(&sums, Neighbours::Replace, rows as u64, 1e12, 1e12, &key).unwrap();
+        let x: Vec<Vec<f64>> = axes
+            .iter()
+            .map(|axis| axis.iter().map(|&b| unit_value(b)).collect())
+            .collect();
+        let means: Vec<f64> = x
+            .iter()
+            .map(|c| c.iter().sum::<f64>() / rows as f64)
+            .collect();
         for i in 0..dims {
             assert!((released.mean[i] - means[i]).abs() < 1e-9);
             for j in 0..dims {
-                let cov: f64 = (0..rows).map(|r| (x[i][r] - means[i]) * (x[j][r] - means[j])).sum::<f64>()
+                let cov: f64 = (0..rows)
+                    .map(|r| (x[i][r] - means[i]) * (x[j][r] - means[j]))
+                    .sum::<f64>()
                     / (rows as f64 - 1.0);
-                assert!((released.covariance[i * dims + j] - cov).abs() < 1e-8, "{i},{j}");
+                assert!(
+                    (released.covariance[i * dims + j] - cov).abs() < 1e-8,
+                    "{i},{j}"
+                );
             }
         }
         let add_remove =

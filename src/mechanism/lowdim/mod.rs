@@ -76,9 +76,14 @@ mod tests {
                 assert!((share - epsilon / 3.0).abs() <= 1e-12 * epsilon);
             }
             assert!((replace.total() - epsilon).abs() <= 1e-12 * epsilon);
-            let add_remove = LowdimBudget::split(epsilon, Neighbours::AddRemove, Some(0.1)).unwrap();
+            let add_remove =
+                LowdimBudget::split(epsilon, Neighbours::AddRemove, Some(0.1)).unwrap();
             assert!((add_remove.noisy_n.unwrap() - 0.1 * epsilon).abs() <= 1e-12 * epsilon);
-            for share in [add_remove.covariance, add_remove.mean, add_remove.subroutine] {
+            for share in [
+                add_remove.covariance,
+                add_remove.mean,
+                add_remove.subroutine,
+            ] {
                 assert!((share - 0.3 * epsilon).abs() <= 1e-12 * epsilon);
             }
             assert!((add_remove.total() - epsilon).abs() <= 1e-12 * epsilon);

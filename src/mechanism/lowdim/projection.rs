@@ -108,7 +108,14 @@ impl Projection {
                 unit_value(rows[axis][start + row]) - self.mean[axis]
             });
             let mut out = projected.get_mut(..block, ..);
-            matmul(out.as_mut(), Accum::Replace, centred.as_ref(), self.basis.as_ref(), 1.0, Par::Seq);
+            matmul(
+                out.as_mut(),
+                Accum::Replace,
+                centred.as_ref(),
+                self.basis.as_ref(),
+                1.0,
+                Par::Seq,
+            );
             for (axis, plan) in self.axes.iter().enumerate() {
                 for row in 0..block {
                     cells[axis][start + row] = plan.quantize(out[(row, axis)]);
@@ -123,20 +130,23 @@ impl Projection {
     pub fn lift(&self, unit: &[Vec<f64>], columns: &mut [Vec<f64>]) {
         let rows = unit.first().map_or(0, Vec::len);
         let (basis, mean) = (&self.basis, &self.mean);
-        columns.par_iter_mut().enumerate().for_each(|(coordinate, column)| {
-            column.clear();
-            column.resize(rows, mean[coordinate]);
-            for (axis, values) in unit.iter().enumerate() {
-                let weight = basis[(coordinate, axis)];
-                let (low, width) = (self.lower[axis], self.widths[axis]);
-                for (x, &u) in column.iter_mut().zip(values) {
-                    *x += weight * (low + width * u);
+        columns
+            .par_iter_mut()
+            .enumerate()
+            .for_each(|(coordinate, column)| {
+                column.clear();
+                column.resize(rows, mean[coordinate]);
+                for (axis, values) in unit.iter().enumerate() {
+                    let weight = basis[(coordinate, axis)];
+                    let (low, width) = (self.lower[axis], self.widths[axis]);
+                    for (x, &u) in column.iter_mut().zip(values) {
+                        *x += weight * (low + width * u);
+                    }
                 }
-            }
-            for x in column.iter_mut() {
-                *x = x.clamp(0.0, 1.0);
-            }
-        });
+                for x in column.iter_mut() {
+                    *x = x.clamp(0.0, 1.0);
+                }
+            });
     }
 }
 
@@ -190,27 +200,47 @@ mod tests {
         let d = 4;
         let geometry = CellGeometry::new(2, 20);
         let projection = Projection::new(vec![0.5; d], diagonal_plane(d), geometry);
-        assert!((projection.radius - 3.0).abs() < 1e-12, "√4 + ‖(½,½,½,½)‖ = 3");
+        assert!(
+            (projection.radius - 3.0).abs() < 1e-12,
+            "√4 + ‖(½,½,½,½)‖ = 3"
+        );
         // The box of the cube's image: axis 0 spans (0 − 1)/√2 … (2 − 1)/√2, axis 1 spans −½ … ½.
         let half = std::f64::consts::FRAC_1_SQRT_2;
-        assert!((projection.lower[0] + half).abs() < 1e-12 && (projection.widths[0] - 2.0 * half).abs() < 1e-12);
-        assert!((projection.lower[1] + 0.5).abs() < 1e-12 && (projection.widths[1] - 1.0).abs() < 1e-12);
+        assert!(
+            (projection.lower[0] + half).abs() < 1e-12
+                && (projection.widths[0] - 2.0 * half).abs() < 1e-12
+        );
+        assert!(
+            (projection.lower[1] + 0.5).abs() < 1e-12 && (projection.widths[1] - 1.0).abs() < 1e-12
+        );
         // Rows on the plane through the mean: x = (t, t, s, 0.5) in cell-index form.
         let top = (1u32 << VALUE_CELL_BITS) as f64;
         let (t, s) = (0.3, 0.8);
         let index = |x: f64| (x * top) as u32;
-        let rows: Vec<Vec<u32>> = vec![vec![index(t)], vec![index(t)], vec![index(s)], vec![index(0.5)]];
+        let rows: Vec<Vec<u32>> = vec![
+            vec![index(t)],
+            vec![index(t)],
+            vec![index(s)],
+            vec![index(0.5)],
+        ];
         let slices: Vec<&[u32]> = rows.iter().map(Vec::as_slice).collect();
         let mut cells = vec![Vec::new(); 2];
         projection.project_to_cells(&slices, &mut cells);
         // Back up from the cell's centre: within a cell width (at most 2^−10 per axis here) of the row.
         let width = (-10f64).exp2();
-        let unit: Vec<Vec<f64>> = cells.iter().map(|c| vec![(c[0] as f64 + 0.5) * width]).collect();
+        let unit: Vec<Vec<f64>> = cells
+            .iter()
+            .map(|c| vec![(c[0] as f64 + 0.5) * width])
+            .collect();
         let mut lifted = vec![Vec::new(); d];
         projection.lift(&unit, &mut lifted);
         let expected = [t, t, s, 0.5];
         for (coordinate, column) in lifted.iter().enumerate() {
-            assert!((column[0] - expected[coordinate]).abs() < 2.0 * width, "{coordinate}: {}", column[0]);
+            assert!(
+                (column[0] - expected[coordinate]).abs() < 2.0 * width,
+                "{coordinate}: {}",
+                column[0]
+            );
         }
     }
 
@@ -222,7 +252,10 @@ mod tests {
         let mut lifted = vec![Vec::new(); d];
         projection.lift(&unit, &mut lifted);
         assert!(lifted.iter().flatten().all(|x| (0.0..=1.0).contains(x)));
-        assert!(lifted[0].contains(&1.0) && lifted[0].contains(&0.0), "extremes are clamped");
+        assert!(
+            lifted[0].contains(&1.0) && lifted[0].contains(&0.0),
+            "extremes are clamped"
+        );
     }
 
     #[test]
@@ -243,7 +276,8 @@ mod tests {
             let (n, m) = (20 + instance, 25 - instance % 7);
             let data: Vec<f64> = (0..n * d).map(|_| unit()).collect();
             let mean: Vec<f64> = (0..d).map(|_| unit()).collect();
-            let projection = Projection::new(mean.clone(), diagonal_plane(d), CellGeometry::new(2, 6));
+            let projection =
+                Projection::new(mean.clone(), diagonal_plane(d), CellGeometry::new(2, 6));
             let points: Vec<Vec<f64>> = (0..2).map(|_| (0..m).map(|_| unit()).collect()).collect();
             let mut clamped = vec![Vec::new(); d];
             projection.lift(&points, &mut clamped);
@@ -255,7 +289,9 @@ mod tests {
                     (0..d).map(move |k| {
                         mean[k]
                             + (0..2)
-                                .map(|j| p.basis[(k, j)] * (p.lower[j] + p.widths[j] * points[j][i]))
+                                .map(|j| {
+                                    p.basis[(k, j)] * (p.lower[j] + p.widths[j] * points[j][i])
+                                })
                                 .sum::<f64>()
                     })
                 })
@@ -264,17 +300,30 @@ mod tests {
                 continue; // nothing to project in this instance
             }
             clamped_instances += 1;
-            let clamped_rows: Vec<f64> = (0..m).flat_map(|i| (0..d).map(|k| clamped[k][i]).collect::<Vec<_>>()).collect();
+            let clamped_rows: Vec<f64> = (0..m)
+                .flat_map(|i| (0..d).map(|k| clamped[k][i]).collect::<Vec<_>>())
+                .collect();
             // The metric wants [0,1]: an affine map z → (z + R)/(1 + 2R) scales every ℓ∞ distance alike.
-            let fit = |values: &[f64]| -> Vec<f64> { values.iter().map(|z| (z + radius) / (1.0 + 2.0 * radius)).collect() };
+            let fit = |values: &[f64]| -> Vec<f64> {
+                values
+                    .iter()
+                    .map(|z| (z + radius) / (1.0 + 2.0 * radius))
+                    .collect()
+            };
             let (data, unclamped, clamped_rows) = (fit(&data), fit(&unclamped), fit(&clamped_rows));
             let x = Sample::new(&data, d).unwrap();
             let x2 = Sample::new(&unclamped, d).unwrap();
             let y = Sample::new(&clamped_rows, d).unwrap();
             let before = w1_exact_small(&x, &x2).unwrap();
             let after = w1_exact_small(&y, &x2).unwrap();
-            assert!(after <= before + 1e-9, "instance {instance}: {after} > {before}");
+            assert!(
+                after <= before + 1e-9,
+                "instance {instance}: {after} > {before}"
+            );
         }
-        assert!(clamped_instances >= 10, "only {clamped_instances} instances left the cube");
+        assert!(
+            clamped_instances >= 10,
+            "only {clamped_instances} instances left the cube"
+        );
     }
 }
