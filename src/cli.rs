@@ -68,7 +68,7 @@ struct SynthArgs {
     /// psmm: number of equal cubes m [default: about εn, as in the paper].
     #[arg(long)]
     cells: Option<u64>,
-    /// lowdim: subspace dimension d', or `auto` to choose it privately from the noisy spectrum.
+    /// lowdim: subspace dimension d', or `auto` to choose it privately from the noisy spectrum [default: auto].
     #[arg(long, value_name = "D|auto")]
     target_dim: Option<TargetDim>,
     /// lowdim: mechanism run on the projected coordinates [default: pmm].

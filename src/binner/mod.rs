@@ -14,7 +14,7 @@ mod scan;
 use arrow::buffer::NullBuffer;
 use serde::{Deserialize, Serialize};
 
-pub use scan::{scan_leaf_counts, ScanStats};
+pub use scan::{scan_leaf_counts, scan_quantised_rows, ScanStats};
 
 use crate::bounds::ColumnBounds;
 use crate::error::Result;

@@ -60,11 +60,28 @@ pub fn scan_leaf_counts<B: Binner>(
     binner: &B,
     progress: &PhaseBar,
 ) -> Result<(Vec<u64>, ScanStats)> {
+    let (workers, stats) =
+        scan_quantised_rows(source, columns, axes, nulls, &|| binner.worker(), progress)?;
+    Ok((binner.finish(workers)?, stats))
+}
+
+/// The pass itself: every row group of `source` decoded on the current rayon pool, quantised by
+/// `axes` (bounds clamp, `--nulls` policy, stats) and fed to one worker per thread, made by
+/// `new_worker`; returns the workers for the caller to merge. Binning is one use; `lowdim` folds
+/// the same quantised rows into exact Gram sums, or projects them before binning.
+pub fn scan_quantised_rows<W: BinnerWorker>(
+    source: &ParquetSource,
+    columns: &[NumericColumn],
+    axes: &[AxisPlan],
+    nulls: NullPolicy,
+    new_worker: &(dyn Fn() -> Result<W> + Sync),
+    progress: &PhaseBar,
+) -> Result<(Vec<W>, ScanStats)> {
     let row_groups = source.row_group_count();
     let next_row_group = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
-    let outcomes: Vec<Result<(B::Worker, ScanStats)>> = rayon::broadcast(|_| {
-        let mut worker = binner.worker()?;
+    let outcomes: Vec<Result<(W, ScanStats)>> = rayon::broadcast(|_| {
+        let mut worker = new_worker()?;
         let mut stats = ScanStats {
             clamped_values: vec![0; columns.len()],
             ..ScanStats::default()
@@ -103,7 +120,7 @@ pub fn scan_leaf_counts<B: Binner>(
         workers.push(worker);
         stats = stats.merge(worker_stats);
     }
-    Ok((binner.finish(workers)?, stats))
+    Ok((workers, stats))
 }
 
 #[allow(clippy::too_many_arguments)]

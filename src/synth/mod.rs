@@ -4,6 +4,7 @@
 //! This module holds what every mechanism shares (opening the input, seeds, writing the table, committing
 //! the outputs together); each mechanism's run is a submodule.
 
+mod lowdim;
 mod pmm;
 
 use std::path::{Path, PathBuf};
@@ -52,9 +53,9 @@ pub fn synthesize(
     progress: &Progress,
 ) -> Result<SynthOutcome> {
     options.validate()?;
-    if options.mechanism != Mechanism::Pmm {
+    if options.mechanism == Mechanism::Psmm {
         return Err(Error::bad_input(format!(
-            "--mechanism {} is not available in this version; use --mechanism pmm",
+            "--mechanism {} is not available in this version; use --mechanism pmm or lowdim",
             value_name(&options.mechanism)
         )));
     }
@@ -99,7 +100,8 @@ pub fn synthesize(
     };
     pool.install(|| match options.mechanism {
         Mechanism::Pmm => pmm::run(&run),
-        Mechanism::Psmm | Mechanism::Lowdim => unreachable!("refused above"),
+        Mechanism::Lowdim => lowdim::run(&run),
+        Mechanism::Psmm => unreachable!("refused above"),
     })
 }
 

@@ -167,22 +167,12 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
         mechanism: "pmm",
         guarantee: run.guarantee(schedule.spent_epsilon()),
         input: run.input_info(),
-        parameters: MechanismParameters::Pmm(PmmParameters {
-            depth,
+        parameters: MechanismParameters::Pmm(pmm_parameters(
+            &schedule,
+            geometry,
             depth_rule,
-            consistency: value_name(&options.consistency),
-            placement: value_name(&options.placement),
-            levels: (0..=depth)
-                .map(|level| LevelInfo {
-                    level,
-                    sigma: schedule.scales[level as usize].map(|scale| scale.to_f64()),
-                    sigma_num: schedule.scales[level as usize].map(|scale| scale.num()),
-                    sigma_den: schedule.scales[level as usize].map(|scale| scale.den()),
-                    epsilon: schedule.level_epsilon(level),
-                    cell_diameter: geometry.diameter(level),
-                })
-                .collect(),
-        }),
+            options,
+        )),
         release: ReleaseInfo {
             root_count,
             root_count_is: match options.neighbours {
@@ -205,10 +195,35 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
 }
 
 /// The rule [`choose_depth`] applies, in words for the report.
-fn depth_rule_name(dims: usize) -> &'static str {
+pub(super) fn depth_rule_name(dims: usize) -> &'static str {
     if dims == 1 {
         "minimises the Theorem 3.9 bound"
     } else {
         "ceil(log2(epsilon n)) - 1"
+    }
+}
+
+/// The report's view of one PMM release: depth, rules and the scale and ε of every level.
+pub(super) fn pmm_parameters(
+    schedule: &LevelSchedule,
+    geometry: CellGeometry,
+    depth_rule: String,
+    options: &crate::options::SynthOptions,
+) -> PmmParameters {
+    PmmParameters {
+        depth: schedule.depth,
+        depth_rule,
+        consistency: value_name(&options.consistency),
+        placement: value_name(&options.placement),
+        levels: (0..=schedule.depth)
+            .map(|level| LevelInfo {
+                level,
+                sigma: schedule.scales[level as usize].map(|scale| scale.to_f64()),
+                sigma_num: schedule.scales[level as usize].map(|scale| scale.num()),
+                sigma_den: schedule.scales[level as usize].map(|scale| scale.den()),
+                epsilon: schedule.level_epsilon(level),
+                cell_diameter: geometry.diameter(level),
+            })
+            .collect(),
     }
 }
