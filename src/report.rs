@@ -69,6 +69,7 @@ pub struct ColumnInfo {
 #[serde(untagged)]
 pub enum MechanismParameters {
     Pmm(PmmParameters),
+    Psmm(PsmmParameters),
 }
 
 impl MechanismParameters {
@@ -76,6 +77,9 @@ impl MechanismParameters {
     pub fn summary(&self) -> String {
         match self {
             MechanismParameters::Pmm(pmm) => format!("depth {}", pmm.depth),
+            MechanismParameters::Psmm(psmm) => {
+                format!("{} cells ({} per axis)", psmm.cells, psmm.cells_per_axis)
+            }
         }
     }
 }
@@ -87,6 +91,30 @@ pub struct PmmParameters {
     pub consistency: String,
     pub placement: String,
     pub levels: Vec<LevelInfo>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PsmmParameters {
+    /// k: the grid has k^d equal cubes.
+    pub cells_per_axis: u32,
+    /// m = k^d.
+    pub cells: u64,
+    pub cells_rule: String,
+    pub cell_diameter: f64,
+    /// The Lap_Z scale of every cell, num/den exactly.
+    pub noise_scale: f64,
+    pub noise_scale_num: u64,
+    pub noise_scale_den: u64,
+    pub epsilon_cells: f64,
+    /// ε spent on the released row count n̂ (add-remove without --cells); null otherwise.
+    pub epsilon_n_hat: Option<f64>,
+    /// M in ν = c/M, and what it is.
+    pub normaliser: u64,
+    pub normaliser_is: &'static str,
+    /// d_BL(projection, ν) in normalised ℓ∞ units; null when M = 0 (nothing to project).
+    pub d_bl_to_noisy_measure: Option<f64>,
+    pub solver: &'static str,
+    pub placement: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -110,7 +138,7 @@ pub struct ReleaseInfo {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct AccuracyBound {
-    /// Theorem 3.9 of the dissertation for this run's schedule, with `n` below.
+    /// The mechanism's bound on E W1 (see `formula`), with `n` below.
     pub expected_w1_bound: f64,
     pub units: &'static str,
     pub n: u64,

@@ -5,6 +5,7 @@
 //! the outputs together); each mechanism's run is a submodule.
 
 mod pmm;
+mod psmm;
 
 use std::path::{Path, PathBuf};
 
@@ -52,9 +53,9 @@ pub fn synthesize(
     progress: &Progress,
 ) -> Result<SynthOutcome> {
     options.validate()?;
-    if options.mechanism != Mechanism::Pmm {
+    if options.mechanism == Mechanism::Lowdim {
         return Err(Error::bad_input(format!(
-            "--mechanism {} is not available in this version; use --mechanism pmm",
+            "--mechanism {} is not available in this version; use --mechanism pmm or psmm",
             value_name(&options.mechanism)
         )));
     }
@@ -99,7 +100,8 @@ pub fn synthesize(
     };
     pool.install(|| match options.mechanism {
         Mechanism::Pmm => pmm::run(&run),
-        Mechanism::Psmm | Mechanism::Lowdim => unreachable!("refused above"),
+        Mechanism::Psmm => psmm::run(&run),
+        Mechanism::Lowdim => unreachable!("refused above"),
     })
 }
 
