@@ -173,7 +173,9 @@ pub struct Projection {
 /// The dual of this flow is max Σ (c_i − M·τ_i)·g_i over |g_i − g_j| ≤ steps(i, j), |g_i| ≤ k (the bank's
 /// potential fixed at 0), i.e. M·k·d_BL(τ, ν); minimising over the sink flows minimises over τ. So the
 /// optimal cost / (k·M) is the smallest d_BL. The dissertation's LP (f shifted to [0, 2]: disposal 2,
-/// creation free) has the same minimisers and an optimum larger by the constant Σν − 1 (tested).
+/// creation free) has the same minimisers and an optimum larger by the constant Σν − 1 (tested), once
+/// its erratum is fixed: as printed, row i lacks the transposed terms −Σ_j (u_ji − u'_ji), so mass
+/// "moved" to j never arrives there and the LP under-prices disposal (see the tests).
 ///
 /// `mass` must be ≥ 1; `memory_limit` bounds the network (see [`check_projection_fits`]).
 pub fn project_to_probability(
@@ -351,4 +353,305 @@ fn discrete_laplace_mean_absolute(scale: RationalScale) -> f64 {
     let p = (-1.0 / scale.to_f64()).exp();
     let one_minus_p = -(-1.0 / scale.to_f64()).exp_m1();
     2.0 * p / (one_minus_p * (1.0 + p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use microlp::{ComparisonOp, OptimizationDirection, Problem};
+    use rand::{RngExt, SeedableRng};
+    use rand_xoshiro::Xoshiro256PlusPlus;
+
+    const NO_MEMORY_LIMIT: u64 = u64::MAX;
+    const LP_TOLERANCE: f64 = 1e-6;
+
+    /// ℓ∞ distance between the centres of two cells, normalised.
+    fn centre_distance(grid: &RegularGrid, i: usize, j: usize) -> f64 {
+        let (mut a, mut b) = (vec![0u32; grid.dims()], vec![0u32; grid.dims()]);
+        grid.axis_indices(i, &mut a);
+        grid.axis_indices(j, &mut b);
+        let steps = a.iter().zip(&b).map(|(x, y)| x.abs_diff(*y)).max().unwrap_or(0);
+        f64::from(steps) * grid.cell_diameter()
+    }
+
+    /// Dissertation Algorithm 2 as a dense LP (solved by microlp): minimise
+    /// Σ_{i≠j} ρ_ij (u_ij + u'_ij) + 2 Σ v_i subject to Σ τ_i = 1 and, for every i,
+    /// Σ_j (u_ij − u'_ij) − Σ_j (u_ji − u'_ji) + v_i + τ_i ≥ ν_i.
+    /// `as_printed` drops the transposed terms Σ_j (u_ji − u'_ji), as the dissertation prints it (an
+    /// erratum: the dual of f'_i's column needs them, since f'_i also appears in the constraints of (j, i)).
+    /// Returns the optimum and the minimiser τ.
+    fn dense_algorithm_2(grid: &RegularGrid, nu: &[f64], as_printed: bool) -> (f64, Vec<f64>) {
+        let m = grid.cell_count();
+        let mut lp = Problem::new(OptimizationDirection::Minimize);
+        let mut rows: Vec<Vec<(microlp::Variable, f64)>> = vec![Vec::new(); m];
+        for i in 0..m {
+            for j in (0..m).filter(|&j| j != i) {
+                let rho = centre_distance(grid, i, j);
+                let u = lp.add_var(rho, (0.0, f64::INFINITY));
+                let u_prime = lp.add_var(rho, (0.0, f64::INFINITY));
+                rows[i].push((u, 1.0));
+                rows[i].push((u_prime, -1.0));
+                if !as_printed {
+                    rows[j].push((u, -1.0));
+                    rows[j].push((u_prime, 1.0));
+                }
+            }
+        }
+        let tau: Vec<_> = (0..m).map(|_| lp.add_var(0.0, (0.0, f64::INFINITY))).collect();
+        for i in 0..m {
+            let v = lp.add_var(2.0, (0.0, f64::INFINITY));
+            rows[i].push((v, 1.0));
+            rows[i].push((tau[i], 1.0));
+            lp.add_constraint(&rows[i][..], ComparisonOp::Ge, nu[i]);
+        }
+        let all: Vec<_> = tau.iter().map(|&t| (t, 1.0)).collect();
+        lp.add_constraint(&all[..], ComparisonOp::Eq, 1.0);
+        let solution = lp.solve().unwrap().into_solution().unwrap();
+        let values = tau.iter().map(|&t| solution.var_value(t)).collect();
+        (solution.objective(), values)
+    }
+
+    /// d_BL(τ, ν) from its definition (the primal of Proposition 3.5), a dense LP solved by microlp:
+    /// max Σ (ν_i − τ_i) f_i subject to |f_i − f_j| ≤ ρ_ij and −1 ≤ f_i ≤ 1.
+    fn dense_d_bl(grid: &RegularGrid, tau: &[f64], nu: &[f64]) -> f64 {
+        let m = grid.cell_count();
+        let mut lp = Problem::new(OptimizationDirection::Maximize);
+        let f: Vec<_> = (0..m).map(|i| lp.add_var(nu[i] - tau[i], (-1.0, 1.0))).collect();
+        for i in 0..m {
+            for j in (i + 1)..m {
+                let rho = centre_distance(grid, i, j);
+                lp.add_constraint([(f[i], 1.0), (f[j], -1.0)], ComparisonOp::Le, rho);
+                lp.add_constraint([(f[j], 1.0), (f[i], -1.0)], ComparisonOp::Le, rho);
+            }
+        }
+        lp.solve().unwrap().into_solution().unwrap().objective()
+    }
+
+    fn random_counts(rng: &mut Xoshiro256PlusPlus, cells: usize, low: i64, high: i64) -> Vec<i64> {
+        (0..cells).map(|_| rng.random_range(low..=high)).collect()
+    }
+
+    #[test]
+    fn flow_matches_the_dense_lp_of_algorithm_2() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(2024);
+        let mut cases = 0;
+        for dims in 1..=2usize {
+            for side in 1..=5u32 {
+                for _ in 0..3 {
+                    let grid = RegularGrid::new(dims, side).unwrap();
+                    let m = grid.cell_count();
+                    let counts = random_counts(&mut rng, m, -4, 8);
+                    let mass: u64 = rng.random_range(1..=20);
+                    let projection = project_to_probability(&grid, &counts, mass, NO_MEMORY_LIMIT).unwrap();
+                    // Feasible: a probability vector with integer masses summing to M.
+                    assert_eq!(projection.masses.len(), m);
+                    assert_eq!(projection.masses.iter().sum::<u64>(), mass);
+                    let nu: Vec<f64> = counts.iter().map(|&c| c as f64 / mass as f64).collect();
+                    let tau: Vec<f64> = projection.masses.iter().map(|&t| t as f64 / mass as f64).collect();
+                    let context = format!("d={dims} k={side} counts={counts:?} M={mass}");
+                    // Its d_BL is the true d_BL of its τ, computed from the definition.
+                    let direct = dense_d_bl(&grid, &tau, &nu);
+                    assert!((direct - projection.d_bl).abs() < LP_TOLERANCE, "{context}: flow {} vs definition {direct}", projection.d_bl);
+                    // Algorithm 2's LP (f shifted to [0, 2]) has optimum d_BL + Σν − 1 ...
+                    let (optimum, lp_tau) = dense_algorithm_2(&grid, &nu, false);
+                    let shift = nu.iter().sum::<f64>() - 1.0;
+                    assert!(
+                        (optimum - (projection.d_bl + shift)).abs() < LP_TOLERANCE,
+                        "{context}: LP optimum {optimum}, flow {} + shift {shift}",
+                        projection.d_bl
+                    );
+                    // ... and its minimiser is as close to ν as the flow's: the same argmin set.
+                    assert!((lp_tau.iter().sum::<f64>() - 1.0).abs() < LP_TOLERANCE);
+                    assert!(lp_tau.iter().all(|&t| t > -LP_TOLERANCE));
+                    let lp_distance = dense_d_bl(&grid, &lp_tau, &nu);
+                    assert!((lp_distance - projection.d_bl).abs() < LP_TOLERANCE, "{context}: LP's τ is at {lp_distance}");
+                    // The sink-free network measures the same distance for a fixed τ.
+                    let masses: Vec<i64> = projection.masses.iter().map(|&t| t as i64).collect();
+                    let fixed = bounded_lipschitz_distance(&grid, &masses, &counts, mass, NO_MEMORY_LIMIT).unwrap();
+                    assert!((fixed - projection.d_bl).abs() < 1e-12, "{context}");
+                    cases += 1;
+                }
+            }
+        }
+        assert_eq!(cases, 30);
+    }
+
+    #[test]
+    fn algorithm_2_as_printed_undercounts_transport() {
+        // ν = (4, 2) on two cells of a 1-D grid (centres 1/2 apart), M = 1 in ν's units: any probability
+        // τ is at d_BL = 5 (f ≡ 1 sees the 5 units of excess mass), so the shifted LP's optimum is
+        // 5 + Σν − 1 = 10. As printed, each u_ij only leaves row i and never arrives in row j: it throws
+        // mass away at cost ρ_ij = 1/2 instead of 2, and the optimum drops to 2.5.
+        let grid = RegularGrid::new(1, 2).unwrap();
+        let projection = project_to_probability(&grid, &[8, 4], 2, NO_MEMORY_LIMIT).unwrap();
+        assert_eq!(projection.d_bl, 5.0);
+        let (corrected, _) = dense_algorithm_2(&grid, &[4.0, 2.0], false);
+        let (printed, _) = dense_algorithm_2(&grid, &[4.0, 2.0], true);
+        assert!((corrected - 10.0).abs() < LP_TOLERANCE, "corrected LP: {corrected}");
+        assert!((printed - 2.5).abs() < LP_TOLERANCE, "printed LP: {printed}");
+    }
+
+    #[test]
+    fn a_probability_measure_is_its_own_projection() {
+        let grid = RegularGrid::new(2, 6).unwrap();
+        let counts: Vec<i64> = (0..36).map(|cell| cell % 4).collect();
+        let mass = counts.iter().sum::<i64>() as u64;
+        let projection = project_to_probability(&grid, &counts, mass, NO_MEMORY_LIMIT).unwrap();
+        assert_eq!(projection.d_bl, 0.0);
+        assert!(projection.masses.iter().zip(&counts).all(|(&t, &c)| t as i64 == c));
+    }
+
+    #[test]
+    fn projection_is_no_farther_than_clip_and_renormalise() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+        let mut strictly_closer = 0;
+        for (dims, side) in [(1usize, 40u32), (2, 8), (3, 4)] {
+            let grid = RegularGrid::new(dims, side).unwrap();
+            for _ in 0..5 {
+                let counts = random_counts(&mut rng, grid.cell_count(), -6, 10);
+                let positive: Vec<i64> = counts.iter().map(|&c| c.max(0)).collect();
+                let positive_total = positive.iter().sum::<i64>().max(1) as u64;
+                let mass = (counts.iter().sum::<i64>().max(1) as u64 + rng.random_range(0..20)).max(1);
+                let projection = project_to_probability(&grid, &counts, mass, NO_MEMORY_LIMIT).unwrap();
+                // Clipped-and-renormalised τ' = c⁺/P against ν = c/M, on the common unit P·M.
+                let clipped: Vec<i64> = positive.iter().map(|&c| c * mass as i64).collect();
+                let scaled: Vec<i64> = counts.iter().map(|&c| c * positive_total as i64).collect();
+                let clip_distance = bounded_lipschitz_distance(&grid, &clipped, &scaled, positive_total * mass, NO_MEMORY_LIMIT).unwrap();
+                assert!(
+                    projection.d_bl <= clip_distance + 1e-12,
+                    "d={dims}: projection {} > clip-and-renormalise {clip_distance}",
+                    projection.d_bl
+                );
+                strictly_closer += usize::from(projection.d_bl < clip_distance - 1e-9);
+            }
+        }
+        assert!(strictly_closer >= 10, "the projection should usually beat clipping, did {strictly_closer}/15");
+    }
+
+    #[test]
+    fn budget_spends_at_most_epsilon_with_the_n_hat_share() {
+        for &epsilon in &[0.01, 0.1, 1.0, 3.7, 50.0] {
+            for (neighbours, share) in [
+                (Neighbours::AddRemove, None),
+                (Neighbours::AddRemove, Some(1.0 / 16.0)),
+                (Neighbours::AddRemove, Some(0.5)),
+                (Neighbours::Replace, None),
+            ] {
+                let budget = PsmmBudget::new(neighbours, epsilon, share).unwrap();
+                let spent = budget.spent_epsilon();
+                assert!(spent <= epsilon, "{neighbours:?} {share:?} ε={epsilon}: spent {spent}");
+                assert!(spent >= epsilon * (1.0 - 1e-6), "{neighbours:?} {share:?} ε={epsilon}: spent only {spent}");
+                match share {
+                    Some(share) => {
+                        let root = budget.root_epsilon().unwrap();
+                        assert!((root - epsilon * share).abs() <= 1e-6 * epsilon * share);
+                    }
+                    None => assert!(budget.root_epsilon().is_none()),
+                }
+                // The scale is Δ/ε_cells with Δ = 1 (add-remove) or 2 (replace).
+                let cells_epsilon = epsilon * (1.0 - share.unwrap_or(0.0));
+                let expected = sensitivity(neighbours) / cells_epsilon;
+                let scale = budget.cell_scale.to_f64();
+                assert!(scale >= expected && scale <= expected * (1.0 + 1e-6), "scale {scale} for {expected}");
+            }
+        }
+        assert!(PsmmBudget::new(Neighbours::Replace, 1.0, Some(0.1)).is_err());
+    }
+
+    /// Sample variance of the noise added to `cells` empty cells.
+    fn empty_cell_noise(neighbours: Neighbours, epsilon: f64, cells: usize) -> (Vec<i64>, f64) {
+        let budget = PsmmBudget::new(neighbours, epsilon, None).unwrap();
+        let noisy = noisy_cell_counts(&vec![0; cells], budget.cell_scale, &NoiseKey::from_user_seed(5));
+        let variance = noisy.iter().map(|&z| (z * z) as f64).sum::<f64>() / cells as f64;
+        (noisy, variance)
+    }
+
+    #[test]
+    fn every_cell_gets_noise_at_the_scale_of_the_relation() {
+        let cells = 1 << 16;
+        // Var Lap_Z(σ) = 2p/(1 − p)², p = e^{−1/σ}: 1.84 at σ = 1, 7.83 at σ = 2. A replace run with the
+        // add-remove scale 1/ε would show 1.84 where 7.83 is due; a skipped cell would stay exactly 0.
+        for (neighbours, sigma) in [(Neighbours::AddRemove, 1.0f64), (Neighbours::Replace, 2.0)] {
+            let (noisy, variance) = empty_cell_noise(neighbours, 1.0, cells);
+            let p = (-1.0 / sigma).exp();
+            let expected = 2.0 * p / ((1.0 - p) * (1.0 - p));
+            assert!(
+                (variance / expected - 1.0).abs() < 0.05,
+                "{neighbours:?}: variance {variance}, Lap_Z({sigma}) has {expected}"
+            );
+            let zeros = noisy.iter().filter(|&&z| z == 0).count() as f64 / cells as f64;
+            let expected_zeros = (1.0 - p) / (1.0 + p);
+            assert!((zeros - expected_zeros).abs() < 0.02, "{neighbours:?}: {zeros} of the cells unnoised");
+            for chunk in noisy.chunks(NOISE_CHUNK_CELLS) {
+                assert!(chunk.iter().filter(|&&z| z != 0).count() * 2 > chunk.len());
+            }
+        }
+    }
+
+    #[test]
+    fn noise_does_not_depend_on_the_thread_count() {
+        let counts: Vec<u64> = (0..3 * NOISE_CHUNK_CELLS as u64 + 17).map(|cell| cell % 5).collect();
+        let scale = RationalScale::round_up(2.5).unwrap();
+        let noisy = |threads: usize, seed: u64| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| noisy_cell_counts(&counts, scale, &NoiseKey::from_user_seed(seed)))
+        };
+        assert_eq!(noisy(1, 3), noisy(2, 3));
+        assert_eq!(noisy(1, 3), noisy(3, 3));
+        assert_ne!(noisy(1, 3), noisy(1, 4));
+    }
+
+    #[test]
+    fn too_many_cells_are_refused_with_the_limit_and_a_way_out() {
+        let memory = 8u64 << 30;
+        let grid = RegularGrid::new(3, 1000).unwrap();
+        let message = check_projection_fits(&grid, memory).unwrap_err().to_string();
+        for needle in ["m = 1000000000", "1000 per axis", "d = 3", "--cells", "at most"] {
+            assert!(message.contains(needle), "{needle:?} missing from: {message}");
+        }
+        let allowed = RegularGrid::new(3, 100).unwrap();
+        assert!(check_projection_fits(&allowed, memory).is_ok(), "10^6 cells in d = 3 fit in 8 GiB");
+        let wide = RegularGrid::new(24, 2).unwrap();
+        let message = check_projection_fits(&wide, memory).unwrap_err().to_string();
+        assert!(message.contains("--mechanism pmm"), "{message}");
+    }
+
+    #[test]
+    fn chaining_bounds_the_expected_noise_distance() {
+        // E d_BL(μ_Y, ν) = E sup_f Σ f_i λ_i / M; the bound uses √Var·H/M. Estimate the left side with the
+        // exact flow on a few noise draws and compare (M = 1 here: distances in units of one count).
+        let scale = RationalScale::round_up(1.0).unwrap();
+        for (dims, side) in [(1usize, 64u32), (2, 12), (3, 5)] {
+            let grid = RegularGrid::new(dims, side).unwrap();
+            let zeros = vec![0u64; grid.cell_count()];
+            let draws = 8;
+            let mean = (0..draws)
+                .map(|seed| {
+                    let noise = noisy_cell_counts(&zeros, scale, &NoiseKey::from_user_seed(seed));
+                    bounded_lipschitz_distance(&grid, &noise, &vec![0; grid.cell_count()], 1, NO_MEMORY_LIMIT).unwrap()
+                })
+                .sum::<f64>()
+                / draws as f64;
+            // accuracy_bound = 1/k + 2·(√Var·H)/M for a public n: recover √Var·H.
+            let chaining = (accuracy_bound(&grid, scale, Normaliser::PublicN, 1) - grid.cell_diameter()) / 2.0;
+            assert!(mean <= chaining, "d={dims}: E d_BL ≈ {mean} above the chaining bound {chaining}");
+            assert!(mean >= chaining / 20.0, "d={dims}: the bound {chaining} is far looser than expected ({mean})");
+        }
+    }
+
+    #[test]
+    fn accuracy_bound_falls_with_the_data_size() {
+        let scale = RationalScale::round_up(1.0).unwrap();
+        for dims in 1..=4usize {
+            let at = |n: f64| {
+                let side = n.powf(1.0 / dims as f64).round() as u32;
+                accuracy_bound(&RegularGrid::new(dims, side).unwrap(), scale, Normaliser::PublicN, n as u64)
+            };
+            let (small, large) = (at(1e4), at(1e8));
+            assert!(large < small / 2.0, "d={dims}: bound {small} at εn = 10^4, {large} at 10^8");
+        }
+    }
 }
