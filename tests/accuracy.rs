@@ -119,6 +119,7 @@ fn synthesise(input: &Path, output: &Path, dims: usize, seed: u64) -> (Vec<f64>,
         outcome.report.accuracy.expected_w1_bound,
         match outcome.report.parameters {
             MechanismParameters::Pmm(pmm) => pmm.depth,
+            other => panic!("a PMM run reported {other:?}"),
         },
     )
 }

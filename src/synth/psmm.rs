@@ -23,6 +23,11 @@ use crate::sink::ParquetSink;
 /// The binner line of the report and diagnostics (PSMM bins on the CPU only).
 const BINNING: &str = "cpu (regular grid)";
 
+/// The default m ≈ εN is capped here: the exact projection of 10^6 cells takes minutes on two cores
+/// (d = 2: about 6 min, measured), and it grows faster than linearly. `--cells` may ask for more, up to
+/// what memory allows.
+pub const DEFAULT_MAX_CELLS: f64 = 1e6;
+
 pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
     let (options, seeds) = (run.options, &run.seeds);
     if options.depth.is_some() {
@@ -56,22 +61,28 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
         }
         (None, None) => {
             let n = run.source.row_count() as f64;
-            let grid = grid_for(dims, epsilon * n, memory_limit)?;
+            let grid = grid_for(dims, default_cells(epsilon, n), memory_limit)?;
             let (counts, stats) = bin_cells(run, &grid)?;
-            let rule = "k = max(1, round((epsilon n)^(1/d))) for the public n".to_string();
+            let rule = format!(
+                "k = max(1, round(min(epsilon n, {DEFAULT_MAX_CELLS:e})^(1/d))) for the public n"
+            );
             (grid, counts, stats, Normaliser::PublicN, rule, None)
         }
         (None, Some(root_scale)) => {
             // Plan with the file's row count, bin, release n̂, and bin again only if n̂ asks for another grid.
-            let planned = grid_for(dims, epsilon * run.source.row_count() as f64, memory_limit)?;
+            let planned = grid_for(
+                dims,
+                default_cells(epsilon, run.source.row_count() as f64),
+                memory_limit,
+            )?;
             let (mut counts, stats) = bin_cells(run, &planned)?;
             let n_hat = release_root_count(stats.rows_binned, root_scale, &seeds.noise);
-            let grid = grid_for(dims, epsilon * n_hat as f64, memory_limit)?;
+            let grid = grid_for(dims, default_cells(epsilon, n_hat as f64), memory_limit)?;
             if grid != planned {
                 counts = bin_cells(run, &grid)?.0;
             }
             let rule = format!(
-                "k = max(1, round((epsilon n̂)^(1/d))) for the released n̂ = {n_hat}"
+                "k = max(1, round(min(epsilon n̂, {DEFAULT_MAX_CELLS:e})^(1/d))) for the released n̂ = {n_hat}"
             );
             (grid, counts, stats, Normaliser::ReleasedCount(root_scale), rule, Some(n_hat))
         }
@@ -168,6 +179,11 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
         Diagnostics::new(&stats, &run.column_names(), run.threads, BINNING.to_string());
     diagnostics.timings_seconds = timings;
     commit_outputs(run.outputs, report, diagnostics, sink)
+}
+
+/// The paper's m ≈ εN (Corollary 3.7), capped at [`DEFAULT_MAX_CELLS`].
+fn default_cells(epsilon: f64, size: f64) -> f64 {
+    (epsilon * size).min(DEFAULT_MAX_CELLS)
 }
 
 /// The grid of k = max(1, round(target^{1/d})) cells per axis, refused before any allocation when its
