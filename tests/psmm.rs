@@ -122,6 +122,8 @@ fn release_under_both_relations_spends_at_most_epsilon() {
     assert_eq!(report.release.root_count, parameters.normaliser);
     assert_eq!(coords.len() as u64, 2 * parameters.normaliser, "n̂ rows by default");
     assert!(parameters.normaliser.abs_diff(5_000) < 400, "n̂ = {}", parameters.normaliser);
+    let side = (epsilon * parameters.normaliser as f64).sqrt().round() as u32;
+    assert_eq!(parameters.cells_per_axis, side, "k = round(sqrt(ε n̂))");
 }
 
 #[test]
@@ -214,6 +216,7 @@ fn too_many_cells_fail_clearly_and_leave_nothing() {
         &["m = 1000014129", "31623 per axis", "--cells", "at most"],
     );
     refused(&["--depth", "8"], &["--depth", "pmm"]);
+    refused(&["--device", "gpu"], &["--device gpu", "pmm"]);
 }
 
 /// Mean over seeds of an upper estimate of W1 (exact W1 of the two tables on a regular grid, plus the

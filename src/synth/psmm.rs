@@ -14,7 +14,7 @@ use crate::mechanism::psmm::{
     accuracy_bound, check_projection_fits, noisy_cell_counts, project_to_probability,
     Normaliser, PsmmBudget, ACCURACY_FORMULA,
 };
-use crate::options::value_name;
+use crate::options::{value_name, DeviceChoice};
 use crate::privacy::Neighbours;
 use crate::report::*;
 use crate::sampler::{allocate_rows, LeafSampler};
@@ -33,6 +33,11 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
     if options.depth.is_some() {
         return Err(Error::bad_input(
             "--depth applies to --mechanism pmm; psmm's partition is set by --cells (default about εn cells)",
+        ));
+    }
+    if options.device == DeviceChoice::Gpu {
+        return Err(Error::bad_input(
+            "--device gpu applies to --mechanism pmm; psmm bins its regular grid on the CPU (its cost is the projection)",
         ));
     }
     let dims = run.dims();
