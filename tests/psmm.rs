@@ -38,7 +38,12 @@ fn write_points(path: &Path, coords: &[f64], dims: usize) {
     write_parquet(
         path,
         (0..dims)
-            .map(|axis| (NAMES[axis], floats(coords.iter().skip(axis).step_by(dims).copied())))
+            .map(|axis| {
+                (
+                    NAMES[axis],
+                    floats(coords.iter().skip(axis).step_by(dims).copied()),
+                )
+            })
             .collect(),
         4_000,
     );
@@ -93,7 +98,11 @@ fn release_under_both_relations_spends_at_most_epsilon() {
     let epsilon = 0.8;
 
     // replace: n public, all of ε on the cells at scale 2/ε, m ≈ εn, output of exactly n rows.
-    let (report, coords) = run(&input, &output, &options(2, epsilon, Neighbours::Replace, 1));
+    let (report, coords) = run(
+        &input,
+        &output,
+        &options(2, epsilon, Neighbours::Replace, 1),
+    );
     let parameters = psmm(&report);
     assert_eq!(report.mechanism, "psmm");
     assert_eq!(parameters.cells_per_axis, 63, "round(sqrt(0.8 · 5000))");
@@ -110,7 +119,11 @@ fn release_under_both_relations_spends_at_most_epsilon() {
     assert!(d_bl > 0.0 && d_bl < 1.0, "d_BL {d_bl}");
 
     // add-remove: n̂ released with ε/16 first, the rest on the cells at scale 1/(15ε/16).
-    let (report, coords) = run(&input, &output, &options(2, epsilon, Neighbours::AddRemove, 1));
+    let (report, coords) = run(
+        &input,
+        &output,
+        &options(2, epsilon, Neighbours::AddRemove, 1),
+    );
     let parameters = psmm(&report);
     let root = parameters.epsilon_n_hat.unwrap();
     assert!((root - epsilon / 16.0).abs() < 1e-6 * epsilon);
@@ -120,8 +133,16 @@ fn release_under_both_relations_spends_at_most_epsilon() {
     assert!(report.guarantee.epsilon_spent >= epsilon * (1.0 - 1e-6));
     assert_eq!(parameters.normaliser_is, "released noisy count n̂");
     assert_eq!(report.release.root_count, parameters.normaliser);
-    assert_eq!(coords.len() as u64, 2 * parameters.normaliser, "n̂ rows by default");
-    assert!(parameters.normaliser.abs_diff(5_000) < 400, "n̂ = {}", parameters.normaliser);
+    assert_eq!(
+        coords.len() as u64,
+        2 * parameters.normaliser,
+        "n̂ rows by default"
+    );
+    assert!(
+        parameters.normaliser.abs_diff(5_000) < 400,
+        "n̂ = {}",
+        parameters.normaliser
+    );
     let side = (epsilon * parameters.normaliser as f64).sqrt().round() as u32;
     assert_eq!(parameters.cells_per_axis, side, "k = round(sqrt(ε n̂))");
 }
@@ -140,7 +161,10 @@ fn cells_and_rows_options_are_honoured() {
     // With --cells all of ε goes to the cells and M is the noisy total (post-processing).
     assert_eq!(parameters.epsilon_n_hat, None);
     assert!((parameters.epsilon_cells - 1.0).abs() < 1e-6);
-    assert_eq!(parameters.normaliser_is, "max(1, sum of the noisy cell counts)");
+    assert_eq!(
+        parameters.normaliser_is,
+        "max(1, sum of the noisy cell counts)"
+    );
     assert_eq!(report.release.synthetic_rows, 777);
     assert_eq!(coords.len(), 3 * 777);
 }
@@ -207,7 +231,10 @@ fn too_many_cells_fail_clearly_and_leave_nothing() {
         let message = stderr(&result);
         assert_eq!(result.status.code(), Some(2), "{extra:?}: {message}");
         for fragment in expected {
-            assert!(message.contains(fragment), "'{fragment}' missing from: {message}");
+            assert!(
+                message.contains(fragment),
+                "'{fragment}' missing from: {message}"
+            );
         }
         assert!(files_in(out_dir.path()).is_empty());
     };
@@ -222,7 +249,12 @@ fn too_many_cells_fail_clearly_and_leave_nothing() {
 /// Mean over seeds of an upper estimate of W1 (exact W1 of the two tables on a regular grid, plus the
 /// grid's quantisation error) and of the bound each report states; and the grid W1 of the uniform
 /// measure, what a release that ignored the data would reach.
-fn mean_w1_and_bound(dims: usize, rows: usize, side: usize, neighbours: Neighbours) -> (f64, f64, f64) {
+fn mean_w1_and_bound(
+    dims: usize,
+    rows: usize,
+    side: usize,
+    neighbours: Neighbours,
+) -> (f64, f64, f64) {
     let dir = tempfile::tempdir().unwrap();
     let (input, real) = table(dir.path(), rows, dims);
     let output = dir.path().join("synthetic.parquet");
@@ -238,7 +270,11 @@ fn mean_w1_and_bound(dims: usize, rows: usize, side: usize, neighbours: Neighbou
     }
     let uniform = vec![1u64; real_hist.len()];
     let data_blind = w1_grid(&real_hist, &uniform, side, dims).unwrap().value;
-    (w1_sum / seeds.len() as f64, bound_sum / seeds.len() as f64, data_blind)
+    (
+        w1_sum / seeds.len() as f64,
+        bound_sum / seeds.len() as f64,
+        data_blind,
+    )
 }
 
 #[test]
@@ -250,10 +286,18 @@ fn accuracy_is_within_the_reported_bound() {
         (3, 20_000, 16, Neighbours::Replace),
     ] {
         let (w1, bound, data_blind) = mean_w1_and_bound(dims, rows, side, neighbours);
-        eprintln!("d={dims} {neighbours:?}: mean W1 ≤ {w1:.4}, bound {bound:.4}, uniform {data_blind:.4}");
+        eprintln!(
+            "d={dims} {neighbours:?}: mean W1 ≤ {w1:.4}, bound {bound:.4}, uniform {data_blind:.4}"
+        );
         assert!(bound < 1.0, "d={dims}: the bound {bound} says nothing");
-        assert!(w1 <= bound, "d={dims} {neighbours:?}: mean W1 estimate {w1} above the bound {bound}");
+        assert!(
+            w1 <= bound,
+            "d={dims} {neighbours:?}: mean W1 estimate {w1} above the bound {bound}"
+        );
         // The bound is loose (constants of a union bound); the release must also beat ignoring the data.
-        assert!(w1 < data_blind / 2.0, "d={dims} {neighbours:?}: W1 {w1}, the uniform measure {data_blind}");
+        assert!(
+            w1 < data_blind / 2.0,
+            "d={dims} {neighbours:?}: W1 {w1}, the uniform measure {data_blind}"
+        );
     }
 }

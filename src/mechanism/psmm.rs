@@ -15,8 +15,8 @@ use crate::noise::discrete_laplace::{sample_discrete_laplace, RationalScale};
 use crate::noise::{NoiseKey, NOISE_CHUNK_CELLS};
 use crate::privacy::{Neighbours, SCALE_SAFETY_MARGIN};
 use crate::transport::{
-    solve_min_cost_flow_with, Algorithm, FlowNetwork, NodeId, AUTO_SIMPLEX_MAX_NODES,
-    INFINITE_CAPACITY, MAX_ARCS, MAX_NODES,
+    solve_min_cost_flow_with, Algorithm, FlowNetwork, FlowSolution, NodeId, AUTO_SIMPLEX_MAX_NODES,
+    COST_SCALING_ALPHA, INFINITE_CAPACITY, MAGNITUDE_LIMIT, MAX_ARCS, MAX_NODES,
 };
 
 /// The noise stream of PSMM's cells: apart from PMM's levels (0..=30) and its root release (63).
@@ -120,13 +120,15 @@ pub fn projection_arcs(grid: &RegularGrid) -> Option<u128> {
 pub fn check_projection_fits(grid: &RegularGrid, memory_limit: u64) -> Result<()> {
     let limit = (MAX_ARCS as u128).min(u128::from(memory_limit / PROJECTION_BYTES_PER_ARC));
     let fits = |grid: &RegularGrid| {
-        grid.cell_count() + 2 <= MAX_NODES && projection_arcs(grid).is_some_and(|arcs| arcs <= limit)
+        grid.cell_count() + 2 <= MAX_NODES
+            && projection_arcs(grid).is_some_and(|arcs| arcs <= limit)
     };
     if fits(grid) {
         return Ok(());
     }
     let (dims, side) = (grid.dims(), grid.cells_per_axis());
-    let arcs = projection_arcs(grid).map_or_else(|| "too many".to_string(), |arcs| arcs.to_string());
+    let arcs =
+        projection_arcs(grid).map_or_else(|| "too many".to_string(), |arcs| arcs.to_string());
     let largest = (1..side)
         .rev()
         .filter_map(|k| RegularGrid::new(dims, k))
@@ -187,7 +189,8 @@ pub fn project_to_probability(
     assert_eq!(counts.len(), grid.cell_count(), "one count per cell");
     assert!(mass >= 1, "the projection needs a positive total mass");
     check_projection_fits(grid, memory_limit)?;
-    let mass = i64::try_from(mass).map_err(|_| Error::bad_input(format!("mass {mass} is too large")))?;
+    let mass =
+        i64::try_from(mass).map_err(|_| Error::bad_input(format!("mass {mass} is too large")))?;
     let total: i128 = counts.iter().map(|&c| i128::from(c)).sum();
     let bank = i64::try_from(i128::from(mass) - total)
         .map_err(|_| Error::bad_input("the noisy counts are too large to project"))?;
@@ -198,7 +201,7 @@ pub fn project_to_probability(
         net.add_arc(cell, sink, INFINITE_CAPACITY, 0);
     }
     add_bank(&mut net, &cells, grid, bank);
-    let (solution, solver) = solve(&net)?;
+    let (solution, solver) = solve(&net, grid)?;
     let masses: Vec<u64> = solution.flows[first_sink_arc..first_sink_arc + grid.cell_count()]
         .iter()
         .map(|&flow| flow as u64)
@@ -226,7 +229,7 @@ pub fn bounded_lipschitz_distance(
     let bank = -difference.iter().sum::<i64>();
     let (mut net, cells) = cells_network(grid, &difference, 0);
     add_bank(&mut net, &cells, grid, bank);
-    let (solution, _) = solve(&net)?;
+    let (solution, _) = solve(&net, grid)?;
     Ok(solution.cost as f64 / (f64::from(grid.cells_per_axis()) * unit as f64))
 }
 
@@ -240,7 +243,10 @@ fn cells_network(
     let king_moves = grid.king_move_arcs().expect("checked to fit") as usize;
     let arcs = king_moves + (2 + extra_arcs_per_cell) * grid.cell_count();
     let mut net = FlowNetwork::with_capacity(grid.cell_count() + 2, arcs);
-    let cells: Vec<NodeId> = supplies.iter().map(|&supply| net.add_node(supply)).collect();
+    let cells: Vec<NodeId> = supplies
+        .iter()
+        .map(|&supply| net.add_node(supply))
+        .collect();
     add_king_move_arcs(
         &mut net,
         &cells,
@@ -261,13 +267,19 @@ fn add_bank(net: &mut FlowNetwork, cells: &[NodeId], grid: &RegularGrid, supply:
 }
 
 /// Exact min-cost flow: the network simplex on small networks, cost scaling above (the crossover
-/// `transport` measured on king-move grids).
-fn solve(net: &FlowNetwork) -> Result<(crate::transport::FlowSolution, &'static str)> {
-    let (algorithm, name) = if net.node_count() > AUTO_SIMPLEX_MAX_NODES {
-        (Algorithm::CostScaling, "exact min-cost flow (cost scaling)")
-    } else {
-        (Algorithm::NetworkSimplex, "exact min-cost flow (network simplex)")
-    };
+/// `transport` measured on king-move grids) when its scaled costs k·(n + 1)·α fit the exact arithmetic.
+fn solve(net: &FlowNetwork, grid: &RegularGrid) -> Result<(FlowSolution, &'static str)> {
+    let nodes = net.node_count() as u128;
+    let scaled_cost = u128::from(grid.cells_per_axis()) * (nodes + 1) * COST_SCALING_ALPHA as u128;
+    let (algorithm, name) =
+        if net.node_count() > AUTO_SIMPLEX_MAX_NODES && scaled_cost <= MAGNITUDE_LIMIT as u128 {
+            (Algorithm::CostScaling, "exact min-cost flow (cost scaling)")
+        } else {
+            (
+                Algorithm::NetworkSimplex,
+                "exact min-cost flow (network simplex)",
+            )
+        };
     let solution = solve_min_cost_flow_with(net, algorithm)
         .map_err(|error| Error::internal(format!("psmm projection: {error}")))?;
     Ok((solution, name))
@@ -322,8 +334,8 @@ pub fn accuracy_bound(
         let parent_width = (2 * block).min(side);
         let step = (parent_width - 1) as f64 / side as f64;
         // Σ over blocks of √|θ| factorises over the axes: (Σ_b √size_b)^d.
-        let per_axis = (side / block) as f64 * (block as f64).sqrt()
-            + ((side % block) as f64).sqrt();
+        let per_axis =
+            (side / block) as f64 * (block as f64).sqrt() + ((side % block) as f64).sqrt();
         chaining += step * per_axis.powi(dims);
     }
     let normaliser_error = match normaliser {
@@ -370,7 +382,12 @@ mod tests {
         let (mut a, mut b) = (vec![0u32; grid.dims()], vec![0u32; grid.dims()]);
         grid.axis_indices(i, &mut a);
         grid.axis_indices(j, &mut b);
-        let steps = a.iter().zip(&b).map(|(x, y)| x.abs_diff(*y)).max().unwrap_or(0);
+        let steps = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| x.abs_diff(*y))
+            .max()
+            .unwrap_or(0);
         f64::from(steps) * grid.cell_diameter()
     }
 
@@ -397,7 +414,9 @@ mod tests {
                 }
             }
         }
-        let tau: Vec<_> = (0..m).map(|_| lp.add_var(0.0, (0.0, f64::INFINITY))).collect();
+        let tau: Vec<_> = (0..m)
+            .map(|_| lp.add_var(0.0, (0.0, f64::INFINITY)))
+            .collect();
         for i in 0..m {
             let v = lp.add_var(2.0, (0.0, f64::INFINITY));
             rows[i].push((v, 1.0));
@@ -416,7 +435,9 @@ mod tests {
     fn dense_d_bl(grid: &RegularGrid, tau: &[f64], nu: &[f64]) -> f64 {
         let m = grid.cell_count();
         let mut lp = Problem::new(OptimizationDirection::Maximize);
-        let f: Vec<_> = (0..m).map(|i| lp.add_var(nu[i] - tau[i], (-1.0, 1.0))).collect();
+        let f: Vec<_> = (0..m)
+            .map(|i| lp.add_var(nu[i] - tau[i], (-1.0, 1.0)))
+            .collect();
         for i in 0..m {
             for j in (i + 1)..m {
                 let rho = centre_distance(grid, i, j);
@@ -442,16 +463,25 @@ mod tests {
                     let m = grid.cell_count();
                     let counts = random_counts(&mut rng, m, -4, 8);
                     let mass: u64 = rng.random_range(1..=20);
-                    let projection = project_to_probability(&grid, &counts, mass, NO_MEMORY_LIMIT).unwrap();
+                    let projection =
+                        project_to_probability(&grid, &counts, mass, NO_MEMORY_LIMIT).unwrap();
                     // Feasible: a probability vector with integer masses summing to M.
                     assert_eq!(projection.masses.len(), m);
                     assert_eq!(projection.masses.iter().sum::<u64>(), mass);
                     let nu: Vec<f64> = counts.iter().map(|&c| c as f64 / mass as f64).collect();
-                    let tau: Vec<f64> = projection.masses.iter().map(|&t| t as f64 / mass as f64).collect();
+                    let tau: Vec<f64> = projection
+                        .masses
+                        .iter()
+                        .map(|&t| t as f64 / mass as f64)
+                        .collect();
                     let context = format!("d={dims} k={side} counts={counts:?} M={mass}");
                     // Its d_BL is the true d_BL of its τ, computed from the definition.
                     let direct = dense_d_bl(&grid, &tau, &nu);
-                    assert!((direct - projection.d_bl).abs() < LP_TOLERANCE, "{context}: flow {} vs definition {direct}", projection.d_bl);
+                    assert!(
+                        (direct - projection.d_bl).abs() < LP_TOLERANCE,
+                        "{context}: flow {} vs definition {direct}",
+                        projection.d_bl
+                    );
                     // Algorithm 2's LP (f shifted to [0, 2]) has optimum d_BL + Σν − 1 ...
                     let (optimum, lp_tau) = dense_algorithm_2(&grid, &nu, false);
                     let shift = nu.iter().sum::<f64>() - 1.0;
@@ -464,10 +494,15 @@ mod tests {
                     assert!((lp_tau.iter().sum::<f64>() - 1.0).abs() < LP_TOLERANCE);
                     assert!(lp_tau.iter().all(|&t| t > -LP_TOLERANCE));
                     let lp_distance = dense_d_bl(&grid, &lp_tau, &nu);
-                    assert!((lp_distance - projection.d_bl).abs() < LP_TOLERANCE, "{context}: LP's τ is at {lp_distance}");
+                    assert!(
+                        (lp_distance - projection.d_bl).abs() < LP_TOLERANCE,
+                        "{context}: LP's τ is at {lp_distance}"
+                    );
                     // The sink-free network measures the same distance for a fixed τ.
                     let masses: Vec<i64> = projection.masses.iter().map(|&t| t as i64).collect();
-                    let fixed = bounded_lipschitz_distance(&grid, &masses, &counts, mass, NO_MEMORY_LIMIT).unwrap();
+                    let fixed =
+                        bounded_lipschitz_distance(&grid, &masses, &counts, mass, NO_MEMORY_LIMIT)
+                            .unwrap();
                     assert!((fixed - projection.d_bl).abs() < 1e-12, "{context}");
                     cases += 1;
                 }
@@ -487,8 +522,14 @@ mod tests {
         assert_eq!(projection.d_bl, 5.0);
         let (corrected, _) = dense_algorithm_2(&grid, &[4.0, 2.0], false);
         let (printed, _) = dense_algorithm_2(&grid, &[4.0, 2.0], true);
-        assert!((corrected - 10.0).abs() < LP_TOLERANCE, "corrected LP: {corrected}");
-        assert!((printed - 2.5).abs() < LP_TOLERANCE, "printed LP: {printed}");
+        assert!(
+            (corrected - 10.0).abs() < LP_TOLERANCE,
+            "corrected LP: {corrected}"
+        );
+        assert!(
+            (printed - 2.5).abs() < LP_TOLERANCE,
+            "printed LP: {printed}"
+        );
     }
 
     #[test]
@@ -498,7 +539,11 @@ mod tests {
         let mass = counts.iter().sum::<i64>() as u64;
         let projection = project_to_probability(&grid, &counts, mass, NO_MEMORY_LIMIT).unwrap();
         assert_eq!(projection.d_bl, 0.0);
-        assert!(projection.masses.iter().zip(&counts).all(|(&t, &c)| t as i64 == c));
+        assert!(projection
+            .masses
+            .iter()
+            .zip(&counts)
+            .all(|(&t, &c)| t as i64 == c));
     }
 
     #[test]
@@ -511,12 +556,21 @@ mod tests {
                 let counts = random_counts(&mut rng, grid.cell_count(), -6, 10);
                 let positive: Vec<i64> = counts.iter().map(|&c| c.max(0)).collect();
                 let positive_total = positive.iter().sum::<i64>().max(1) as u64;
-                let mass = (counts.iter().sum::<i64>().max(1) as u64 + rng.random_range(0..20)).max(1);
-                let projection = project_to_probability(&grid, &counts, mass, NO_MEMORY_LIMIT).unwrap();
+                let mass =
+                    (counts.iter().sum::<i64>().max(1) as u64 + rng.random_range(0..20)).max(1);
+                let projection =
+                    project_to_probability(&grid, &counts, mass, NO_MEMORY_LIMIT).unwrap();
                 // Clipped-and-renormalised τ' = c⁺/P against ν = c/M, on the common unit P·M.
                 let clipped: Vec<i64> = positive.iter().map(|&c| c * mass as i64).collect();
                 let scaled: Vec<i64> = counts.iter().map(|&c| c * positive_total as i64).collect();
-                let clip_distance = bounded_lipschitz_distance(&grid, &clipped, &scaled, positive_total * mass, NO_MEMORY_LIMIT).unwrap();
+                let clip_distance = bounded_lipschitz_distance(
+                    &grid,
+                    &clipped,
+                    &scaled,
+                    positive_total * mass,
+                    NO_MEMORY_LIMIT,
+                )
+                .unwrap();
                 assert!(
                     projection.d_bl <= clip_distance + 1e-12,
                     "d={dims}: projection {} > clip-and-renormalise {clip_distance}",
@@ -525,7 +579,10 @@ mod tests {
                 strictly_closer += usize::from(projection.d_bl < clip_distance - 1e-9);
             }
         }
-        assert!(strictly_closer >= 10, "the projection should usually beat clipping, did {strictly_closer}/15");
+        assert!(
+            strictly_closer >= 10,
+            "the projection should usually beat clipping, did {strictly_closer}/15"
+        );
     }
 
     #[test]
@@ -539,8 +596,14 @@ mod tests {
             ] {
                 let budget = PsmmBudget::new(neighbours, epsilon, share).unwrap();
                 let spent = budget.spent_epsilon();
-                assert!(spent <= epsilon, "{neighbours:?} {share:?} ε={epsilon}: spent {spent}");
-                assert!(spent >= epsilon * (1.0 - 1e-6), "{neighbours:?} {share:?} ε={epsilon}: spent only {spent}");
+                assert!(
+                    spent <= epsilon,
+                    "{neighbours:?} {share:?} ε={epsilon}: spent {spent}"
+                );
+                assert!(
+                    spent >= epsilon * (1.0 - 1e-6),
+                    "{neighbours:?} {share:?} ε={epsilon}: spent only {spent}"
+                );
                 match share {
                     Some(share) => {
                         let root = budget.root_epsilon().unwrap();
@@ -552,7 +615,10 @@ mod tests {
                 let cells_epsilon = epsilon * (1.0 - share.unwrap_or(0.0));
                 let expected = sensitivity(neighbours) / cells_epsilon;
                 let scale = budget.cell_scale.to_f64();
-                assert!(scale >= expected && scale <= expected * (1.0 + 1e-6), "scale {scale} for {expected}");
+                assert!(
+                    scale >= expected && scale <= expected * (1.0 + 1e-6),
+                    "scale {scale} for {expected}"
+                );
             }
         }
         assert!(PsmmBudget::new(Neighbours::Replace, 1.0, Some(0.1)).is_err());
@@ -561,7 +627,11 @@ mod tests {
     /// Sample variance of the noise added to `cells` empty cells.
     fn empty_cell_noise(neighbours: Neighbours, epsilon: f64, cells: usize) -> (Vec<i64>, f64) {
         let budget = PsmmBudget::new(neighbours, epsilon, None).unwrap();
-        let noisy = noisy_cell_counts(&vec![0; cells], budget.cell_scale, &NoiseKey::from_user_seed(5));
+        let noisy = noisy_cell_counts(
+            &vec![0; cells],
+            budget.cell_scale,
+            &NoiseKey::from_user_seed(5),
+        );
         let variance = noisy.iter().map(|&z| (z * z) as f64).sum::<f64>() / cells as f64;
         (noisy, variance)
     }
@@ -581,7 +651,10 @@ mod tests {
             );
             let zeros = noisy.iter().filter(|&&z| z == 0).count() as f64 / cells as f64;
             let expected_zeros = (1.0 - p) / (1.0 + p);
-            assert!((zeros - expected_zeros).abs() < 0.02, "{neighbours:?}: {zeros} of the cells unnoised");
+            assert!(
+                (zeros - expected_zeros).abs() < 0.02,
+                "{neighbours:?}: {zeros} of the cells unnoised"
+            );
             for chunk in noisy.chunks(NOISE_CHUNK_CELLS) {
                 assert!(chunk.iter().filter(|&&z| z != 0).count() * 2 > chunk.len());
             }
@@ -590,7 +663,9 @@ mod tests {
 
     #[test]
     fn noise_does_not_depend_on_the_thread_count() {
-        let counts: Vec<u64> = (0..3 * NOISE_CHUNK_CELLS as u64 + 17).map(|cell| cell % 5).collect();
+        let counts: Vec<u64> = (0..3 * NOISE_CHUNK_CELLS as u64 + 17)
+            .map(|cell| cell % 5)
+            .collect();
         let scale = RationalScale::round_up(2.5).unwrap();
         let noisy = |threads: usize, seed: u64| {
             rayon::ThreadPoolBuilder::new()
@@ -608,14 +683,30 @@ mod tests {
     fn too_many_cells_are_refused_with_the_limit_and_a_way_out() {
         let memory = 8u64 << 30;
         let grid = RegularGrid::new(3, 1000).unwrap();
-        let message = check_projection_fits(&grid, memory).unwrap_err().to_string();
-        for needle in ["m = 1000000000", "1000 per axis", "d = 3", "--cells", "at most"] {
-            assert!(message.contains(needle), "{needle:?} missing from: {message}");
+        let message = check_projection_fits(&grid, memory)
+            .unwrap_err()
+            .to_string();
+        for needle in [
+            "m = 1000000000",
+            "1000 per axis",
+            "d = 3",
+            "--cells",
+            "at most",
+        ] {
+            assert!(
+                message.contains(needle),
+                "{needle:?} missing from: {message}"
+            );
         }
         let allowed = RegularGrid::new(3, 100).unwrap();
-        assert!(check_projection_fits(&allowed, memory).is_ok(), "10^6 cells in d = 3 fit in 8 GiB");
+        assert!(
+            check_projection_fits(&allowed, memory).is_ok(),
+            "10^6 cells in d = 3 fit in 8 GiB"
+        );
         let wide = RegularGrid::new(24, 2).unwrap();
-        let message = check_projection_fits(&wide, memory).unwrap_err().to_string();
+        let message = check_projection_fits(&wide, memory)
+            .unwrap_err()
+            .to_string();
         assert!(message.contains("--mechanism pmm"), "{message}");
     }
 
@@ -631,14 +722,28 @@ mod tests {
             let mean = (0..draws)
                 .map(|seed| {
                     let noise = noisy_cell_counts(&zeros, scale, &NoiseKey::from_user_seed(seed));
-                    bounded_lipschitz_distance(&grid, &noise, &vec![0; grid.cell_count()], 1, NO_MEMORY_LIMIT).unwrap()
+                    bounded_lipschitz_distance(
+                        &grid,
+                        &noise,
+                        &vec![0; grid.cell_count()],
+                        1,
+                        NO_MEMORY_LIMIT,
+                    )
+                    .unwrap()
                 })
                 .sum::<f64>()
                 / draws as f64;
             // accuracy_bound = 1/k + 2·(√Var·H)/M for a public n: recover √Var·H.
-            let chaining = (accuracy_bound(&grid, scale, Normaliser::PublicN, 1) - grid.cell_diameter()) / 2.0;
-            assert!(mean <= chaining, "d={dims}: E d_BL ≈ {mean} above the chaining bound {chaining}");
-            assert!(mean >= chaining / 20.0, "d={dims}: the bound {chaining} is far looser than expected ({mean})");
+            let chaining =
+                (accuracy_bound(&grid, scale, Normaliser::PublicN, 1) - grid.cell_diameter()) / 2.0;
+            assert!(
+                mean <= chaining,
+                "d={dims}: E d_BL ≈ {mean} above the chaining bound {chaining}"
+            );
+            assert!(
+                mean >= chaining / 20.0,
+                "d={dims}: the bound {chaining} is far looser than expected ({mean})"
+            );
         }
     }
 
@@ -648,10 +753,18 @@ mod tests {
         for dims in 1..=4usize {
             let at = |n: f64| {
                 let side = n.powf(1.0 / dims as f64).round() as u32;
-                accuracy_bound(&RegularGrid::new(dims, side).unwrap(), scale, Normaliser::PublicN, n as u64)
+                accuracy_bound(
+                    &RegularGrid::new(dims, side).unwrap(),
+                    scale,
+                    Normaliser::PublicN,
+                    n as u64,
+                )
             };
             let (small, large) = (at(1e4), at(1e8));
-            assert!(large < small / 2.0, "d={dims}: bound {small} at εn = 10^4, {large} at 10^8");
+            assert!(
+                large < small / 2.0,
+                "d={dims}: bound {small} at εn = 10^4, {large} at 10^8"
+            );
         }
     }
 }

@@ -11,8 +11,8 @@ use crate::error::{Error, Result};
 use crate::grid::RegularGrid;
 use crate::mechanism::pmm::release_root_count;
 use crate::mechanism::psmm::{
-    accuracy_bound, check_projection_fits, noisy_cell_counts, project_to_probability,
-    Normaliser, PsmmBudget, ACCURACY_FORMULA,
+    accuracy_bound, check_projection_fits, noisy_cell_counts, project_to_probability, Normaliser,
+    PsmmBudget, ACCURACY_FORMULA,
 };
 use crate::options::{value_name, DeviceChoice};
 use crate::privacy::Neighbours;
@@ -53,7 +53,10 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
 
     // The grid, from public inputs only: --cells, the public n, or (after binning) the released n̂.
     let started = Instant::now();
-    let (grid, true_counts, stats, normaliser, cells_rule, n_hat) = match (options.cells, budget.root_scale) {
+    let (grid, true_counts, stats, normaliser, cells_rule, n_hat) = match (
+        options.cells,
+        budget.root_scale,
+    ) {
         (Some(cells), _) => {
             let grid = grid_for(dims, cells as f64, memory_limit)?;
             let (counts, stats) = bin_cells(run, &grid)?;
@@ -89,7 +92,14 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
             let rule = format!(
                 "k = max(1, round(min(epsilon n̂, {DEFAULT_MAX_CELLS:e})^(1/d))) for the released n̂ = {n_hat}"
             );
-            (grid, counts, stats, Normaliser::ReleasedCount(root_scale), rule, Some(n_hat))
+            (
+                grid,
+                counts,
+                stats,
+                Normaliser::ReleasedCount(root_scale),
+                rule,
+                Some(n_hat),
+            )
         }
     };
     timings.push(PhaseTiming {
@@ -180,8 +190,12 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
         },
         device: BINNING.to_string(),
     };
-    let mut diagnostics =
-        Diagnostics::new(&stats, &run.column_names(), run.threads, BINNING.to_string());
+    let mut diagnostics = Diagnostics::new(
+        &stats,
+        &run.column_names(),
+        run.threads,
+        BINNING.to_string(),
+    );
     diagnostics.timings_seconds = timings;
     commit_outputs(run.outputs, report, diagnostics, sink)
 }
@@ -194,7 +208,11 @@ fn default_cells(epsilon: f64, size: f64) -> f64 {
 /// The grid of k = max(1, round(target^{1/d})) cells per axis, refused before any allocation when its
 /// projection network would not fit in memory.
 fn grid_for(dims: usize, target_cells: f64, memory_limit: u64) -> Result<RegularGrid> {
-    let side = target_cells.max(1.0).powf(1.0 / dims as f64).round().max(1.0);
+    let side = target_cells
+        .max(1.0)
+        .powf(1.0 / dims as f64)
+        .round()
+        .max(1.0);
     let grid = (side <= f64::from(u32::MAX))
         .then(|| RegularGrid::new(dims, side as u32))
         .flatten()
