@@ -260,11 +260,14 @@ mod tests {
                 let total = sampler.total_rows() as usize;
                 let mut columns = vec![Vec::new(); dims];
                 sampler.sample_rows(0, total, &mut columns);
+                let mut cells = vec![0usize; total];
+                for (column, stride) in columns.iter().zip(&strides) {
+                    for (cell, &x) in cells.iter_mut().zip(column) {
+                        *cell += axis.quantize(x) as usize * stride;
+                    }
+                }
                 let mut seen = vec![0u64; grid.cell_count()];
-                for row in 0..total {
-                    let cell: usize = (0..dims)
-                        .map(|k| axis.quantize(columns[k][row]) as usize * strides[k])
-                        .sum();
+                for cell in cells {
                     seen[cell] += 1;
                 }
                 assert_eq!(seen, counts, "{placement:?} d={dims} k={side}");

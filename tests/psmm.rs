@@ -24,10 +24,11 @@ fn points(rows: usize, dims: usize, seed: u64) -> Vec<f64> {
     let mut coords = Vec::with_capacity(rows * dims);
     for _ in 0..rows {
         let pick = (fixture.unit() * 4.0) as usize;
-        for axis in 0..dims {
-            coords.push(match pick {
-                3 => fixture.unit(),
-                cluster => (centres[cluster][axis] + 0.05 * fixture.normal()).clamp(0.0, 1.0),
+        for &centre in centres[pick % 3].iter().take(dims) {
+            coords.push(if pick == 3 {
+                fixture.unit()
+            } else {
+                (centre + 0.05 * fixture.normal()).clamp(0.0, 1.0)
             });
         }
     }
