@@ -186,6 +186,9 @@ pub struct Projection {
 /// its erratum is fixed: as printed, row i lacks the transposed terms −Σ_j (u_ji − u'_ji), so mass
 /// "moved" to j never arrives there and the LP under-prices disposal (see the tests).
 ///
+/// On a cube of side L instead of [0,1]^d (for example [−R, R]^{d'} after a projection, L = 2R) the
+/// problem is the same scaled by L: the masses do not change and d_BL (with ‖f‖_∞ ≤ diam) is L·`d_bl`.
+///
 /// `mass` must be ≥ 1; `memory_limit` bounds the network (see [`check_projection_fits`]).
 pub fn project_to_probability(
     grid: &RegularGrid,
