@@ -302,3 +302,58 @@ fn accuracy_is_within_the_reported_bound() {
         );
     }
 }
+
+/// Largest |log ratio| of the frequencies of the noisy cell counts of two neighbouring histograms, over
+/// outcomes frequent enough to compare (as `tests/privacy_loss.rs` does for PMM). The projection and
+/// the sampling only post-process these counts.
+fn max_log_ratio(neighbours: Neighbours, a: &[u64], b: &[u64], epsilon: f64) -> f64 {
+    use dpsynth::mechanism::psmm::{noisy_cell_counts, PsmmBudget};
+    use dpsynth::noise::NoiseKey;
+    use std::collections::HashMap;
+    const RUNS: u64 = 60_000;
+    const MIN_COUNT: u64 = 1_000;
+    let budget = PsmmBudget::new(neighbours, epsilon, None).unwrap();
+    let frequencies = |counts: &[u64], seed_base: u64| {
+        let mut frequencies: HashMap<Vec<i64>, u64> = HashMap::new();
+        for run in 0..RUNS {
+            let key = NoiseKey::from_user_seed(seed_base + run);
+            *frequencies
+                .entry(noisy_cell_counts(counts, budget.cell_scale, &key))
+                .or_insert(0) += 1;
+        }
+        frequencies
+    };
+    let (first, second) = (frequencies(a, 0), frequencies(b, 1 << 40));
+    let mut compared = 0;
+    let mut worst = 0.0f64;
+    for (outcome, &count) in &first {
+        let other = second.get(outcome).copied().unwrap_or(0);
+        if count >= MIN_COUNT && other >= MIN_COUNT {
+            compared += 1;
+            worst = worst.max((count as f64 / other as f64).ln().abs());
+        }
+    }
+    assert!(compared >= 3, "only {compared} outcomes to compare");
+    worst
+}
+
+#[test]
+fn neighbouring_histograms_stay_within_e_epsilon() {
+    // Sampling slack on the log ratio: with ≥ 1000 hits per side the standard error is about 0.045.
+    let (epsilon, slack) = (1.0, 0.2);
+    // add-remove: one row more in cell 1; replace: one row moved from cell 0 to cell 1.
+    for (neighbours, a, b) in [
+        (Neighbours::AddRemove, [3u64, 5], [3u64, 6]),
+        (Neighbours::Replace, [4, 5], [3, 6]),
+    ] {
+        let worst = max_log_ratio(neighbours, &a, &b, epsilon);
+        assert!(
+            worst <= epsilon + slack,
+            "{neighbours:?}: log ratio {worst} exceeds ε"
+        );
+        assert!(
+            worst >= 0.5 * epsilon,
+            "{neighbours:?}: log ratio {worst}, far more noise than ε needs"
+        );
+    }
+}
