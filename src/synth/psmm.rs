@@ -24,8 +24,8 @@ use crate::sink::ParquetSink;
 const BINNING: &str = "cpu (regular grid)";
 
 /// The default m ≈ εN is capped here: the exact projection of 10^6 cells takes minutes on two cores
-/// (d = 2: 3–6 min, d = 3: 3 min, measured), and it grows faster than linearly. `--cells` may ask for more, up to
-/// what memory allows.
+/// (d = 2: 3–6 min, d = 3: 3 min, measured), and it grows faster than linearly. `--cells` may ask
+/// for more, up to what memory allows.
 pub const DEFAULT_MAX_CELLS: f64 = 1e6;
 
 pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
