@@ -17,6 +17,7 @@ use dpsynth::bounds::ColumnBounds;
 use dpsynth::generate::{write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS};
 use dpsynth::options::DeviceChoice;
 use dpsynth::progress::Progress;
+use dpsynth::report::MechanismParameters;
 use dpsynth::source::ParquetSource;
 use dpsynth::{synthesize, OutputPaths, SynthOptions};
 use rayon::prelude::*;
@@ -117,7 +118,10 @@ fn main() {
                 let outcome = synthesize(&input, &outputs, &options, &Progress::hidden())
                     .expect("synth runs");
                 synth.push(started.elapsed().as_secs_f64());
-                depth = outcome.report.parameters.depth;
+                depth = match &outcome.report.parameters {
+                    MechanismParameters::Pmm(pmm) => pmm.depth,
+                    other => panic!("a PMM run reported {other:?}"),
+                };
                 let phases = &outcome.diagnostics.timings_seconds;
                 bin_pass.push(
                     phases

@@ -65,7 +65,7 @@ struct SynthArgs {
     /// Mechanism [default: pmm].
     #[arg(long, value_enum)]
     mechanism: Option<Mechanism>,
-    /// psmm: number of equal cubes m [default: about εn, as in the paper].
+    /// psmm: number of equal cubes m [default: about εn as in the paper, at most 10^6].
     #[arg(long)]
     cells: Option<u64>,
     /// lowdim: subspace dimension d', or `auto` to choose it privately from the noisy spectrum [default: auto].

@@ -8,6 +8,7 @@
 //! | read Parquet columns (mmap, projected, row groups in parallel) | [`source`] |
 //! | public bounds, normalisation to [0,1]^d | [`bounds`] |
 //! | cell codes of the dyadic partition | [`partition`] |
+//! | the regular grid of equal cubes (PSMM) | [`grid`] |
 //! | leaf histogram (CPU, or GPU with the `gpu` feature) | [`binner`] |
 //! | tree of counts | [`tree`] |
 //! | privacy accounting: schedule, depth, bound | [`privacy`] |
@@ -28,6 +29,7 @@ pub mod consistency;
 pub mod error;
 pub mod eval;
 pub mod generate;
+pub mod grid;
 pub mod inspect;
 pub mod mechanism;
 pub mod metrics;

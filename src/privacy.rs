@@ -36,7 +36,7 @@ pub const DEFAULT_ROOT_SHARE: f64 = 1.0 / 16.0;
 
 /// Each scale is raised by this relative margin before its exact rounding up, so that f64 rounding
 /// in the schedule's arithmetic can never make the spent budget exceed ε.
-const SCALE_SAFETY_MARGIN: f64 = 1e-9;
+pub(crate) const SCALE_SAFETY_MARGIN: f64 = 1e-9;
 
 /// How the levels of one PMM run are noised.
 #[derive(Clone, Debug, PartialEq)]

@@ -70,6 +70,7 @@ pub struct ColumnInfo {
 pub enum MechanismParameters {
     Pmm(PmmParameters),
     Lowdim(Box<LowdimParameters>),
+    Psmm(PsmmParameters),
 }
 
 impl MechanismParameters {
@@ -81,6 +82,9 @@ impl MechanismParameters {
                 "d' = {} ({}), inner PMM depth {}",
                 lowdim.target_dim, lowdim.target_dim_rule, lowdim.inner.depth
             ),
+            MechanismParameters::Psmm(psmm) => {
+                format!("{} cells ({} per axis)", psmm.cells, psmm.cells_per_axis)
+            }
         }
     }
 }
@@ -157,6 +161,30 @@ pub struct GridNoiseInfo {
 }
 
 #[derive(Clone, Debug, Serialize)]
+pub struct PsmmParameters {
+    /// k: the grid has k^d equal cubes.
+    pub cells_per_axis: u32,
+    /// m = k^d.
+    pub cells: u64,
+    pub cells_rule: String,
+    pub cell_diameter: f64,
+    /// The Lap_Z scale of every cell, num/den exactly.
+    pub noise_scale: f64,
+    pub noise_scale_num: u64,
+    pub noise_scale_den: u64,
+    pub epsilon_cells: f64,
+    /// ε spent on the released row count n̂ (add-remove without --cells); null otherwise.
+    pub epsilon_n_hat: Option<f64>,
+    /// M in ν = c/M, and what it is.
+    pub normaliser: u64,
+    pub normaliser_is: &'static str,
+    /// d_BL(projection, ν) in normalised ℓ∞ units; null when M = 0 (nothing to project).
+    pub d_bl_to_noisy_measure: Option<f64>,
+    pub solver: &'static str,
+    pub placement: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
 pub struct LevelInfo {
     pub level: u32,
     /// σ_j as released to the sampler (num/den exactly); null where the count is public.
@@ -177,7 +205,7 @@ pub struct ReleaseInfo {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct AccuracyBound {
-    /// Theorem 3.9 of the dissertation for this run's schedule, with `n` below.
+    /// The mechanism's bound on E W1 (see `formula`), with `n` below.
     pub expected_w1_bound: f64,
     pub units: &'static str,
     pub n: u64,

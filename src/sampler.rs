@@ -1,5 +1,6 @@
-//! Synthetic points from released leaf counts (SPEC §2, §4): m_θ points in each leaf cell, uniform in
-//! the cell (default) or at its centre. Pure post-processing: it sees only released counts.
+//! Synthetic points from released cell counts (SPEC §2, §4): m_θ points in each cell, uniform in the
+//! cell (default) or at its centre. The cells are the leaves of the dyadic partition (PMM) or the cubes
+//! of a regular grid (PSMM). Pure post-processing: it sees only released counts.
 //!
 //! Rows are generated in blocks of [`SAMPLE_BLOCK_ROWS`]; block b draws from its own xoshiro256++
 //! stream seeded by (seed, b), so any batch of blocks can be generated in parallel and the output does
@@ -10,6 +11,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::grid::RegularGrid;
 use crate::partition::{CellGeometry, LeafDecoder};
 
 /// Rows drawn from one random stream.
@@ -29,10 +31,29 @@ impl Placement {
     pub const DEFAULT: Placement = Placement::Uniform;
 }
 
-/// Draws the synthetic rows of a released set of leaf counts, in leaf (Morton) order.
+/// The cells rows are drawn in. Every cell of one layout has the same widths.
+enum Cells {
+    /// The leaves of the dyadic partition, in Morton order.
+    Dyadic(LeafDecoder),
+    /// The cubes of a regular grid, in row-major order.
+    Regular(RegularGrid),
+}
+
+impl Cells {
+    #[inline]
+    fn axis_indices(&self, cell: usize, out: &mut [u32]) {
+        match self {
+            Cells::Dyadic(decoder) => decoder.axis_indices(cell as u32, out),
+            Cells::Regular(grid) => grid.axis_indices(cell, out),
+        }
+    }
+}
+
+/// Draws the synthetic rows of a released set of cell counts, in cell order.
 pub struct LeafSampler {
-    geometry: CellGeometry,
-    decoder: LeafDecoder,
+    cells: Cells,
+    /// Width of every cell on each axis.
+    widths: Vec<f64>,
     /// offsets[θ] = Σ_{θ' < θ} m_θ', with the total at the end.
     offsets: Vec<u64>,
     placement: Placement,
@@ -40,6 +61,7 @@ pub struct LeafSampler {
 }
 
 impl LeafSampler {
+    /// Rows in the leaves of the dyadic partition (PMM).
     pub fn new(
         geometry: CellGeometry,
         leaf_counts: &[u64],
@@ -47,16 +69,37 @@ impl LeafSampler {
         seed: u64,
     ) -> Self {
         assert_eq!(leaf_counts.len(), geometry.leaf_count());
-        let mut offsets = Vec::with_capacity(leaf_counts.len() + 1);
+        let widths = (0..geometry.dims())
+            .map(|axis| (-(geometry.axis_bits(axis) as f64)).exp2())
+            .collect();
+        let cells = Cells::Dyadic(LeafDecoder::new(&geometry));
+        Self::with_cells(cells, widths, leaf_counts, placement, seed)
+    }
+
+    /// Rows in the cubes of a regular grid (PSMM).
+    pub fn on_grid(grid: RegularGrid, cell_counts: &[u64], placement: Placement, seed: u64) -> Self {
+        assert_eq!(cell_counts.len(), grid.cell_count());
+        let widths = vec![grid.cell_diameter(); grid.dims()];
+        Self::with_cells(Cells::Regular(grid), widths, cell_counts, placement, seed)
+    }
+
+    fn with_cells(
+        cells: Cells,
+        widths: Vec<f64>,
+        counts: &[u64],
+        placement: Placement,
+        seed: u64,
+    ) -> Self {
+        let mut offsets = Vec::with_capacity(counts.len() + 1);
         let mut total = 0u64;
         offsets.push(0);
-        for &count in leaf_counts {
+        for &count in counts {
             total += count;
             offsets.push(total);
         }
         LeafSampler {
-            geometry,
-            decoder: LeafDecoder::new(&geometry),
+            cells,
+            widths,
             offsets,
             placement,
             seed,
@@ -95,14 +138,12 @@ impl LeafSampler {
 
     /// Rows first_row.. of one block, one slice per axis.
     fn sample_block(&self, first_row: u64, columns: &mut [&mut [f64]]) {
-        let dims = self.geometry.dims();
+        let widths = &self.widths;
+        let dims = widths.len();
         let rows = columns[0].len();
         let block_index = first_row / SAMPLE_BLOCK_ROWS as u64;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix(self.seed, block_index));
         let mut leaf = self.offsets.partition_point(|&offset| offset <= first_row) - 1;
-        let widths: Vec<f64> = (0..dims)
-            .map(|axis| (-(self.geometry.axis_bits(axis) as f64)).exp2())
-            .collect();
         let mut corner = vec![0.0f64; dims];
         let mut indices = vec![0u32; dims];
         let mut corner_leaf = usize::MAX;
@@ -111,7 +152,7 @@ impl LeafSampler {
                 leaf += 1;
             }
             if corner_leaf != leaf {
-                self.decoder.axis_indices(leaf as u32, &mut indices);
+                self.cells.axis_indices(leaf, &mut indices);
                 for axis in 0..dims {
                     corner[axis] = indices[axis] as f64 * widths[axis];
                 }
@@ -200,6 +241,36 @@ mod tests {
                     seen[geometry.leaf_code(&indices) as usize] += 1;
                 }
                 assert_eq!(seen, counts, "{placement:?} d={dims}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_point_lands_in_its_regular_grid_cell() {
+        for (dims, side) in [(1usize, 7u32), (2, 5), (3, 3)] {
+            let grid = RegularGrid::new(dims, side).unwrap();
+            let counts: Vec<u64> = (0..grid.cell_count() as u64).map(|cell| (cell * 7) % 4).collect();
+            let axis = crate::binner::AxisPlan::with_cells(
+                crate::bounds::ColumnBounds::new("u", 0.0, 1.0).unwrap(),
+                side,
+            );
+            let strides = grid.strides();
+            for placement in [Placement::Uniform, Placement::Centre] {
+                let sampler = LeafSampler::on_grid(grid, &counts, placement, 3);
+                let total = sampler.total_rows() as usize;
+                let mut columns = vec![Vec::new(); dims];
+                sampler.sample_rows(0, total, &mut columns);
+                let mut cells = vec![0usize; total];
+                for (column, stride) in columns.iter().zip(&strides) {
+                    for (cell, &x) in cells.iter_mut().zip(column) {
+                        *cell += axis.quantize(x) as usize * stride;
+                    }
+                }
+                let mut seen = vec![0u64; grid.cell_count()];
+                for cell in cells {
+                    seen[cell] += 1;
+                }
+                assert_eq!(seen, counts, "{placement:?} d={dims} k={side}");
             }
         }
     }

@@ -235,8 +235,8 @@ fn bad_options() {
     );
     assert_rejected(
         &input,
-        &["--epsilon", "1", "--bounds", "a=0:1", "--mechanism", "psmm"],
-        &["psmm", "not available"],
+        &["--epsilon", "1", "--bounds", "a=0:1", "--mechanism", "lowdim"],
+        &["lowdim", "not available"],
     );
 }
 

@@ -9,6 +9,7 @@ pub mod cpu;
 pub mod device;
 #[cfg(feature = "gpu")]
 pub mod gpu;
+pub mod grid;
 mod scan;
 
 use arrow::buffer::NullBuffer;
@@ -57,21 +58,25 @@ pub trait BinnerWorker: Send {
 #[derive(Clone, Debug)]
 pub struct AxisPlan {
     pub bounds: ColumnBounds,
-    /// h_k(r): bits of this axis's cell index.
-    pub bits: u32,
-    /// 2^h / (hi − lo): one multiplication maps a value to its fractional cell index.
+    /// Cells on this axis / (hi − lo): one multiplication maps a value to its fractional cell index.
     scale: f64,
-    /// 2^h − 1, the top cell (where hi itself and everything clamped above it goes).
+    /// The top cell (where hi itself and everything clamped above it goes).
     top: f64,
 }
 
 impl AxisPlan {
+    /// The axis of the dyadic partition halved `bits` times (2^bits cells).
     pub fn new(bounds: ColumnBounds, bits: u32) -> Self {
-        let cells = (1u64 << bits) as f64;
+        Self::with_cells(bounds, 1 << bits)
+    }
+
+    /// An axis cut into `cells` equal cells (a regular grid's axis), `cells` in 1..=2^31.
+    pub fn with_cells(bounds: ColumnBounds, cells: u32) -> Self {
+        assert!((1..=1 << 31).contains(&cells), "{cells} cells on one axis");
+        let cells = f64::from(cells);
         let scale = cells / (bounds.hi - bounds.lo);
         AxisPlan {
             bounds,
-            bits,
             scale,
             top: cells - 1.0,
         }
@@ -85,7 +90,7 @@ impl AxisPlan {
             .collect()
     }
 
-    /// The cell index of a value on this axis: ⌊(x − lo)·2^h/(hi − lo)⌋ clamped to [0, 2^h − 1]
+    /// The cell index of a value on this axis: ⌊(x − lo)·cells/(hi − lo)⌋ clamped to [0, cells − 1]
     /// (NaN goes to 0; the caller flags it). This is the only quantisation step of the engine, done on
     /// the host in f64 for every binner, so CPU and GPU histograms are identical by construction.
     #[inline(always)]
@@ -93,7 +98,7 @@ impl AxisPlan {
         let index = ((value - self.bounds.lo) * self.scale)
             .max(0.0)
             .min(self.top);
-        // SAFETY: `index` is finite (max() drops NaN) and in [0, 2^30 − 1], so it fits an i32.
+        // SAFETY: `index` is finite (max() drops NaN) and in [0, 2^31 − 1], so it fits an i32.
         unsafe { index.to_int_unchecked::<i32>() as u32 }
     }
 }

@@ -2,3 +2,4 @@
 
 pub mod lowdim;
 pub mod pmm;
+pub mod psmm;

@@ -532,6 +532,13 @@ pub fn w1_grid(
 fn king_move_network(supplies: &[i64], side: usize, dims: usize, arcs: usize) -> FlowNetwork {
     let mut net = FlowNetwork::with_capacity(supplies.len(), arcs);
     let nodes: Vec<NodeId> = supplies.iter().map(|&s| net.add_node(s)).collect();
+    add_king_move_arcs(&mut net, &nodes, side, dims);
+    net
+}
+
+/// Links every cell of the side^d grid (`nodes` in row-major order, coordinate 0 most significant) to its
+/// 3^d − 1 neighbours, uncapacitated, at cost 1.
+pub(crate) fn add_king_move_arcs(net: &mut FlowNetwork, nodes: &[NodeId], side: usize, dims: usize) {
     // Offsets in {−1, 0, 1}^d \ {0}, as per-axis steps and as an index delta.
     let strides: Vec<isize> = (0..dims)
         .map(|k| side.pow((dims - 1 - k) as u32) as isize)
@@ -547,7 +554,7 @@ fn king_move_network(supplies: &[i64], side: usize, dims: usize, arcs: usize) ->
         }
     }
     let mut coords = vec![0usize; dims];
-    for cell in 0..supplies.len() {
+    for cell in 0..nodes.len() {
         for (steps, delta) in &offsets {
             let inside = coords
                 .iter()
@@ -567,7 +574,6 @@ fn king_move_network(supplies: &[i64], side: usize, dims: usize, arcs: usize) ->
             *c = 0;
         }
     }
-    net
 }
 
 /// Rounds counts/total to integers summing to `units` (floor, then +1 to the largest remainders).

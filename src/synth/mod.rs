@@ -6,6 +6,7 @@
 
 mod lowdim;
 mod pmm;
+mod psmm;
 
 use std::path::{Path, PathBuf};
 
@@ -14,7 +15,7 @@ use crate::binner::{scan_leaf_counts, AxisPlan, ScanStats};
 use crate::bounds::ColumnBounds;
 use crate::error::{Error, Result};
 use crate::noise::{fill_from_os, NoiseKey};
-use crate::options::{value_name, Mechanism, SynthOptions};
+use crate::options::{Mechanism, SynthOptions};
 use crate::partition::CellGeometry;
 use crate::privacy::Neighbours;
 use crate::progress::Progress;
@@ -53,12 +54,6 @@ pub fn synthesize(
     progress: &Progress,
 ) -> Result<SynthOutcome> {
     options.validate()?;
-    if options.mechanism == Mechanism::Psmm {
-        return Err(Error::bad_input(format!(
-            "--mechanism {} is not available in this version; use --mechanism pmm or lowdim",
-            value_name(&options.mechanism)
-        )));
-    }
     refuse_to_overwrite_input(input, outputs)?;
     let source = ParquetSource::open(input)?;
     let names: Vec<String> = options
@@ -101,7 +96,7 @@ pub fn synthesize(
     pool.install(|| match options.mechanism {
         Mechanism::Pmm => pmm::run(&run),
         Mechanism::Lowdim => lowdim::run(&run),
-        Mechanism::Psmm => unreachable!("refused above"),
+        Mechanism::Psmm => psmm::run(&run),
     })
 }
 

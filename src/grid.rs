@@ -1,0 +1,115 @@
+//! The regular partition of [0,1]^d into k^d equal cubes (PSMM's partition, dissertation §3.1).
+//!
+//! Cell layout: row-major over the per-axis indices, coordinate 0 most significant, the layout of
+//! `metrics::w1::w1_grid` (so its king-move network serves PSMM's projection too). Cells are half-open
+//! and the value 1.0 goes to the top cell, as in the dyadic partition (SPEC §3).
+
+/// k cells per axis in d dimensions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegularGrid {
+    dims: usize,
+    cells_per_axis: u32,
+    cells: usize,
+}
+
+impl RegularGrid {
+    /// `None` unless d ≥ 1, k ≥ 1 and k^d fits a `usize`.
+    pub fn new(dims: usize, cells_per_axis: u32) -> Option<Self> {
+        if dims == 0 || cells_per_axis == 0 {
+            return None;
+        }
+        let cells = (cells_per_axis as usize).checked_pow(u32::try_from(dims).ok()?)?;
+        Some(RegularGrid {
+            dims,
+            cells_per_axis,
+            cells,
+        })
+    }
+
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+
+    /// k.
+    pub fn cells_per_axis(&self) -> u32 {
+        self.cells_per_axis
+    }
+
+    /// m = k^d.
+    pub fn cell_count(&self) -> usize {
+        self.cells
+    }
+
+    /// ℓ∞ diameter of a cell in normalised units: 1/k.
+    pub fn cell_diameter(&self) -> f64 {
+        1.0 / f64::from(self.cells_per_axis)
+    }
+
+    /// Index step of each axis in the row-major layout (axis 0 has the largest).
+    pub fn strides(&self) -> Vec<usize> {
+        let side = self.cells_per_axis as usize;
+        (0..self.dims)
+            .map(|axis| side.pow((self.dims - 1 - axis) as u32))
+            .collect()
+    }
+
+    /// The per-axis indices of a cell.
+    pub fn axis_indices(&self, cell: usize, out: &mut [u32]) {
+        debug_assert_eq!(out.len(), self.dims);
+        let side = self.cells_per_axis as usize;
+        let mut rest = cell;
+        for index in out.iter_mut().rev() {
+            *index = (rest % side) as u32;
+            rest /= side;
+        }
+    }
+
+    /// Directed arcs of the king-move graph (every cell to its ≤ 3^d − 1 neighbours): (3k − 2)^d − k^d,
+    /// since each axis has k + 2(k − 1) ordered pairs of indices at most one apart. `None` on overflow.
+    pub fn king_move_arcs(&self) -> Option<u128> {
+        let per_axis = 3 * u128::from(self.cells_per_axis) - 2;
+        per_axis
+            .checked_pow(self.dims as u32)?
+            .checked_sub(self.cells as u128)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_round_trips_and_counts_king_moves() {
+        for (dims, side) in [(1usize, 1u32), (1, 7), (2, 1), (2, 5), (3, 4), (4, 3)] {
+            let grid = RegularGrid::new(dims, side).unwrap();
+            let strides = grid.strides();
+            let mut indices = vec![0u32; dims];
+            let mut neighbours = 0u128;
+            for cell in 0..grid.cell_count() {
+                grid.axis_indices(cell, &mut indices);
+                let back: usize = indices
+                    .iter()
+                    .zip(&strides)
+                    .map(|(&index, stride)| index as usize * stride)
+                    .sum();
+                assert_eq!(back, cell);
+                // Neighbours by brute force: cells at ℓ∞ index distance exactly 1.
+                for other in 0..grid.cell_count() {
+                    let mut theirs = vec![0u32; dims];
+                    grid.axis_indices(other, &mut theirs);
+                    let distance = indices
+                        .iter()
+                        .zip(&theirs)
+                        .map(|(&a, &b)| a.abs_diff(b))
+                        .max()
+                        .unwrap();
+                    neighbours += u128::from(distance == 1);
+                }
+            }
+            assert_eq!(grid.king_move_arcs(), Some(neighbours), "d={dims} k={side}");
+        }
+        assert!(RegularGrid::new(0, 3).is_none());
+        assert!(RegularGrid::new(2, 0).is_none());
+        assert!(RegularGrid::new(64, 3).is_none(), "3^64 overflows");
+    }
+}
