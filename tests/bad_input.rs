@@ -236,7 +236,7 @@ fn bad_options() {
     assert_rejected(
         &input,
         &["--epsilon", "1", "--bounds", "a=0:1", "--mechanism", "lowdim"],
-        &["lowdim", "not available"],
+        &["lowdim", "add-remove", "--noisy-n-share"],
     );
 }
 
