@@ -82,10 +82,16 @@ impl MechanismParameters {
                 let inner = match &lowdim.inner {
                     InnerParameters::Pmm(pmm) => format!("inner PMM depth {}", pmm.depth),
                     InnerParameters::Psmm(psmm) => {
-                        format!("inner PSMM {} cells ({} per axis)", psmm.cells, psmm.cells_per_axis)
+                        format!(
+                            "inner PSMM {} cells ({} per axis)",
+                            psmm.cells, psmm.cells_per_axis
+                        )
                     }
                 };
-                format!("d' = {} ({}), {inner}", lowdim.target_dim, lowdim.target_dim_rule)
+                format!(
+                    "d' = {} ({}), {inner}",
+                    lowdim.target_dim, lowdim.target_dim_rule
+                )
             }
             MechanismParameters::Psmm(psmm) => {
                 format!("{} cells ({} per axis)", psmm.cells, psmm.cells_per_axis)

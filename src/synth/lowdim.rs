@@ -194,17 +194,23 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
         InnerMechanism::Psmm => {
             // n̂ is released above with its own share, so the cells get all of ε_s.
             let psmm_budget = PsmmBudget::new(neighbours, budget.subroutine, None)?;
+            let grid_for = |cells: f64| {
+                super::psmm::grid_for(target_dim, cells, run.memory_limit()).map_err(|error| {
+                    match error {
+                        Error::BadInput(reason) => Error::bad_input(format!(
+                        "lowdim's inner psmm on d' = {target_dim} projected coordinates: {reason}"
+                    )),
+                        other => other,
+                    }
+                })
+            };
             let (grid, cells_rule) = match options.cells {
                 Some(cells) => (
-                    super::psmm::grid_for(target_dim, cells as f64, run.memory_limit())?,
+                    grid_for(cells as f64)?,
                     format!("--cells {cells} rounded to k^d' with k = round(cells^(1/d')), d' = {target_dim}"),
                 ),
                 None => (
-                    super::psmm::grid_for(
-                        target_dim,
-                        super::psmm::default_cells(budget.subroutine, n),
-                        run.memory_limit(),
-                    )?,
+                    grid_for(super::psmm::default_cells(budget.subroutine, n))?,
                     format!(
                         "k = max(1, round(min(epsilon_s n, {DEFAULT_MAX_CELLS:e})^(1/d'))) in d' = {target_dim} \
                          dimensions for the {size_is}, epsilon_s = {}",
@@ -264,8 +270,12 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
             None,
         ),
         Inner::Psmm { grid, budget, .. } => {
-            let noisy =
-                noisy_cell_counts(&cells, budget.cell_scale, &seeds.noise, INNER_PSMM_NOISE_STREAM);
+            let noisy = noisy_cell_counts(
+                &cells,
+                budget.cell_scale,
+                &seeds.noise,
+                INNER_PSMM_NOISE_STREAM,
+            );
             drop(cells);
             // M = n or n̂ ≥ 2 (release_moments refuses fewer rows).
             let flow = project_to_probability(grid, &noisy, rows, run.memory_limit())?;

@@ -12,7 +12,7 @@ use crate::grid::RegularGrid;
 use crate::mechanism::pmm::release_root_count;
 use crate::mechanism::psmm::{
     accuracy_bound, check_projection_fits, noisy_cell_counts, project_to_probability, Normaliser,
-    PsmmBudget, Projection, ACCURACY_FORMULA, CELL_NOISE_STREAM,
+    Projection, PsmmBudget, ACCURACY_FORMULA, CELL_NOISE_STREAM,
 };
 use crate::options::{value_name, DeviceChoice};
 use crate::privacy::Neighbours;

@@ -95,6 +95,12 @@ mod tests {
     }
 
     #[test]
+    fn the_inner_psmm_draws_from_a_stream_of_its_own() {
+        let taken = [40, 41, crate::mechanism::psmm::CELL_NOISE_STREAM, 63];
+        assert!(INNER_PSMM_NOISE_STREAM > 30 && !taken.contains(&INNER_PSMM_NOISE_STREAM));
+    }
+
+    #[test]
     fn add_remove_without_a_noisy_n_share_is_refused_with_the_reason() {
         let error = LowdimBudget::split(1.0, Neighbours::AddRemove, None).unwrap_err();
         let message = error.to_string();

@@ -295,8 +295,7 @@ mod tests {
             let (n, m) = (20 + instance, 25 - instance % 7);
             let data: Vec<f64> = (0..n * d).map(|_| unit()).collect();
             let mean: Vec<f64> = (0..d).map(|_| unit()).collect();
-            let projection =
-                Projection::new(mean.clone(), diagonal_plane(d), &dyadic(2, 6));
+            let projection = Projection::new(mean.clone(), diagonal_plane(d), &dyadic(2, 6));
             let points: Vec<Vec<f64>> = (0..2).map(|_| (0..m).map(|_| unit()).collect()).collect();
             let mut clamped = vec![Vec::new(); d];
             projection.lift(&points, &mut clamped);
