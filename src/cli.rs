@@ -13,8 +13,7 @@ use crate::generate::{
     bounds_toml, write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS,
 };
 use crate::options::{
-    bounds_for_columns, ConfigFile, DeviceChoice, InnerMechanism, Mechanism, SynthOptions,
-    TargetDim,
+    bounds_for_columns, ConfigFile, DeviceChoice, InnerMechanism, Mechanism, SynthOptions, TargetDim,
 };
 use crate::privacy::Neighbours;
 use crate::progress::Progress;
@@ -291,19 +290,10 @@ fn run_synth(args: SynthArgs) -> Result<()> {
             report.release.synthetic_rows,
             outputs.table.display(),
             report.guarantee.epsilon,
-            options
-                .neighbours
-                .describe()
-                .split(':')
-                .next()
-                .unwrap_or_default(),
+            options.neighbours.describe().split(':').next().unwrap_or_default(),
             report.parameters.summary(),
             report.accuracy.expected_w1_bound,
-            if report.guarantee.fit_for_release {
-                ""
-            } else {
-                "; seeded run: NOT fit for release"
-            },
+            if report.guarantee.fit_for_release { "" } else { "; seeded run: NOT fit for release" },
         );
         let diagnostics = &outcome.diagnostics;
         eprintln!(

@@ -59,9 +59,7 @@ impl std::str::FromStr for TargetDim {
         }
         match text.parse::<usize>() {
             Ok(dims) if dims >= 1 => Ok(TargetDim::Fixed(dims)),
-            _ => Err(format!(
-                "target dimension must be a positive integer or 'auto', got '{text}'"
-            )),
+            _ => Err(format!("target dimension must be a positive integer or 'auto', got '{text}'")),
         }
     }
 }
@@ -168,8 +166,7 @@ impl SynthOptions {
             )));
         }
         let uses_cells = self.mechanism == Mechanism::Psmm
-            || (self.mechanism == Mechanism::Lowdim
-                && self.inner_mechanism == InnerMechanism::Psmm);
+            || (self.mechanism == Mechanism::Lowdim && self.inner_mechanism == InnerMechanism::Psmm);
         if self.cells.is_some() && !uses_cells {
             return Err(Error::bad_input(
                 "--cells applies to --mechanism psmm (or lowdim with --inner-mechanism psmm) only",

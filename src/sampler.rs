@@ -77,12 +77,7 @@ impl LeafSampler {
     }
 
     /// Rows in the cubes of a regular grid (PSMM).
-    pub fn on_grid(
-        grid: RegularGrid,
-        cell_counts: &[u64],
-        placement: Placement,
-        seed: u64,
-    ) -> Self {
+    pub fn on_grid(grid: RegularGrid, cell_counts: &[u64], placement: Placement, seed: u64) -> Self {
         assert_eq!(cell_counts.len(), grid.cell_count());
         let widths = vec![grid.cell_diameter(); grid.dims()];
         Self::with_cells(Cells::Regular(grid), widths, cell_counts, placement, seed)
@@ -254,9 +249,7 @@ mod tests {
     fn every_point_lands_in_its_regular_grid_cell() {
         for (dims, side) in [(1usize, 7u32), (2, 5), (3, 3)] {
             let grid = RegularGrid::new(dims, side).unwrap();
-            let counts: Vec<u64> = (0..grid.cell_count() as u64)
-                .map(|cell| (cell * 7) % 4)
-                .collect();
+            let counts: Vec<u64> = (0..grid.cell_count() as u64).map(|cell| (cell * 7) % 4).collect();
             let axis = crate::binner::AxisPlan::with_cells(
                 crate::bounds::ColumnBounds::new("u", 0.0, 1.0).unwrap(),
                 side,

@@ -235,14 +235,7 @@ fn bad_options() {
     );
     assert_rejected(
         &input,
-        &[
-            "--epsilon",
-            "1",
-            "--bounds",
-            "a=0:1",
-            "--mechanism",
-            "lowdim",
-        ],
+        &["--epsilon", "1", "--bounds", "a=0:1", "--mechanism", "lowdim"],
         &["lowdim", "add-remove", "--noisy-n-share"],
     );
 }
@@ -305,11 +298,7 @@ fn options_of_another_mechanism_are_refused() {
     let base = ["--epsilon", "1", "--bounds", "a=0:1"];
     let with = |extra: &[&'static str]| [&base[..], extra].concat();
     assert_rejected(&input, &with(&["--cells", "64"]), &["--cells", "psmm"]);
-    assert_rejected(
-        &input,
-        &with(&["--target-dim", "2"]),
-        &["--target-dim", "lowdim"],
-    );
+    assert_rejected(&input, &with(&["--target-dim", "2"]), &["--target-dim", "lowdim"]);
     assert_rejected(&input, &with(&["--noisy-n-share", "0.1"]), &["lowdim"]);
     assert_rejected(
         &input,

@@ -538,12 +538,7 @@ fn king_move_network(supplies: &[i64], side: usize, dims: usize, arcs: usize) ->
 
 /// Links every cell of the side^d grid (`nodes` in row-major order, coordinate 0 most significant) to its
 /// 3^d − 1 neighbours, uncapacitated, at cost 1.
-pub(crate) fn add_king_move_arcs(
-    net: &mut FlowNetwork,
-    nodes: &[NodeId],
-    side: usize,
-    dims: usize,
-) {
+pub(crate) fn add_king_move_arcs(net: &mut FlowNetwork, nodes: &[NodeId], side: usize, dims: usize) {
     // Offsets in {−1, 0, 1}^d \ {0}, as per-axis steps and as an index delta.
     let strides: Vec<isize> = (0..dims)
         .map(|k| side.pow((dims - 1 - k) as u32) as isize)

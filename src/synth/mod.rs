@@ -126,10 +126,7 @@ impl RunInput<'_> {
     }
 
     pub fn column_names(&self) -> Vec<String> {
-        self.columns
-            .iter()
-            .map(|column| column.name.clone())
-            .collect()
+        self.columns.iter().map(|column| column.name.clone()).collect()
     }
 
     /// The report's description of the input: public facts only.
