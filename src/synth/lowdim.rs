@@ -191,43 +191,7 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
                 depth_rule,
             }
         }
-        InnerMechanism::Psmm => {
-            // n̂ is released above with its own share, so the cells get all of ε_s.
-            let psmm_budget = PsmmBudget::new(neighbours, budget.subroutine, None)?;
-            let grid_for = |cells: f64| {
-                super::psmm::grid_for(target_dim, cells, run.memory_limit()).map_err(|error| {
-                    match error {
-                        Error::BadInput(reason) => Error::bad_input(format!(
-                        "lowdim's inner psmm on d' = {target_dim} projected coordinates: {reason}"
-                    )),
-                        other => other,
-                    }
-                })
-            };
-            let (grid, cells_rule) = match options.cells {
-                Some(cells) => (
-                    grid_for(cells as f64)?,
-                    format!("--cells {cells} rounded to k^d' with k = round(cells^(1/d')), d' = {target_dim}"),
-                ),
-                None => (
-                    grid_for(super::psmm::default_cells(budget.subroutine, n))?,
-                    format!(
-                        "k = max(1, round(min(epsilon_s n, {DEFAULT_MAX_CELLS:e})^(1/d'))) in d' = {target_dim} \
-                         dimensions for the {size_is}, epsilon_s = {}",
-                        budget.subroutine
-                    ),
-                ),
-            };
-            Inner::Psmm {
-                grid,
-                budget: psmm_budget,
-                normaliser: match root_scale {
-                    Some(scale) => Normaliser::ReleasedCount(scale),
-                    None => Normaliser::PublicN,
-                },
-                cells_rule,
-            }
-        }
+        InnerMechanism::Psmm => plan_psmm(run, &budget, target_dim, n, root_scale, &size_is)?,
     };
     let projection = Projection::new(
         moments.mean.clone(),
@@ -462,6 +426,52 @@ impl Inner {
             Inner::Psmm { grid, .. } => vec![grid.cells_per_axis(); grid.dims()],
         }
     }
+}
+
+/// The inner PSMM's grid and noise, from released values only: k^{d'} cells over the subroutine box
+/// (`--cells`, or m ≈ ε_s·n for the public n or the released n̂, capped as PSMM caps it), refused when
+/// its flow network does not fit in memory.
+fn plan_psmm(
+    run: &RunInput,
+    budget: &LowdimBudget,
+    target_dim: usize,
+    n: f64,
+    root_scale: Option<RationalScale>,
+    size_is: &str,
+) -> Result<Inner> {
+    // n̂ is released before with its own share, so the cells get all of ε_s.
+    let psmm_budget = PsmmBudget::new(run.options.neighbours, budget.subroutine, None)?;
+    let grid_for = |cells: f64| {
+        super::psmm::grid_for(target_dim, cells, run.memory_limit()).map_err(|error| match error {
+            Error::BadInput(reason) => Error::bad_input(format!(
+                "lowdim's inner psmm on d' = {target_dim} projected coordinates: {reason}"
+            )),
+            other => other,
+        })
+    };
+    let (grid, cells_rule) = match run.options.cells {
+        Some(cells) => (
+            grid_for(cells as f64)?,
+            format!("--cells {cells} rounded to k^d' with k = round(cells^(1/d')), d' = {target_dim}"),
+        ),
+        None => (
+            grid_for(super::psmm::default_cells(budget.subroutine, n))?,
+            format!(
+                "k = max(1, round(min(epsilon_s n, {DEFAULT_MAX_CELLS:e})^(1/d'))) in d' = {target_dim} \
+                 dimensions for the {size_is}, epsilon_s = {}",
+                budget.subroutine
+            ),
+        ),
+    };
+    Ok(Inner::Psmm {
+        grid,
+        budget: psmm_budget,
+        normaliser: match root_scale {
+            Some(scale) => Normaliser::ReleasedCount(scale),
+            None => Normaliser::PublicN,
+        },
+        cells_rule,
+    })
 }
 
 fn grid_noise_info(
