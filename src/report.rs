@@ -78,10 +78,21 @@ impl MechanismParameters {
     pub fn summary(&self) -> String {
         match self {
             MechanismParameters::Pmm(pmm) => format!("depth {}", pmm.depth),
-            MechanismParameters::Lowdim(lowdim) => format!(
-                "d' = {} ({}), inner PMM depth {}",
-                lowdim.target_dim, lowdim.target_dim_rule, lowdim.inner.depth
-            ),
+            MechanismParameters::Lowdim(lowdim) => {
+                let inner = match &lowdim.inner {
+                    InnerParameters::Pmm(pmm) => format!("inner PMM depth {}", pmm.depth),
+                    InnerParameters::Psmm(psmm) => {
+                        format!(
+                            "inner PSMM {} cells ({} per axis)",
+                            psmm.cells, psmm.cells_per_axis
+                        )
+                    }
+                };
+                format!(
+                    "d' = {} ({}), {inner}",
+                    lowdim.target_dim, lowdim.target_dim_rule
+                )
+            }
             MechanismParameters::Psmm(psmm) => {
                 format!("{} cells ({} per axis)", psmm.cells, psmm.cells_per_axis)
             }
@@ -99,7 +110,7 @@ pub struct PmmParameters {
 }
 
 /// `lowdim` (private PCA, paper 002): the subspace, the ε per stage, the noise of each release and the
-/// inner PMM run on the projected coordinates.
+/// inner run (PMM or PSMM) on the projected coordinates.
 #[derive(Clone, Debug, Serialize)]
 pub struct LowdimParameters {
     pub target_dim: usize,
@@ -122,7 +133,17 @@ pub struct LowdimParameters {
     pub subroutine_box: Vec<[f64; 2]>,
     /// Eigenvalues of the released covariance M̂, algebraically largest first (normalised units²).
     pub noisy_eigenvalues: Vec<f64>,
-    pub inner: PmmParameters,
+    /// The inner run's own parameters, the fields of a `pmm` or a `psmm` report (`inner_mechanism`
+    /// says which), in the subroutine box's unit cube.
+    pub inner: InnerParameters,
+}
+
+/// The parameters of lowdim's subroutine, written as the plain PMM or PSMM object.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum InnerParameters {
+    Pmm(PmmParameters),
+    Psmm(PsmmParameters),
 }
 
 #[derive(Clone, Debug, Serialize)]

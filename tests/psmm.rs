@@ -307,7 +307,7 @@ fn accuracy_is_within_the_reported_bound() {
 /// outcomes frequent enough to compare (as `tests/privacy_loss.rs` does for PMM). The projection and
 /// the sampling only post-process these counts.
 fn max_log_ratio(neighbours: Neighbours, a: &[u64], b: &[u64], epsilon: f64) -> f64 {
-    use dpsynth::mechanism::psmm::{noisy_cell_counts, PsmmBudget};
+    use dpsynth::mechanism::psmm::{noisy_cell_counts, PsmmBudget, CELL_NOISE_STREAM};
     use dpsynth::noise::NoiseKey;
     use std::collections::HashMap;
     const RUNS: u64 = 60_000;
@@ -318,7 +318,12 @@ fn max_log_ratio(neighbours: Neighbours, a: &[u64], b: &[u64], epsilon: f64) -> 
         for run in 0..RUNS {
             let key = NoiseKey::from_user_seed(seed_base + run);
             *frequencies
-                .entry(noisy_cell_counts(counts, budget.cell_scale, &key))
+                .entry(noisy_cell_counts(
+                    counts,
+                    budget.cell_scale,
+                    &key,
+                    CELL_NOISE_STREAM,
+                ))
                 .or_insert(0) += 1;
         }
         frequencies

@@ -20,7 +20,7 @@ use crate::transport::{
 };
 
 /// The noise stream of PSMM's cells: apart from PMM's levels (0..=30) and its root release (63).
-const CELL_NOISE_STREAM: u32 = 62;
+pub const CELL_NOISE_STREAM: u32 = 62;
 
 /// Peak memory of a PSMM run per arc of its flow network (network, the solver's residual graph and
 /// the run's cell arrays): measured 108 (d = 3) and 129 (d = 2) bytes of peak RSS at 10^6 cells.
@@ -93,13 +93,19 @@ fn sensitivity(neighbours: Neighbours) -> f64 {
 
 /// c_i = n_i + Lap_Z(s) for every cell, empty ones included, unclipped (ν may be negative). Chunk j of
 /// [`NOISE_CHUNK_CELLS`] cells draws from its own stream, so the result does not depend on the threads.
-pub fn noisy_cell_counts(true_counts: &[u64], scale: RationalScale, key: &NoiseKey) -> Vec<i64> {
+/// `stream` is the run's own stream id ([`CELL_NOISE_STREAM`] for PSMM on the input cube).
+pub fn noisy_cell_counts(
+    true_counts: &[u64],
+    scale: RationalScale,
+    key: &NoiseKey,
+    stream: u32,
+) -> Vec<i64> {
     let mut noisy: Vec<i64> = true_counts.par_iter().map(|&count| count as i64).collect();
     noisy
         .par_chunks_mut(NOISE_CHUNK_CELLS)
         .enumerate()
         .for_each(|(chunk, cells)| {
-            let mut rng = key.stream(CELL_NOISE_STREAM, chunk as u64);
+            let mut rng = key.stream(stream, chunk as u64);
             for count in cells {
                 *count += sample_discrete_laplace(&mut rng, scale);
             }
@@ -641,6 +647,7 @@ mod tests {
             &vec![0; cells],
             budget.cell_scale,
             &NoiseKey::from_user_seed(5),
+            CELL_NOISE_STREAM,
         );
         let variance = noisy.iter().map(|&z| (z * z) as f64).sum::<f64>() / cells as f64;
         (noisy, variance)
@@ -682,7 +689,14 @@ mod tests {
                 .num_threads(threads)
                 .build()
                 .unwrap()
-                .install(|| noisy_cell_counts(&counts, scale, &NoiseKey::from_user_seed(seed)))
+                .install(|| {
+                    noisy_cell_counts(
+                        &counts,
+                        scale,
+                        &NoiseKey::from_user_seed(seed),
+                        CELL_NOISE_STREAM,
+                    )
+                })
         };
         assert_eq!(noisy(1, 3), noisy(2, 3));
         assert_eq!(noisy(1, 3), noisy(3, 3));
@@ -742,7 +756,12 @@ mod tests {
             let draws = 8;
             let mean = (0..draws)
                 .map(|seed| {
-                    let noise = noisy_cell_counts(&zeros, scale, &NoiseKey::from_user_seed(seed));
+                    let noise = noisy_cell_counts(
+                        &zeros,
+                        scale,
+                        &NoiseKey::from_user_seed(seed),
+                        CELL_NOISE_STREAM,
+                    );
                     bounded_lipschitz_distance(
                         &grid,
                         &noise,

@@ -12,16 +12,16 @@ use crate::grid::RegularGrid;
 use crate::mechanism::pmm::release_root_count;
 use crate::mechanism::psmm::{
     accuracy_bound, check_projection_fits, noisy_cell_counts, project_to_probability, Normaliser,
-    PsmmBudget, ACCURACY_FORMULA,
+    Projection, PsmmBudget, ACCURACY_FORMULA, CELL_NOISE_STREAM,
 };
 use crate::options::{value_name, DeviceChoice};
 use crate::privacy::Neighbours;
 use crate::report::*;
-use crate::sampler::{allocate_rows, LeafSampler};
+use crate::sampler::{allocate_rows, LeafSampler, Placement};
 use crate::sink::ParquetSink;
 
 /// The binner line of the report and diagnostics (PSMM bins on the CPU only).
-const BINNING: &str = "cpu (regular grid)";
+pub(super) const BINNING: &str = "cpu (regular grid)";
 
 /// The default m ≈ εN is capped here: the exact projection of 10^6 cells takes minutes on two cores
 /// (d = 2: 3–6 min, d = 3: 3 min, measured), and it grows faster than linearly. `--cells` may ask
@@ -108,7 +108,12 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
     });
 
     let started = Instant::now();
-    let noisy = noisy_cell_counts(&true_counts, budget.cell_scale, &seeds.noise);
+    let noisy = noisy_cell_counts(
+        &true_counts,
+        budget.cell_scale,
+        &seeds.noise,
+        CELL_NOISE_STREAM,
+    );
     drop(true_counts);
     let mass = match normaliser {
         Normaliser::PublicN => run.source.row_count(),
@@ -161,22 +166,15 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
         mechanism: "psmm",
         guarantee: run.guarantee(budget.spent_epsilon()),
         input: run.input_info(),
-        parameters: MechanismParameters::Psmm(PsmmParameters {
-            cells_per_axis: grid.cells_per_axis(),
-            cells: grid.cell_count() as u64,
+        parameters: MechanismParameters::Psmm(psmm_parameters(
+            &grid,
+            &budget,
             cells_rule,
-            cell_diameter: grid.cell_diameter(),
-            noise_scale: budget.cell_scale.to_f64(),
-            noise_scale_num: budget.cell_scale.num(),
-            noise_scale_den: budget.cell_scale.den(),
-            epsilon_cells: budget.cell_epsilon(),
-            epsilon_n_hat: budget.root_epsilon(),
-            normaliser: mass,
-            normaliser_is: normaliser.describe(),
-            d_bl_to_noisy_measure: projection.as_ref().map(|p| p.d_bl),
-            solver: projection.as_ref().map_or("none (M = 0)", |p| p.solver),
-            placement: value_name(&options.placement),
-        }),
+            normaliser,
+            mass,
+            projection.as_ref(),
+            options.placement,
+        )),
         release: ReleaseInfo {
             root_count: mass,
             root_count_is: normaliser.describe(),
@@ -200,14 +198,42 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
     commit_outputs(run.outputs, report, diagnostics, sink)
 }
 
+/// The report's PSMM parameters (also lowdim's inner run): the grid, the cell noise and the projection.
+pub(super) fn psmm_parameters(
+    grid: &RegularGrid,
+    budget: &PsmmBudget,
+    cells_rule: String,
+    normaliser: Normaliser,
+    mass: u64,
+    projection: Option<&Projection>,
+    placement: Placement,
+) -> PsmmParameters {
+    PsmmParameters {
+        cells_per_axis: grid.cells_per_axis(),
+        cells: grid.cell_count() as u64,
+        cells_rule,
+        cell_diameter: grid.cell_diameter(),
+        noise_scale: budget.cell_scale.to_f64(),
+        noise_scale_num: budget.cell_scale.num(),
+        noise_scale_den: budget.cell_scale.den(),
+        epsilon_cells: budget.cell_epsilon(),
+        epsilon_n_hat: budget.root_epsilon(),
+        normaliser: mass,
+        normaliser_is: normaliser.describe(),
+        d_bl_to_noisy_measure: projection.map(|p| p.d_bl),
+        solver: projection.map_or("none (M = 0)", |p| p.solver),
+        placement: value_name(&placement),
+    }
+}
+
 /// The paper's m ≈ εN (Corollary 3.7), capped at [`DEFAULT_MAX_CELLS`].
-fn default_cells(epsilon: f64, size: f64) -> f64 {
+pub(super) fn default_cells(epsilon: f64, size: f64) -> f64 {
     (epsilon * size).min(DEFAULT_MAX_CELLS)
 }
 
 /// The grid of k = max(1, round(target^{1/d})) cells per axis, refused before any allocation when its
 /// projection network would not fit in memory.
-fn grid_for(dims: usize, target_cells: f64, memory_limit: u64) -> Result<RegularGrid> {
+pub(super) fn grid_for(dims: usize, target_cells: f64, memory_limit: u64) -> Result<RegularGrid> {
     let side = target_cells
         .max(1.0)
         .powf(1.0 / dims as f64)

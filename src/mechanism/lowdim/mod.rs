@@ -14,6 +14,10 @@ pub mod covariance;
 pub mod projection;
 
 use crate::error::{Error, Result};
+
+/// The noise stream of the inner PSMM's cells: apart from PMM's levels (0..=30), the covariance and
+/// mean (40, 41), PSMM on the input cube (62) and the root count (63).
+pub const INNER_PSMM_NOISE_STREAM: u32 = 42;
 use crate::privacy::Neighbours;
 
 /// ε per stage. Under `replace` the paper's split ε/3 × 3 (n public). Under `add-remove` a declared
@@ -88,6 +92,12 @@ mod tests {
             }
             assert!((add_remove.total() - epsilon).abs() <= 1e-12 * epsilon);
         }
+    }
+
+    #[test]
+    fn the_inner_psmm_draws_from_a_stream_of_its_own() {
+        let taken = [40, 41, crate::mechanism::psmm::CELL_NOISE_STREAM, 63];
+        assert!(INNER_PSMM_NOISE_STREAM > 30 && !taken.contains(&INNER_PSMM_NOISE_STREAM));
     }
 
     #[test]

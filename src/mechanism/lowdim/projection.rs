@@ -12,6 +12,12 @@
 //! paper's 2R (about a third for a spread-out direction in d = 20). Every row still lands inside, the
 //! choice is still a function of released values only, and the subroutine's cells are that much finer
 //! in data space at the same depth and noise. R is still computed and reported.
+//!
+//! The subroutine works in the unit cube u = (a − lower)/widths, so its ℓ∞ metric is, in the projected
+//! coordinates, the weighted max_j |δa_j|/w_j: the box is not a cube (its widths ‖V̂_j‖₁ differ per axis),
+//! and PSMM's d_BL projection (its test functions are bounded by the domain's diameter, so the
+//! minimiser depends on the domain's scale and shape) is the one of that normalised cube. The lift's Lipschitz constant [`Projection::lift_lipschitz`] carries the
+//! subroutine's bounds back to data space.
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, Par};
@@ -44,9 +50,11 @@ pub struct Projection {
 }
 
 impl Projection {
-    pub fn new(mean: Vec<f64>, basis: Mat<f64>, geometry: CellGeometry) -> Self {
+    /// `cells_per_axis[j]`: the subroutine's cells on principal axis j (2^bits for PMM's dyadic leaves,
+    /// k for PSMM's regular grid).
+    pub fn new(mean: Vec<f64>, basis: Mat<f64>, cells_per_axis: &[u32]) -> Self {
         assert_eq!(basis.nrows(), mean.len());
-        assert_eq!(basis.ncols(), geometry.dims());
+        assert_eq!(basis.ncols(), cells_per_axis.len());
         let radius = radius_for(&mean);
         let (mut lower, mut widths) = (Vec::new(), Vec::new());
         for axis in 0..basis.ncols() {
@@ -65,7 +73,7 @@ impl Projection {
                     lower[axis] + widths[axis],
                 )
                 .expect("a positive width gives a non-empty interval");
-                AxisPlan::new(bounds, geometry.axis_bits(axis))
+                AxisPlan::with_cells(bounds, cells_per_axis[axis])
             })
             .collect();
         Projection {
@@ -150,6 +158,13 @@ impl Projection {
     }
 }
 
+/// The cells per axis of the leaves of a dyadic partition (PMM as the subroutine).
+pub fn leaf_cells_per_axis(geometry: &CellGeometry) -> Vec<u32> {
+    (0..geometry.dims())
+        .map(|axis| 1 << geometry.axis_bits(axis))
+        .collect()
+}
+
 /// R = √d + ‖X̄_priv‖₂: from the private mean, never from the data.
 pub fn radius_for(mean: &[f64]) -> f64 {
     (mean.len() as f64).sqrt() + mean.iter().map(|m| m * m).sum::<f64>().sqrt()
@@ -186,6 +201,11 @@ mod tests {
     use super::*;
     use crate::mechanism::lowdim::covariance::VALUE_CELL_BITS;
 
+    /// The leaves' cells per axis of a d'-dimensional dyadic partition of depth `depth`.
+    fn dyadic(dims: usize, depth: u32) -> Vec<u32> {
+        leaf_cells_per_axis(&CellGeometry::new(dims, depth))
+    }
+
     fn diagonal_plane(d: usize) -> Mat<f64> {
         // Two orthonormal directions: (1,1,0,…)/√2 and (0,0,1,0,…).
         Mat::from_fn(d, 2, |row, column| match (row, column) {
@@ -198,8 +218,7 @@ mod tests {
     #[test]
     fn points_on_the_subspace_survive_the_round_trip() {
         let d = 4;
-        let geometry = CellGeometry::new(2, 20);
-        let projection = Projection::new(vec![0.5; d], diagonal_plane(d), geometry);
+        let projection = Projection::new(vec![0.5; d], diagonal_plane(d), &dyadic(2, 20));
         assert!(
             (projection.radius - 3.0).abs() < 1e-12,
             "√4 + ‖(½,½,½,½)‖ = 3"
@@ -247,7 +266,7 @@ mod tests {
     #[test]
     fn lifted_points_are_clamped_into_the_cube() {
         let d = 5;
-        let projection = Projection::new(vec![0.9; d], diagonal_plane(d), CellGeometry::new(2, 8));
+        let projection = Projection::new(vec![0.9; d], diagonal_plane(d), &dyadic(2, 8));
         let unit = vec![vec![0.0, 0.25, 0.5, 1.0], vec![1.0, 0.0, 0.9, 0.1]];
         let mut lifted = vec![Vec::new(); d];
         projection.lift(&unit, &mut lifted);
@@ -276,8 +295,7 @@ mod tests {
             let (n, m) = (20 + instance, 25 - instance % 7);
             let data: Vec<f64> = (0..n * d).map(|_| unit()).collect();
             let mean: Vec<f64> = (0..d).map(|_| unit()).collect();
-            let projection =
-                Projection::new(mean.clone(), diagonal_plane(d), CellGeometry::new(2, 6));
+            let projection = Projection::new(mean.clone(), diagonal_plane(d), &dyadic(2, 6));
             let points: Vec<Vec<f64>> = (0..2).map(|_| (0..m).map(|_| unit()).collect()).collect();
             let mut clamped = vec![Vec::new(); d];
             projection.lift(&points, &mut clamped);
