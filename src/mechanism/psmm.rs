@@ -153,7 +153,9 @@ pub fn check_projection_fits(grid: &RegularGrid, memory_limit: u64) -> Result<()
             largest.cell_count(),
             largest.cells_per_axis()
         ),
-        None => format!("in d = {dims} not even 2 cells per axis fit: use --mechanism pmm"),
+        None => format!(
+            "in d = {dims} not even 2 cells per axis fit: use PMM (--mechanism pmm, or --inner-mechanism pmm with lowdim)"
+        ),
     };
     Err(Error::bad_input(format!(
         "psmm: m = {} cells ({side} per axis, d = {dims}) need a flow network of {arcs} arcs, about {} bytes each; \
