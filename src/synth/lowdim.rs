@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use super::pmm::pmm_parameters;
 use super::psmm::{psmm_parameters, DEFAULT_MAX_CELLS};
-use super::{commit_outputs, write_rows, RowGenerator, RunInput, SynthOutcome};
+use super::{commit_outputs, write_table, RowGenerator, RunInput, SynthOutcome};
 use crate::binner::device::ChosenBinner;
 use crate::binner::grid::GridBinner;
 use crate::binner::{scan_quantised_rows, AxisPlan, Binner, ScanStats};
@@ -32,7 +32,6 @@ use crate::partition::{CellGeometry, MAX_DEPTH};
 use crate::privacy::{choose_depth, max_depth_for_memory, LevelSchedule, Neighbours, RootNoise};
 use crate::report::*;
 use crate::sampler::{allocate_rows, LeafSampler};
-use crate::sink::ParquetSink;
 
 pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
     let (options, seeds) = (run.options, &run.seeds);
@@ -272,12 +271,13 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
         projection: &projection,
     };
     drop(counts);
-    let mut sink = ParquetSink::create(&run.outputs.table, run.columns, run.bounds)?;
-    let total_rows = write_rows(&mut sink, &generator, dims, run.progress)?;
-    timings.push(PhaseTiming {
-        phase: "sample, lift and write",
-        seconds: started.elapsed().as_secs_f64(),
-    });
+    let (sink, total_rows) = write_table(
+        run,
+        &generator,
+        "sample, lift and write",
+        started,
+        &mut timings,
+    )?;
 
     let shares = LowdimShares {
         noisy_n: root_scale.map(|scale| 1.0 / scale.to_f64()),

@@ -126,7 +126,10 @@ impl RunInput<'_> {
     }
 
     pub fn column_names(&self) -> Vec<String> {
-        self.columns.iter().map(|column| column.name.clone()).collect()
+        self.columns
+            .iter()
+            .map(|column| column.name.clone())
+            .collect()
     }
 
     /// The report's description of the input: public facts only.
@@ -236,7 +239,7 @@ impl RowGenerator for LeafSampler {
 
 /// Generates every row of `generator` into `sink`, double-buffered: the next batch is sampled while the
 /// current one is encoded and written. Returns the number of rows written.
-pub(crate) fn write_rows(
+fn write_rows(
     sink: &mut ParquetSink,
     generator: &impl RowGenerator,
     dims: usize,
@@ -269,6 +272,25 @@ pub(crate) fn write_rows(
     }
     bar.finish();
     Ok(total_rows)
+}
+
+/// The last phase of every run: creates the output table (uncommitted), writes every row of `generator`
+/// into it and records the phase's time since `started`. Returns the sink, for [`commit_outputs`], and
+/// the number of rows written.
+pub(crate) fn write_table(
+    run: &RunInput,
+    generator: &impl RowGenerator,
+    phase: &'static str,
+    started: std::time::Instant,
+    timings: &mut Vec<PhaseTiming>,
+) -> Result<(ParquetSink, u64)> {
+    let mut sink = ParquetSink::create(&run.outputs.table, run.columns, run.bounds)?;
+    let total_rows = write_rows(&mut sink, generator, run.dims(), run.progress)?;
+    timings.push(PhaseTiming {
+        phase,
+        seconds: started.elapsed().as_secs_f64(),
+    });
+    Ok((sink, total_rows))
 }
 
 /// Writes the reports, then commits the table: all appear, or (on any failure) none does.

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use super::{commit_outputs, write_rows, RunInput, SynthOutcome};
+use super::{commit_outputs, write_table, RunInput, SynthOutcome};
 use crate::error::{Error, Result};
 use crate::mechanism::pmm::{coarsen_leaves, release_leaf_counts, release_root_count};
 use crate::noise::discrete_laplace::RationalScale;
@@ -12,7 +12,6 @@ use crate::partition::{CellGeometry, MAX_DEPTH};
 use crate::privacy::{choose_depth, max_depth_for_memory, LevelSchedule, Neighbours, RootNoise};
 use crate::report::*;
 use crate::sampler::{allocate_rows, LeafSampler};
-use crate::sink::ParquetSink;
 
 /// How far above the file's row count n̂ is planned for before the data are binned: Lap_Z(σ_0)
 /// exceeds 20σ_0 with probability below e^{-20}, and then the pass is simply repeated at the right depth.
@@ -155,12 +154,7 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
         seeds.post_processing.rotate_left(17),
     );
     drop(counts);
-    let mut sink = ParquetSink::create(&run.outputs.table, run.columns, run.bounds)?;
-    let total_rows = write_rows(&mut sink, &sampler, dims, run.progress)?;
-    timings.push(PhaseTiming {
-        phase: "sample and write",
-        seconds: started.elapsed().as_secs_f64(),
-    });
+    let (sink, total_rows) = write_table(run, &sampler, "sample and write", started, &mut timings)?;
 
     let report = RunReport {
         tool: ToolInfo::current(),

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use super::{commit_outputs, write_rows, RunInput, SynthOutcome};
+use super::{commit_outputs, write_table, RunInput, SynthOutcome};
 use crate::binner::grid::GridBinner;
 use crate::binner::{scan_leaf_counts, AxisPlan, ScanStats};
 use crate::error::{Error, Result};
@@ -18,7 +18,6 @@ use crate::options::{value_name, DeviceChoice};
 use crate::privacy::Neighbours;
 use crate::report::*;
 use crate::sampler::{allocate_rows, LeafSampler, Placement};
-use crate::sink::ParquetSink;
 
 /// The binner line of the report and diagnostics (PSMM bins on the CPU only).
 pub(super) const BINNING: &str = "cpu (regular grid)";
@@ -154,12 +153,7 @@ pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {
         seeds.post_processing.rotate_left(17),
     );
     drop(counts);
-    let mut sink = ParquetSink::create(&run.outputs.table, run.columns, run.bounds)?;
-    let total_rows = write_rows(&mut sink, &sampler, dims, run.progress)?;
-    timings.push(PhaseTiming {
-        phase: "sample and write",
-        seconds: started.elapsed().as_secs_f64(),
-    });
+    let (sink, total_rows) = write_table(run, &sampler, "sample and write", started, &mut timings)?;
 
     let report = RunReport {
         tool: ToolInfo::current(),
