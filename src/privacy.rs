@@ -206,8 +206,8 @@ pub fn bound_minimising_depth(
 /// Why not the bound's minimiser in d ≥ 2: Theorem 3.9 charges every cell's noise at the cell's
 /// diameter, which is tight only when the data fill the cube. Real tables fill a small part of their
 /// public bounding box, and there the deep tree measured far lower W1: on the bundled flights table
-/// (2 and 3 columns, ε = 0.1, 1, 10) 1.1–11× lower than the minimiser's depth (4–6 levels shallower);
-/// 1.4–6× on clustered generated data; on uniform data it is 1.3–1.8× worse. One level below
+/// (2 and 3 columns, ε = 0.1, 1, 10) 3–11× lower than at the minimiser's depth (4–6 levels shallower);
+/// 1.3–6× on clustered generated data; on uniform data it is 1.3–1.8× worse. One level below
 /// ⌈log2(εn)⌉ was within 1.8× of the best depth in every case measured and halves the cell arrays.
 pub fn deep_tree_depth(epsilon: f64, n: f64) -> u32 {
     let cells = epsilon * n;
