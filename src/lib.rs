@@ -14,8 +14,9 @@
 //! | privacy accounting: schedule, depth, bound | [`privacy`] |
 //! | exact discrete Laplace noise | [`noise`] |
 //! | top-down consistency | [`consistency`] |
-//! | the mechanism tying them together | [`mechanism`] |
-//! | synthetic points from leaf counts | [`sampler`] |
+//! | the mechanisms: PMM, PSMM (with its min-cost-flow projection), private-PCA lowdim | [`mechanism`] |
+//! | exact min-cost flow (PSMM's projection, eval's W1) | [`transport`] |
+//! | synthetic points from released cell counts | [`sampler`] |
 //! | Parquet output, written atomically | [`sink`] |
 //! | publishable report and owner-only diagnostics | [`report`] |
 //! | owner-side evaluation: W1 estimates, moments, marginals, plots (`dpsynth eval`) | [`eval`] |

@@ -1,4 +1,4 @@
-//! Mechanisms: from a private leaf histogram to released, consistent leaf counts.
+//! Mechanisms: from private cell counts (or, for lowdim, private sums) to released cell counts.
 
 pub mod lowdim;
 pub mod pmm;
