@@ -93,19 +93,9 @@ pub struct LeafDecoder {
 
 impl LeafDecoder {
     pub fn new(geometry: &CellGeometry) -> Self {
-        let tables = (0..geometry.dims())
-            .map(|axis| {
-                let mask = geometry.axis_mask(axis);
-                let mut table = [[0u32; 256]; 4];
-                for (byte, entries) in table.iter_mut().enumerate() {
-                    for (value, entry) in entries.iter_mut().enumerate() {
-                        *entry = extract_bits((value as u32) << (8 * byte), mask);
-                    }
-                }
-                table
-            })
-            .collect();
-        LeafDecoder { tables }
+        LeafDecoder {
+            tables: axis_byte_tables(geometry, extract_bits),
+        }
     }
 
     /// The same result as [`CellGeometry::axis_indices`].
@@ -119,6 +109,24 @@ impl LeafDecoder {
                 | table[3][bytes[3] as usize];
         }
     }
+}
+
+/// Per axis, one 256-entry table per byte of a 32-bit word: `tables[axis][byte][v]` is
+/// `map(v << 8·byte, axis_mask(axis))`. With `deposit_bits` (the binner) or `extract_bits` (the sampler's
+/// decoder), a whole-word scatter or gather then costs four lookups.
+pub fn axis_byte_tables(geometry: &CellGeometry, map: fn(u32, u32) -> u32) -> Vec<[[u32; 256]; 4]> {
+    (0..geometry.dims())
+        .map(|axis| {
+            let mask = geometry.axis_mask(axis);
+            let mut table = [[0u32; 256]; 4];
+            for (byte, entries) in table.iter_mut().enumerate() {
+                for (value, entry) in entries.iter_mut().enumerate() {
+                    *entry = map((value as u32) << (8 * byte), mask);
+                }
+            }
+            table
+        })
+        .collect()
 }
 
 /// ℓ∞ diameter of a depth-j cell of [0,1]^d: 2^{−⌊j/d⌋}.

@@ -360,33 +360,35 @@ fn refusals_are_clear_and_leave_nothing() {
     }
 }
 
+/// The bytes a seeded lowdim run with `options` writes on `threads` threads.
+fn seeded_output(input: &Path, dims: usize, tag: &str, options: &[&str], threads: &str) -> Vec<u8> {
+    let args: Vec<&str> = options
+        .iter()
+        .copied()
+        .chain(["--threads", threads])
+        .collect();
+    let (output, _) = synth(input, dims, &format!("{tag}{threads}"), &args);
+    std::fs::read(output).unwrap()
+}
+
 #[test]
 fn a_seeded_run_is_identical_whatever_the_thread_count() {
     let dir = tempfile::tempdir().unwrap();
     let dims = 8;
     let input = flat_table(dir.path(), dims, 6000, 11);
-    let run = |threads: &str| {
-        let (output, _) = synth(
-            &input,
-            dims,
-            &format!("threads{threads}"),
-            &[
-                "--mechanism",
-                "lowdim",
-                "--epsilon",
-                "2",
-                "--noisy-n-share",
-                "0.05",
-                "--seed",
-                "42",
-                "--threads",
-                threads,
-                "--device",
-                "cpu",
-            ],
-        );
-        std::fs::read(output).unwrap()
-    };
+    let options = [
+        "--mechanism",
+        "lowdim",
+        "--epsilon",
+        "2",
+        "--noisy-n-share",
+        "0.05",
+        "--seed",
+        "42",
+        "--device",
+        "cpu",
+    ];
+    let run = |threads| seeded_output(&input, dims, "threads", &options, threads);
     let one = run("1");
     assert_eq!(one, run("2"));
     assert_eq!(one, run("3"));
@@ -513,28 +515,19 @@ fn inner_psmm_seeded_runs_are_identical_whatever_the_thread_count() {
     let dir = tempfile::tempdir().unwrap();
     let dims = 8;
     let input = flat_table(dir.path(), dims, 6000, 12);
-    let run = |threads: &str| {
-        let (output, _) = synth(
-            &input,
-            dims,
-            &format!("psmm_threads{threads}"),
-            &[
-                "--mechanism",
-                "lowdim",
-                "--inner-mechanism",
-                "psmm",
-                "--epsilon",
-                "2",
-                "--noisy-n-share",
-                "0.05",
-                "--seed",
-                "42",
-                "--threads",
-                threads,
-            ],
-        );
-        std::fs::read(output).unwrap()
-    };
+    let options = [
+        "--mechanism",
+        "lowdim",
+        "--inner-mechanism",
+        "psmm",
+        "--epsilon",
+        "2",
+        "--noisy-n-share",
+        "0.05",
+        "--seed",
+        "42",
+    ];
+    let run = |threads| seeded_output(&input, dims, "psmm_threads", &options, threads);
     assert_eq!(run("1"), run("2"));
 }
 

@@ -4,12 +4,16 @@
 //! every frequent outcome is compared with ε. A wrong sensitivity or a budget that sums past ε shows up
 //! as ratios near e^{2ε}.
 
+mod common;
+
 use std::collections::HashMap;
 
 use dpsynth::consistency::ConsistencyRule;
 use dpsynth::mechanism::pmm::release_leaf_counts;
 use dpsynth::noise::NoiseKey;
 use dpsynth::privacy::{LevelSchedule, Neighbours, RootNoise};
+
+use common::max_log_frequency_ratio;
 
 const RUNS: u64 = 200_000;
 /// Outcomes seen fewer times than this in either run are too noisy to compare.
@@ -42,20 +46,7 @@ fn max_log_ratio(neighbours: Neighbours, a: &[u64], b: &[u64], epsilon: f64) -> 
     let schedule = LevelSchedule::new(neighbours, epsilon, 1, 1, RootNoise::InSchedule).unwrap();
     let first = outcome_frequencies(a, &schedule, 0);
     let second = outcome_frequencies(b, &schedule, 1 << 40);
-    let mut compared = 0;
-    let mut worst = 0.0f64;
-    for (outcome, &count) in &first {
-        let other = second.get(outcome).copied().unwrap_or(0);
-        if count >= MIN_COUNT && other >= MIN_COUNT {
-            compared += 1;
-            worst = worst.max((count as f64 / other as f64).ln().abs());
-        }
-    }
-    assert!(
-        compared >= 3,
-        "only {compared} outcomes were frequent enough to compare"
-    );
-    worst
+    max_log_frequency_ratio(&first, &second, MIN_COUNT)
 }
 
 #[test]

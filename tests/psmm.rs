@@ -328,18 +328,7 @@ fn max_log_ratio(neighbours: Neighbours, a: &[u64], b: &[u64], epsilon: f64) -> 
         }
         frequencies
     };
-    let (first, second) = (frequencies(a, 0), frequencies(b, 1 << 40));
-    let mut compared = 0;
-    let mut worst = 0.0f64;
-    for (outcome, &count) in &first {
-        let other = second.get(outcome).copied().unwrap_or(0);
-        if count >= MIN_COUNT && other >= MIN_COUNT {
-            compared += 1;
-            worst = worst.max((count as f64 / other as f64).ln().abs());
-        }
-    }
-    assert!(compared >= 3, "only {compared} outcomes to compare");
-    worst
+    max_log_frequency_ratio(&frequencies(a, 0), &frequencies(b, 1 << 40), MIN_COUNT)
 }
 
 #[test]

@@ -1,11 +1,10 @@
 //! The CPU binner: per-thread u32 histograms, Morton codes by BMI2 `pdep` where it is fast and by
 //! byte lookup tables elsewhere, chosen at run time.
 
-use rayon::prelude::*;
-
 use crate::error::Result;
-use crate::partition::{deposit_bits, CellGeometry};
+use crate::partition::{axis_byte_tables, deposit_bits, CellGeometry};
 
+use super::histogram::SpillingHistogram;
 use super::{Binner, BinnerWorker};
 
 /// How axis indices are scattered into code bits.
@@ -56,22 +55,10 @@ impl CpuBinner {
     }
 
     pub fn with_method(geometry: CellGeometry, method: DepositMethod) -> Self {
-        let tables = (0..geometry.dims())
-            .map(|axis| {
-                let mask = geometry.axis_mask(axis);
-                let mut table = [[0u32; 256]; 4];
-                for (byte, entries) in table.iter_mut().enumerate() {
-                    for (value, entry) in entries.iter_mut().enumerate() {
-                        *entry = deposit_bits((value as u32) << (8 * byte), mask);
-                    }
-                }
-                table
-            })
-            .collect();
         CpuBinner {
             geometry,
             method,
-            tables,
+            tables: axis_byte_tables(&geometry, deposit_bits),
         }
     }
 
@@ -84,10 +71,7 @@ pub struct CpuWorker {
     method: DepositMethod,
     tables: Vec<[[u32; 256]; 4]>,
     masks: Vec<u32>,
-    counts: Vec<u32>,
-    /// Rows added since `counts` was last flushed into `totals`, so no u32 bin can overflow.
-    rows_in_counts: u64,
-    totals: Option<Vec<u64>>,
+    histogram: SpillingHistogram,
     codes: Vec<u32>,
 }
 
@@ -101,9 +85,7 @@ impl Binner for CpuBinner {
             masks: (0..self.geometry.dims())
                 .map(|axis| self.geometry.axis_mask(axis))
                 .collect(),
-            counts: vec![0; self.geometry.leaf_count()],
-            rows_in_counts: 0,
-            totals: None,
+            histogram: SpillingHistogram::new(self.geometry.leaf_count()),
             codes: Vec::new(),
         })
     }
@@ -111,36 +93,13 @@ impl Binner for CpuBinner {
     fn finish(&self, workers: Vec<CpuWorker>) -> Result<Vec<u64>> {
         let mut totals = vec![0u64; self.geometry.leaf_count()];
         for worker in workers {
-            worker.add_into(&mut totals);
+            worker.histogram.add_into(&mut totals);
         }
         Ok(totals)
     }
 }
 
 impl CpuWorker {
-    fn add_into(mut self, totals: &mut [u64]) {
-        self.flush();
-        if let Some(own) = self.totals {
-            totals
-                .par_iter_mut()
-                .zip(own.par_iter())
-                .for_each(|(total, own)| *total += own);
-        }
-    }
-
-    fn flush(&mut self) {
-        if self.rows_in_counts == 0 {
-            return;
-        }
-        let totals = self
-            .totals
-            .get_or_insert_with(|| vec![0; self.counts.len()]);
-        for (total, count) in totals.iter_mut().zip(self.counts.iter_mut()) {
-            *total += u64::from(std::mem::take(count));
-        }
-        self.rows_in_counts = 0;
-    }
-
     fn deposit_axis(&mut self, axis: usize, indices: &[u32]) {
         match self.method {
             DepositMethod::LookupTable => {
@@ -173,18 +132,15 @@ unsafe fn deposit_axis_bmi2(codes: &mut [u32], indices: &[u32], mask: u32) {
 impl BinnerWorker for CpuWorker {
     fn add_batch(&mut self, axes: &[&[u32]]) -> Result<()> {
         let rows = axes.first().map_or(0, |axis| axis.len());
-        if self.rows_in_counts + rows as u64 > u64::from(u32::MAX) {
-            self.flush();
-        }
         self.codes.clear();
         self.codes.resize(rows, 0);
         for (axis, indices) in axes.iter().enumerate() {
             self.deposit_axis(axis, indices);
         }
+        let bins = self.histogram.bins_for(rows);
         for &code in &self.codes {
-            self.counts[code as usize] += 1;
+            bins[code as usize] += 1;
         }
-        self.rows_in_counts += rows as u64;
         Ok(())
     }
 }
@@ -252,7 +208,7 @@ mod tests {
         let mut first = binner.worker().unwrap();
         let mut second = binner.worker().unwrap();
         first.add_batch(&[&x, &y]).unwrap();
-        first.rows_in_counts = u64::from(u32::MAX) - 10; // force a flush on the next batch
+        first.histogram.rows_in_counts = u64::from(u32::MAX) - 10; // force a spill on the next batch
         first.add_batch(&[&x, &y]).unwrap();
         second.add_batch(&[&x[..500], &y[..500]]).unwrap();
         let counts = binner.finish(vec![first, second]).unwrap();

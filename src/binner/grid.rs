@@ -2,11 +2,10 @@
 //! [`RegularGrid`], cell index = Σ_k q_k·stride_k in row-major order. CPU only: the pass is bound by
 //! Parquet decoding, and PSMM's cost is in the projection, not here.
 
-use rayon::prelude::*;
-
 use crate::error::Result;
 use crate::grid::RegularGrid;
 
+use super::histogram::SpillingHistogram;
 use super::{Binner, BinnerWorker};
 
 pub struct GridBinner {
@@ -21,10 +20,7 @@ impl GridBinner {
 
 pub struct GridWorker {
     strides: Vec<usize>,
-    counts: Vec<u32>,
-    /// Rows added since `counts` was last flushed into `totals`, so no u32 bin can overflow.
-    rows_in_counts: u64,
-    totals: Option<Vec<u64>>,
+    histogram: SpillingHistogram,
     cells: Vec<usize>,
 }
 
@@ -34,40 +30,17 @@ impl Binner for GridBinner {
     fn worker(&self) -> Result<GridWorker> {
         Ok(GridWorker {
             strides: self.grid.strides(),
-            counts: vec![0; self.grid.cell_count()],
-            rows_in_counts: 0,
-            totals: None,
+            histogram: SpillingHistogram::new(self.grid.cell_count()),
             cells: Vec::new(),
         })
     }
 
     fn finish(&self, workers: Vec<GridWorker>) -> Result<Vec<u64>> {
         let mut totals = vec![0u64; self.grid.cell_count()];
-        for mut worker in workers {
-            worker.flush();
-            if let Some(own) = worker.totals {
-                totals
-                    .par_iter_mut()
-                    .zip(own.par_iter())
-                    .for_each(|(total, own)| *total += own);
-            }
+        for worker in workers {
+            worker.histogram.add_into(&mut totals);
         }
         Ok(totals)
-    }
-}
-
-impl GridWorker {
-    fn flush(&mut self) {
-        if self.rows_in_counts == 0 {
-            return;
-        }
-        let totals = self
-            .totals
-            .get_or_insert_with(|| vec![0; self.counts.len()]);
-        for (total, count) in totals.iter_mut().zip(self.counts.iter_mut()) {
-            *total += u64::from(std::mem::take(count));
-        }
-        self.rows_in_counts = 0;
     }
 }
 
@@ -75,9 +48,6 @@ impl BinnerWorker for GridWorker {
     /// `axes[k][i]` is row i's cell index on axis k, below k (the quantiser clamps it there).
     fn add_batch(&mut self, axes: &[&[u32]]) -> Result<()> {
         let rows = axes.first().map_or(0, |axis| axis.len());
-        if self.rows_in_counts + rows as u64 > u64::from(u32::MAX) {
-            self.flush();
-        }
         self.cells.clear();
         self.cells.resize(rows, 0);
         for (indices, &stride) in axes.iter().zip(&self.strides) {
@@ -85,10 +55,10 @@ impl BinnerWorker for GridWorker {
                 *cell += index as usize * stride;
             }
         }
+        let bins = self.histogram.bins_for(rows);
         for &cell in &self.cells {
-            self.counts[cell] += 1;
+            bins[cell] += 1;
         }
-        self.rows_in_counts += rows as u64;
         Ok(())
     }
 }
@@ -112,7 +82,7 @@ mod tests {
         let mut second = binner.worker().unwrap();
         let zeros = vec![0u32; indices.len()];
         first.add_batch(&[&indices, &zeros]).unwrap();
-        first.rows_in_counts = u64::from(u32::MAX) - 2; // force a flush on the next batch
+        first.histogram.rows_in_counts = u64::from(u32::MAX) - 2; // force a spill on the next batch
         first.add_batch(&[&zeros, &indices]).unwrap();
         second.add_batch(&[&indices[..2], &indices[..2]]).unwrap();
         let counts = binner.finish(vec![first, second]).unwrap();

@@ -10,6 +10,7 @@ pub mod device;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod grid;
+mod histogram;
 mod scan;
 
 use arrow::buffer::NullBuffer;

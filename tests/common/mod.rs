@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: Parquet fixtures, running the binary, reading outputs.
 #![allow(dead_code)] // each test file uses a different subset
 
+use std::collections::HashMap;
+use std::hash::Hash;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
@@ -121,4 +123,28 @@ impl Fixture {
         let (u, v) = (self.unit().max(1e-300), self.unit());
         (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
     }
+}
+
+/// Largest |log ratio| between the outcome frequencies of a mechanism run many times on two neighbouring
+/// inputs, over the outcomes seen at least `min_count` times in both (rarer ones are too noisy): the
+/// empirical privacy loss, to compare with ε.
+pub fn max_log_frequency_ratio<K: Hash + Eq>(
+    first: &HashMap<K, u64>,
+    second: &HashMap<K, u64>,
+    min_count: u64,
+) -> f64 {
+    let mut compared = 0;
+    let mut worst = 0.0f64;
+    for (outcome, &count) in first {
+        let other = second.get(outcome).copied().unwrap_or(0);
+        if count >= min_count && other >= min_count {
+            compared += 1;
+            worst = worst.max((count as f64 / other as f64).ln().abs());
+        }
+    }
+    assert!(
+        compared >= 3,
+        "only {compared} outcomes were frequent enough to compare"
+    );
+    worst
 }
