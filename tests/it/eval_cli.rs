@@ -1,13 +1,11 @@
 //! `dpsynth eval` end to end through the binary: known distances, the JSON contract, bad input (exit 2,
 //! file and column named, nothing written) and the report directory.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int32Array, StringArray};
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 /// Runs eval with `args` (plus `--quiet`) and returns the parsed JSON it wrote.

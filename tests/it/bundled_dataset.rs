@@ -1,11 +1,9 @@
 //! The README's main job runs on the bundled dataset with no other input, and its bounds file
 //! covers every value (so the job clamps nothing).
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 
 #[test]
 fn readme_main_job_runs_on_the_bundled_flights_table() {

@@ -1,8 +1,6 @@
 //! `synth --mechanism psmm` end to end: the release under both relations, options, determinism, clear
 //! refusals, and accuracy against the bound the report states (dissertation Theorem 3.6 / Corollary 3.7).
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
 use dpsynth::bounds::ColumnBounds;
@@ -13,7 +11,7 @@ use dpsynth::progress::Progress;
 use dpsynth::report::{MechanismParameters, PsmmParameters, RunReport};
 use dpsynth::{synthesize, OutputPaths, SynthOptions};
 
-use common::*;
+use crate::common::*;
 
 const NAMES: [&str; 3] = ["x", "y", "z"];
 

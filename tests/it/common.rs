@@ -1,5 +1,4 @@
 //! Helpers shared by the integration tests: Parquet fixtures, running the binary, reading outputs.
-#![allow(dead_code)] // each test file uses a different subset
 
 use std::collections::HashMap;
 use std::hash::Hash;

@@ -3,11 +3,9 @@
 //! outputs in the bounds, and seeded runs identical whatever the thread count; the same for the inner
 //! PSMM (`--inner-mechanism psmm`).
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 fn json(path: &Path) -> Value {

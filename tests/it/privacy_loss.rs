@@ -4,8 +4,6 @@
 //! every frequent outcome is compared with ε. A wrong sensitivity or a budget that sums past ε shows up
 //! as ratios near e^{2ε}.
 
-mod common;
-
 use std::collections::HashMap;
 
 use dpsynth::consistency::ConsistencyRule;
@@ -13,7 +11,7 @@ use dpsynth::mechanism::pmm::release_leaf_counts;
 use dpsynth::noise::NoiseKey;
 use dpsynth::privacy::{LevelSchedule, Neighbours, RootNoise};
 
-use common::max_log_frequency_ratio;
+use crate::common::max_log_frequency_ratio;
 
 const RUNS: u64 = 200_000;
 /// Outcomes seen fewer times than this in either run are too noisy to compare.

@@ -1,14 +1,12 @@
 //! End-to-end properties of `dpsynth synth`: types and names survive, seeded runs are reproducible
 //! whatever the thread count, the release and the diagnostics stay apart, bounds come from the user.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::*;
 use arrow::datatypes::DataType;
-use common::*;
+use crate::common::*;
 
 fn run_ok(args: &[&str]) {
     let result = dpsynth(args);

@@ -5,8 +5,6 @@
 //! Without a wgpu adapter the GPU cases print a loud SKIPPED line; with DPSYNTH_REQUIRE_GPU set (CI
 //! sets it once lavapipe is installed) a missing adapter fails the suite instead.
 
-mod common;
-
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
@@ -19,7 +17,7 @@ use dpsynth::partition::CellGeometry;
 use dpsynth::progress::Progress;
 use dpsynth::source::ParquetSource;
 
-use common::*;
+use crate::common::*;
 
 /// Columns of every supported type whose values hit cell boundaries, both bounds and beyond them.
 fn conformance_table(path: &Path, rows: usize) -> Vec<ColumnBounds> {

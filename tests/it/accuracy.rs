@@ -5,8 +5,6 @@
 //! deeper and its bound too loose at this size to test anything). W1 is exact for d = 1 (sorted CDFs); for d ≥ 2 both sides of
 //! the SPEC §7 sandwich (max of the 1-D marginals ≤ W1 ≤ dyadic-tree bound) must be below it.
 
-mod common;
-
 use std::path::Path;
 
 use dpsynth::binner::AxisPlan;
@@ -18,7 +16,7 @@ use dpsynth::progress::Progress;
 use dpsynth::report::MechanismParameters;
 use dpsynth::{synthesize, OutputPaths, SynthOptions};
 
-use common::*;
+use crate::common::*;
 
 const ROWS: usize = 100_000;
 const SEEDS: [u64; 3] = [11, 12, 13];

@@ -1,13 +1,11 @@
 //! Bad input always gets exit code 2, a message naming the file, column and reason, and leaves no
 //! output (nor a temporary file) behind.
 
-mod common;
-
 use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Float64Array, Int32Array, StringArray};
-use common::*;
+use crate::common::*;
 
 /// Runs `synth` on `input` into an empty directory; asserts exit 2, that stderr mentions every
 /// `expected` fragment, and that nothing was written.

@@ -1,0 +1,15 @@
+//! The integration tests, one binary (one link instead of one per file). Each module exercises one
+//! part of the CLI or library; `common` holds the fixtures and helpers they share.
+
+mod common;
+
+mod accuracy;
+mod bad_input;
+mod binner_conformance;
+mod bundled_dataset;
+mod eval_cli;
+mod lowdim;
+mod privacy_loss;
+mod psmm;
+mod seeded_runs;
+mod synth_end_to_end;

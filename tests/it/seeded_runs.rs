@@ -1,0 +1,111 @@
+//! Seeded runs of every mechanism, byte for byte: the synthetic table's bytes (as a hash), the publishable
+//! report and the first line of the terminal summary must equal what is recorded in `tests/snapshots/`.
+//! A refactor must leave them alone; a change that is meant to alter outputs (a new sampler, a new
+//! default) re-records them with `DPSYNTH_BLESS=1 cargo test --release seeded_runs` and says why in its
+//! commit.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The runs: a name and the `synth` arguments after the input (every run adds `--seed`, `--threads` and
+/// its output paths, a fixed memory limit (the depth cap would follow the machine) and `--epsilon 1`
+/// unless it gives its own).
+const RUNS: &[(&str, &[&str])] = &[
+    ("pmm_add_remove", &["--mechanism", "pmm"]),
+    (
+        "pmm_replace_proportional_centre",
+        &["--neighbours", "replace", "--consistency", "proportional", "--placement", "centre"],
+    ),
+    ("pmm_depth_rows", &["--depth", "9", "--rows", "1000"]),
+    ("pmm_one_column", &["--columns", "x0"]),
+    ("psmm_add_remove", &["--mechanism", "psmm"]),
+    ("psmm_replace_cells", &["--mechanism", "psmm", "--neighbours", "replace", "--cells", "512"]),
+    ("lowdim_replace", &["--mechanism", "lowdim", "--neighbours", "replace", "--epsilon", "4"]),
+    (
+        "lowdim_add_remove_psmm",
+        &[
+            "--mechanism", "lowdim", "--noisy-n-share", "0.1", "--inner-mechanism", "psmm",
+            "--target-dim", "2",
+        ],
+    ),
+];
+
+fn snapshots() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots")
+}
+
+/// FNV-1a, 64 bits: a stable hash with no dependency (std's hasher may change between releases).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn dpsynth(dir: &Path, args: &[&str]) -> std::process::Output {
+    let output = Command::new(env!("CARGO_BIN_EXE_dpsynth"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "dpsynth {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+#[test]
+fn seeded_runs_of_every_mechanism_are_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    dpsynth(
+        dir.path(),
+        &[
+            "generate", "in.parquet", "--rows", "3000", "--dims", "3", "--seed", "11",
+            "--schema", "in.toml",
+        ],
+    );
+    let bless = std::env::var_os("DPSYNTH_BLESS").is_some();
+    let mut tables = String::new();
+    let mut mismatches = Vec::new();
+    for (name, extra) in RUNS {
+        let (table, report) = (format!("{name}.parquet"), format!("{name}.json"));
+        let mut args = vec![
+            "synth", "in.parquet", "--config", "in.toml", "--seed", "7", "--threads", "2",
+            "--memory-limit-mib", "1024",
+            "--output", &table, "--report", &report,
+        ];
+        if !extra.contains(&"--epsilon") {
+            args.extend(["--epsilon", "1"]);
+        }
+        args.extend_from_slice(extra);
+        let output = dpsynth(dir.path(), &args);
+        let summary = String::from_utf8_lossy(&output.stderr)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let table_hash = fnv1a(&std::fs::read(dir.path().join(&table)).unwrap());
+        tables.push_str(&format!("{name} {table_hash:016x} {summary}\n"));
+        let report_text = std::fs::read_to_string(dir.path().join(&report)).unwrap();
+        let recorded = snapshots().join(format!("{name}.report.json"));
+        if bless {
+            std::fs::write(&recorded, &report_text).unwrap();
+        } else if std::fs::read_to_string(&recorded).ok().as_deref() != Some(report_text.as_str()) {
+            mismatches.push(format!("{name}: report differs from {}", recorded.display()));
+        }
+    }
+    let recorded = snapshots().join("tables.txt");
+    if bless {
+        std::fs::write(&recorded, &tables).unwrap();
+    } else {
+        let expected = std::fs::read_to_string(&recorded).unwrap_or_default();
+        for (line, expected) in tables.lines().zip(expected.lines().chain(std::iter::repeat(""))) {
+            if line != expected {
+                mismatches.push(format!("table or summary differs:\n  now      {line}\n  recorded {expected}"));
+            }
+        }
+    }
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+}
