@@ -8,7 +8,7 @@ use dpsynth::binner::cpu::{CpuBinner, DepositMethod};
 #[cfg(feature = "gpu")]
 use dpsynth::binner::gpu::{AdapterPolicy, GpuContext, GpuLeafBinner};
 use dpsynth::binner::{Binner, BinnerWorker};
-use dpsynth::partition::CellGeometry;
+use dpsynth::geometry::partition::CellGeometry;
 
 const ROWS: usize = 10_000_000;
 const DIMS: usize = 2;

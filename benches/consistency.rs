@@ -5,10 +5,10 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
-use dpsynth::consistency::{enforce_consistency, ConsistencyRule};
+use dpsynth::mechanism::pmm::consistency::{enforce_consistency, ConsistencyRule};
 use dpsynth::noise::{add_level_noise, NoiseKey};
 use dpsynth::privacy::{LevelSchedule, Neighbours, RootNoise};
-use dpsynth::tree::CountTree;
+use dpsynth::geometry::tree::CountTree;
 
 /// Leaf depths timed: 2^16 and 2^22 leaves (a cache-resident and a memory-bound tree).
 const DEPTHS: [u32; 2] = [16, 22];

@@ -13,12 +13,12 @@ use std::time::Instant;
 
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::Float64Type;
-use dpsynth::bounds::ColumnBounds;
+use dpsynth::geometry::bounds::ColumnBounds;
 use dpsynth::generate::{write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS};
 use dpsynth::options::DeviceChoice;
 use dpsynth::progress::Progress;
-use dpsynth::report::MechanismParameters;
-use dpsynth::source::ParquetSource;
+use dpsynth::synth::report::MechanismParameters;
+use dpsynth::io::source::ParquetSource;
 use dpsynth::{synthesize, OutputPaths, SynthOptions};
 use rayon::prelude::*;
 

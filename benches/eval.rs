@@ -12,13 +12,13 @@ use arrow::array::AsArray;
 use arrow::datatypes::Float64Type;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use dpsynth::binner::NullPolicy;
-use dpsynth::bounds::ColumnBounds;
+use dpsynth::geometry::bounds::ColumnBounds;
 use dpsynth::eval::distance::distances;
 use dpsynth::eval::summary::Moments;
 use dpsynth::eval::{load_table, Table};
 use dpsynth::generate::{write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS};
 use dpsynth::metrics::w1::{w1_marginal, Sample};
-use dpsynth::source::ParquetSource;
+use dpsynth::io::source::ParquetSource;
 use rayon::prelude::*;
 use std::hint::black_box;
 

@@ -5,7 +5,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use dpsynth::partition::CellGeometry;
+use dpsynth::geometry::partition::CellGeometry;
 use dpsynth::sampler::{LeafSampler, Placement, SAMPLE_BLOCK_ROWS};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;

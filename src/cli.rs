@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::binner::NullPolicy;
-use crate::bounds::ColumnBounds;
-use crate::consistency::ConsistencyRule;
+use crate::geometry::bounds::ColumnBounds;
+use crate::mechanism::pmm::consistency::ConsistencyRule;
 use crate::error::{Error, Result, EXIT_INTERNAL, EXIT_OK};
 use crate::eval::{evaluate_tables, load_pair, EvalOptions, PhaseTiming};
 use crate::generate::{
@@ -370,7 +370,7 @@ fn run_eval(args: EvalArgs) -> Result<()> {
             crate::eval::report_dir::write_report_dir(dir, &report, &json, &real, &synth)?;
         }
         match &args.json {
-            Some(path) => crate::sink::write_file_atomically(path, json.as_bytes())?,
+            Some(path) => crate::io::sink::write_file_atomically(path, json.as_bytes())?,
             None => print!("{}", report.summary()),
         }
         if !quiet {
@@ -391,7 +391,7 @@ fn run_generate(args: GenerateArgs) -> Result<()> {
     };
     write_table(&args.output, &spec).map_err(|error| Error::bad_input(error.to_string()))?;
     if let Some(schema) = &args.schema {
-        crate::sink::write_file_atomically(schema, bounds_toml(&spec).as_bytes())?;
+        crate::io::sink::write_file_atomically(schema, bounds_toml(&spec).as_bytes())?;
     }
     Ok(())
 }

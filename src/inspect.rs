@@ -5,7 +5,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use crate::error::Result;
-use crate::source::{is_numeric, ParquetSource};
+use crate::io::source::{is_numeric, ParquetSource};
 
 pub fn describe(path: &Path) -> Result<String> {
     let source = ParquetSource::open(path)?;

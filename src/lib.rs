@@ -24,28 +24,22 @@
 //! [`synth::synthesize`] runs them all; the `dpsynth` binary is a thin CLI over it.
 
 pub mod binner;
-pub mod bounds;
 pub mod cli;
-pub mod consistency;
 pub mod error;
 pub mod eval;
 pub mod generate;
-pub mod grid;
+pub mod geometry;
 pub mod inspect;
+pub mod io;
 pub mod mechanism;
 pub mod metrics;
 pub mod noise;
 pub mod options;
-pub mod partition;
 pub mod privacy;
 pub mod progress;
-pub mod report;
 pub mod sampler;
-pub mod sink;
-pub mod source;
 pub mod synth;
 pub mod transport;
-pub mod tree;
 
 pub use error::{Error, Result};
 pub use options::SynthOptions;

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::binner::NullPolicy;
-use crate::bounds::ColumnBounds;
-use crate::consistency::{ConsistencyRule, DEFAULT_CONSISTENCY};
+use crate::geometry::bounds::ColumnBounds;
+use crate::mechanism::pmm::consistency::{ConsistencyRule, DEFAULT_CONSISTENCY};
 use crate::error::{Error, Result};
 use crate::privacy::{check_epsilon, Neighbours, DEFAULT_ROOT_SHARE};
 use crate::sampler::Placement;

@@ -11,8 +11,8 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::grid::RegularGrid;
-use crate::partition::{CellGeometry, LeafDecoder};
+use crate::geometry::grid::RegularGrid;
+use crate::geometry::partition::{CellGeometry, LeafDecoder};
 
 /// Rows drawn from one random stream.
 pub const SAMPLE_BLOCK_ROWS: usize = 1 << 12;
@@ -234,7 +234,7 @@ mod tests {
                 for row in 0..total {
                     let indices: Vec<u32> = (0..dims)
                         .map(|axis| {
-                            crate::partition::tests::unit_axis(geometry.axis_bits(axis))
+                            crate::geometry::partition::tests::unit_axis(geometry.axis_bits(axis))
                                 .quantize(columns[axis][row])
                         })
                         .collect();
@@ -251,7 +251,7 @@ mod tests {
             let grid = RegularGrid::new(dims, side).unwrap();
             let counts: Vec<u64> = (0..grid.cell_count() as u64).map(|cell| (cell * 7) % 4).collect();
             let axis = crate::binner::AxisPlan::with_cells(
-                crate::bounds::ColumnBounds::new("u", 0.0, 1.0).unwrap(),
+                crate::geometry::bounds::ColumnBounds::new("u", 0.0, 1.0).unwrap(),
                 side,
             );
             let strides = grid.strides();

@@ -2,7 +2,7 @@
 //! byte lookup tables elsewhere, chosen at run time.
 
 use crate::error::Result;
-use crate::partition::{axis_byte_tables, deposit_bits, CellGeometry};
+use crate::geometry::partition::{axis_byte_tables, deposit_bits, CellGeometry};
 
 use super::histogram::SpillingHistogram;
 use super::{Binner, BinnerWorker};

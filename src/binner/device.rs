@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::options::DeviceChoice;
-use crate::partition::CellGeometry;
+use crate::geometry::partition::CellGeometry;
 
 use super::cpu::CpuBinner;
 #[cfg(feature = "gpu")]

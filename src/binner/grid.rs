@@ -3,7 +3,7 @@
 //! Parquet decoding, and PSMM's cost is in the projection, not here.
 
 use crate::error::Result;
-use crate::grid::RegularGrid;
+use crate::geometry::grid::RegularGrid;
 
 use super::histogram::SpillingHistogram;
 use super::{Binner, BinnerWorker};
@@ -67,7 +67,7 @@ impl BinnerWorker for GridWorker {
 mod tests {
     use super::*;
     use crate::binner::AxisPlan;
-    use crate::bounds::ColumnBounds;
+    use crate::geometry::bounds::ColumnBounds;
 
     #[test]
     fn cells_follow_the_regular_quantisation_and_merge_across_workers() {

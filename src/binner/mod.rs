@@ -18,10 +18,10 @@ use serde::{Deserialize, Serialize};
 
 pub use scan::{scan_leaf_counts, scan_quantised_rows, ScanStats};
 
-use crate::bounds::ColumnBounds;
+use crate::geometry::bounds::ColumnBounds;
 use crate::error::Result;
-use crate::partition::CellGeometry;
-use crate::source::column::NumericValues;
+use crate::geometry::partition::CellGeometry;
+use crate::io::source::column::NumericValues;
 
 /// A row flag: some coordinate was outside its bounds and was clamped.
 pub const ROW_CLAMPED: u8 = 1;

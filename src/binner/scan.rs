@@ -11,8 +11,8 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::progress::PhaseBar;
-use crate::source::column::NumericValues;
-use crate::source::{NumericColumn, ParquetSource};
+use crate::io::source::column::NumericValues;
+use crate::io::source::{NumericColumn, ParquetSource};
 
 /// What the pass saw. Owner-only diagnostics: none of this is ever released.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -235,7 +235,7 @@ fn invalid_value_error(
         let what = if array.is_null(row) {
             "a null"
         } else {
-            let value = crate::source::column::value_as_f64(array.as_ref(), row);
+            let value = crate::io::source::column::value_as_f64(array.as_ref(), row);
             if value.is_nan() {
                 "NaN"
             } else if value.is_infinite() {

@@ -21,7 +21,7 @@ use crate::metrics::w1::{
     dyadic_upper_bound, w1_exact_small, w1_grid, Sample, W1Error, EXACT_COST_BITS,
     EXACT_SMALL_MAX_PAIRS, GRID_MAX_ARCS,
 };
-use crate::partition::{CellGeometry, MAX_DEPTH};
+use crate::geometry::partition::{CellGeometry, MAX_DEPTH};
 
 use super::summary::{grid_index, SUM_CHUNK_ROWS};
 

@@ -19,7 +19,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::binner::NullPolicy;
-use crate::bounds::ColumnBounds;
+use crate::geometry::bounds::ColumnBounds;
 use crate::error::Result;
 
 pub use distance::{Distances, GridEstimate, Sandwich, W1Estimate, W1Method};

@@ -12,7 +12,7 @@ use super::summary::{marginal_histogram, subsets};
 use super::svg::{density_pair, escape, histogram};
 use super::{EvalReport, Table};
 use crate::error::{Error, Result};
-use crate::sink::write_file_atomically;
+use crate::io::sink::write_file_atomically;
 
 /// Bins of each column histogram.
 pub const HISTOGRAM_BINS: usize = 50;

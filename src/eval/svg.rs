@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::bounds::ColumnBounds;
+use crate::geometry::bounds::ColumnBounds;
 
 const REAL_COLOUR: &str = "#4c78a8";
 const SYNTH_COLOUR: &str = "#e45756";

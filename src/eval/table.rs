@@ -9,10 +9,10 @@ use arrow::array::Array;
 use rayon::prelude::*;
 
 use crate::binner::{AsF64, NullPolicy};
-use crate::bounds::ColumnBounds;
+use crate::geometry::bounds::ColumnBounds;
 use crate::error::{Error, Result};
-use crate::source::column::NumericValues;
-use crate::source::ParquetSource;
+use crate::io::source::column::NumericValues;
+use crate::io::source::ParquetSource;
 
 /// The used columns of one file, row-major in normalised units.
 #[derive(Clone, Debug)]
@@ -135,7 +135,7 @@ pub fn load_table(path: &Path, bounds: &[ColumnBounds], nulls: NullPolicy) -> Re
 fn load_row_group(
     source: &ParquetSource,
     row_group: usize,
-    columns: &[crate::source::NumericColumn],
+    columns: &[crate::io::source::NumericColumn],
     batch_position: &[usize],
     bounds: &[ColumnBounds],
     nulls: NullPolicy,
@@ -238,7 +238,7 @@ fn invalid_value_error(
     let array = batch.column(position);
     let what = if array.is_null(row) {
         "a null"
-    } else if crate::source::column::value_as_f64(array.as_ref(), row).is_nan() {
+    } else if crate::io::source::column::value_as_f64(array.as_ref(), row).is_nan() {
         "NaN"
     } else {
         "an infinite value"

@@ -10,7 +10,7 @@ use rand_chacha::ChaCha12Rng;
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::tree::CountTree;
+use crate::geometry::tree::CountTree;
 use discrete_laplace::{sample_discrete_laplace, RationalScale};
 
 /// Cells noised by one stream. A constant, so the output does not depend on the thread count.

@@ -14,7 +14,7 @@ use crate::binner::device::ChosenBinner;
 use crate::binner::grid::GridBinner;
 use crate::binner::{scan_quantised_rows, AxisPlan, Binner, ScanStats};
 use crate::error::{Error, Result};
-use crate::grid::RegularGrid;
+use crate::geometry::grid::RegularGrid;
 use crate::mechanism::lowdim::basis::{choose_target_dim, RateTerms, Spectrum};
 use crate::mechanism::lowdim::covariance::{
     release_moments, GramAccumulator, GramSums, GridRelease, VALUE_CELL_BITS,
@@ -28,9 +28,9 @@ use crate::mechanism::psmm::{
 };
 use crate::noise::discrete_laplace::RationalScale;
 use crate::options::{DeviceChoice, InnerMechanism, TargetDim};
-use crate::partition::{CellGeometry, MAX_DEPTH};
+use crate::geometry::partition::{CellGeometry, MAX_DEPTH};
 use crate::privacy::{choose_depth, max_depth_for_memory, LevelSchedule, Neighbours, RootNoise};
-use crate::report::*;
+use crate::synth::report::*;
 use crate::sampler::{allocate_rows, LeafSampler};
 
 pub(super) fn run(run: &RunInput) -> Result<SynthOutcome> {

@@ -7,22 +7,23 @@
 mod lowdim;
 mod pmm;
 mod psmm;
+pub mod report;
 
 use std::path::{Path, PathBuf};
 
 use crate::binner::device::ChosenBinner;
 use crate::binner::{scan_leaf_counts, AxisPlan, ScanStats};
-use crate::bounds::ColumnBounds;
+use crate::geometry::bounds::ColumnBounds;
 use crate::error::{Error, Result};
 use crate::noise::{fill_from_os, NoiseKey};
 use crate::options::{Mechanism, SynthOptions};
-use crate::partition::CellGeometry;
+use crate::geometry::partition::CellGeometry;
 use crate::privacy::Neighbours;
 use crate::progress::Progress;
-use crate::report::*;
+use crate::synth::report::*;
 use crate::sampler::{LeafSampler, SAMPLE_BLOCK_ROWS};
-use crate::sink::{write_file_atomically, ParquetSink};
-use crate::source::{ColumnKind, NumericColumn, ParquetSource};
+use crate::io::sink::{write_file_atomically, ParquetSink};
+use crate::io::source::{ColumnKind, NumericColumn, ParquetSource};
 
 /// Rows generated and written per output batch (a whole number of sampler blocks).
 pub const OUTPUT_BATCH_ROWS: usize = 256 * SAMPLE_BLOCK_ROWS;

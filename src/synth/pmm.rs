@@ -8,9 +8,9 @@ use crate::error::{Error, Result};
 use crate::mechanism::pmm::{coarsen_leaves, release_leaf_counts, release_root_count};
 use crate::noise::discrete_laplace::RationalScale;
 use crate::options::value_name;
-use crate::partition::{CellGeometry, MAX_DEPTH};
+use crate::geometry::partition::{CellGeometry, MAX_DEPTH};
 use crate::privacy::{choose_depth, max_depth_for_memory, LevelSchedule, Neighbours, RootNoise};
-use crate::report::*;
+use crate::synth::report::*;
 use crate::sampler::{allocate_rows, LeafSampler};
 
 /// How far above the file's row count n̂ is planned for before the data are binned: Lap_Z(σ_0)

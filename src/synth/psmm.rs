@@ -8,7 +8,7 @@ use super::{commit_outputs, write_table, RunInput, SynthOutcome};
 use crate::binner::grid::GridBinner;
 use crate::binner::{scan_leaf_counts, AxisPlan, ScanStats};
 use crate::error::{Error, Result};
-use crate::grid::RegularGrid;
+use crate::geometry::grid::RegularGrid;
 use crate::mechanism::pmm::release_root_count;
 use crate::mechanism::psmm::{
     accuracy_bound, check_projection_fits, noisy_cell_counts, project_to_probability, Normaliser,
@@ -16,7 +16,7 @@ use crate::mechanism::psmm::{
 };
 use crate::options::{value_name, DeviceChoice};
 use crate::privacy::Neighbours;
-use crate::report::*;
+use crate::synth::report::*;
 use crate::sampler::{allocate_rows, LeafSampler, Placement};
 
 /// The binner line of the report and diagnostics (PSMM bins on the CPU only).

@@ -12,10 +12,10 @@ use std::sync::Arc;
 use arrow::array::*;
 use dpsynth::binner::cpu::{CpuBinner, DepositMethod};
 use dpsynth::binner::{scan_leaf_counts, AxisPlan, Binner, NullPolicy};
-use dpsynth::bounds::ColumnBounds;
-use dpsynth::partition::CellGeometry;
+use dpsynth::geometry::bounds::ColumnBounds;
+use dpsynth::geometry::partition::CellGeometry;
 use dpsynth::progress::Progress;
-use dpsynth::source::ParquetSource;
+use dpsynth::io::source::ParquetSource;
 
 use crate::common::*;
 

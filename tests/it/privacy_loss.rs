@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use dpsynth::consistency::ConsistencyRule;
+use dpsynth::mechanism::pmm::consistency::ConsistencyRule;
 use dpsynth::mechanism::pmm::release_leaf_counts;
 use dpsynth::noise::NoiseKey;
 use dpsynth::privacy::{LevelSchedule, Neighbours, RootNoise};

@@ -3,12 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
-use dpsynth::bounds::ColumnBounds;
+use dpsynth::geometry::bounds::ColumnBounds;
 use dpsynth::metrics::w1::{grid_histogram, w1_grid, Sample};
 use dpsynth::options::Mechanism;
 use dpsynth::privacy::Neighbours;
 use dpsynth::progress::Progress;
-use dpsynth::report::{MechanismParameters, PsmmParameters, RunReport};
+use dpsynth::synth::report::{MechanismParameters, PsmmParameters, RunReport};
 use dpsynth::{synthesize, OutputPaths, SynthOptions};
 
 use crate::common::*;

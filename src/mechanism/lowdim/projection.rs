@@ -25,9 +25,9 @@ use rayon::prelude::*;
 
 use super::covariance::unit_value;
 use crate::binner::{AxisPlan, BinnerWorker};
-use crate::bounds::ColumnBounds;
+use crate::geometry::bounds::ColumnBounds;
 use crate::error::Result;
-use crate::partition::CellGeometry;
+use crate::geometry::partition::CellGeometry;
 
 /// Rows projected per matrix product: a block of 2^12 × d f64 stays in cache for d in the hundreds.
 const PROJECTION_BLOCK_ROWS: usize = 1 << 12;

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::noise::discrete_laplace::RationalScale;
-use crate::partition::{level_diameter_sum, MAX_DEPTH};
+use crate::geometry::partition::{level_diameter_sum, MAX_DEPTH};
 
 /// Which datasets count as neighbours, and so what the guarantee protects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -150,7 +150,7 @@ fn theorem_3_9_bound(
         .map(|(level, sigma)| sigma * level_diameter_sum(dims, level.checked_sub(1)))
         .sum();
     2.0 * std::f64::consts::SQRT_2 * noise / n.max(1.0)
-        + crate::partition::cell_diameter(dims, depth)
+        + crate::geometry::partition::cell_diameter(dims, depth)
 }
 
 /// The leaf depth for this relation and budget, from a size that is public (replace) or released

@@ -1,11 +1,13 @@
 //! The Private Measure Mechanism (dissertation Algorithm 4): noisy counts on every level of the
 //! partition, made consistent top-down. The leaf histogram is the only private input.
 
-use crate::consistency::{enforce_consistency, ConsistencyRule};
+pub mod consistency;
+
+use crate::mechanism::pmm::consistency::{enforce_consistency, ConsistencyRule};
 use crate::noise::discrete_laplace::{sample_discrete_laplace, RationalScale};
 use crate::noise::{add_level_noise, NoiseKey};
 use crate::privacy::LevelSchedule;
-use crate::tree::CountTree;
+use crate::geometry::tree::CountTree;
 
 /// The noise stream of a root count released on its own (outside every level's streams).
 const ROOT_RELEASE_LEVEL: u32 = 63;

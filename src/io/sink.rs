@@ -12,10 +12,10 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
-use crate::bounds::ColumnBounds;
+use crate::geometry::bounds::ColumnBounds;
 use crate::error::{Error, Result};
-use crate::source::column::build_array;
-use crate::source::NumericColumn;
+use crate::io::source::column::build_array;
+use crate::io::source::NumericColumn;
 
 /// Synthetic floats are uniform noise in their low bits and do not compress; measured on 10^7 rows,
 /// Snappy made `synth` about 30% slower for a few percent of size.

@@ -9,7 +9,7 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::tree::CountTree;
+use crate::geometry::tree::CountTree;
 
 /// Parent cells handled per rayon task.
 const CELLS_PER_TASK: usize = 1 << 12;
