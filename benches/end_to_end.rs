@@ -15,7 +15,7 @@ use arrow::array::{Array, AsArray};
 use arrow::datatypes::Float64Type;
 use dpsynth::geometry::bounds::ColumnBounds;
 use dpsynth::generate::{write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS};
-use dpsynth::options::DeviceChoice;
+use dpsynth::binner::device::DeviceChoice;
 use dpsynth::progress::Progress;
 use dpsynth::synth::report::MechanismParameters;
 use dpsynth::io::source::ParquetSource;

@@ -1,24 +1,21 @@
 //! The `dpsynth` command line (SPEC §6). Names here are a stable interface: scripts depend on them.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::binner::NullPolicy;
-use crate::geometry::bounds::ColumnBounds;
-use crate::mechanism::pmm::consistency::ConsistencyRule;
+use crate::config::config_arguments;
 use crate::error::{Error, Result, EXIT_INTERNAL, EXIT_OK};
+use crate::geometry::bounds::ColumnBounds;
 use crate::eval::{evaluate_tables, load_pair, EvalOptions, PhaseTiming};
 use crate::generate::{
     bounds_toml, write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS,
 };
-use crate::options::{
-    bounds_for_columns, ConfigFile, DeviceChoice, InnerMechanism, Mechanism, SynthOptions, TargetDim,
-};
-use crate::privacy::Neighbours;
+use crate::options::{bounds_for_columns, last_bounds_per_column, SynthArgs};
 use crate::progress::Progress;
-use crate::sampler::Placement;
-use crate::synth::{synthesize, OutputPaths};
+use crate::synth::synthesize;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -41,84 +38,6 @@ enum Command {
     Inspect { input: PathBuf },
     /// Write a synthetic test table (not private data: a generator for tests and benchmarks).
     Generate(GenerateArgs),
-}
-
-#[derive(Args, Debug)]
-struct SynthArgs {
-    /// The sensitive input table.
-    input: PathBuf,
-    /// Where the synthetic table goes (written atomically).
-    #[arg(long, short)]
-    output: Option<PathBuf>,
-    /// Privacy budget ε (> 0).
-    #[arg(long, allow_negative_numbers = true)]
-    epsilon: Option<f64>,
-    /// Columns to use (default: every column given public bounds).
-    #[arg(long, value_delimiter = ',')]
-    columns: Option<Vec<String>>,
-    /// Public bounds COLUMN=LO:HI, repeatable. Never derived from the data.
-    #[arg(long = "bounds", value_name = "COLUMN=LO:HI")]
-    bounds: Vec<ColumnBounds>,
-    /// A TOML file with any of these options (the command line wins).
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// Mechanism [default: pmm].
-    #[arg(long, value_enum)]
-    mechanism: Option<Mechanism>,
-    /// psmm: number of equal cubes m [default: about εn as in the paper, at most 10^6].
-    #[arg(long)]
-    cells: Option<u64>,
-    /// lowdim: subspace dimension d', or `auto` to choose it privately from the noisy spectrum [default: auto].
-    #[arg(long, value_name = "D|auto")]
-    target_dim: Option<TargetDim>,
-    /// lowdim: mechanism run on the projected coordinates [default: pmm].
-    #[arg(long, value_enum)]
-    inner_mechanism: Option<InnerMechanism>,
-    /// lowdim under add-remove: share of ε spent on a noisy row count (required there).
-    #[arg(long, allow_negative_numbers = true)]
-    noisy_n_share: Option<f64>,
-    /// Neighbouring relation of the guarantee [default: add-remove].
-    #[arg(long, value_enum)]
-    neighbours: Option<Neighbours>,
-    /// Leaf depth r (default: chosen to minimise the accuracy bound).
-    #[arg(long)]
-    depth: Option<u32>,
-    /// Share of ε spent on the noisy row count that fixes the depth under add-remove [default: 1/16].
-    #[arg(long, allow_negative_numbers = true)]
-    root_share: Option<f64>,
-    /// Output rows (default: the released row count).
-    #[arg(long)]
-    rows: Option<u64>,
-    /// Reproducible run; the report then says it is not fit for release.
-    #[arg(long)]
-    seed: Option<u64>,
-    /// Rows with null/NaN/inf values: error or drop [default: error].
-    #[arg(long, value_enum)]
-    nulls: Option<NullPolicy>,
-    /// Consistency rule [default: uniform].
-    #[arg(long, value_enum)]
-    consistency: Option<ConsistencyRule>,
-    /// Where points go in their leaf cell [default: uniform].
-    #[arg(long, value_enum)]
-    placement: Option<Placement>,
-    /// Binning device [default: auto].
-    #[arg(long, value_enum)]
-    device: Option<DeviceChoice>,
-    /// Worker threads [default: all cores].
-    #[arg(long)]
-    threads: Option<usize>,
-    /// Memory the cell arrays may use, in MiB [default: half the machine].
-    #[arg(long = "memory-limit-mib")]
-    memory_limit_mib: Option<u64>,
-    /// Publishable run report (JSON).
-    #[arg(long)]
-    report: Option<PathBuf>,
-    /// Owner-only diagnostics (JSON; NOT private).
-    #[arg(long)]
-    diagnostics: Option<PathBuf>,
-    /// No progress bars or summaries.
-    #[arg(long)]
-    quiet: bool,
 }
 
 #[derive(Args, Debug)]
@@ -184,10 +103,14 @@ struct GenerateArgs {
 
 /// Runs the CLI and returns the process exit code. Panics are caught and reported as internal errors.
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
+    let cli = match parse(std::env::args_os().collect()) {
         Ok(cli) => cli,
-        Err(error) => {
+        Err(ParseFailure::Usage(error)) => {
             let _ = error.print();
+            return error.exit_code();
+        }
+        Err(ParseFailure::Config(error)) => {
+            eprintln!("error: {error}");
             return error.exit_code();
         }
     };
@@ -204,6 +127,40 @@ pub fn main() -> i32 {
     }
 }
 
+enum ParseFailure {
+    Usage(clap::Error),
+    Config(Error),
+}
+
+/// Parses the command line; a `--config` file's keys are read as arguments placed before the command
+/// line's own (see [`crate::config`]), and the whole is parsed again.
+fn parse(argv: Vec<OsString>) -> std::result::Result<Cli, ParseFailure> {
+    let mut command = Cli::command();
+    let matches = command
+        .try_get_matches_from_mut(&argv)
+        .map_err(ParseFailure::Usage)?;
+    let config = matches.subcommand().and_then(|(name, given)| {
+        let path = given.try_get_one::<PathBuf>("config").ok().flatten()?;
+        Some((name.to_string(), path.clone(), given.clone()))
+    });
+    let Some((name, path, given)) = config else {
+        return Cli::from_arg_matches(&matches).map_err(ParseFailure::Usage);
+    };
+    let target = command.find_subcommand(&name).expect("the parsed subcommand exists");
+    let synth = command.find_subcommand("synth").filter(|_| name != "synth");
+    let extra = config_arguments(&path, target, &given, synth).map_err(ParseFailure::Config)?;
+    // The subcommand is the first argument (dpsynth has no global options besides --help/--version).
+    let mut full: Vec<OsString> = argv[..2].to_vec();
+    full.extend(extra);
+    full.extend_from_slice(&argv[2..]);
+    Cli::try_parse_from(full).map_err(|error| {
+        let rendered = error.render().to_string();
+        let reason = rendered.lines().next().unwrap_or_default();
+        let reason = reason.strip_prefix("error: ").unwrap_or(reason);
+        ParseFailure::Config(Error::in_file(&path, format!("invalid config file: {reason}")))
+    })
+}
+
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Synth(args) => run_synth(args),
@@ -217,72 +174,10 @@ fn run(cli: Cli) -> Result<()> {
 }
 
 fn run_synth(args: SynthArgs) -> Result<()> {
-    let config = match &args.config {
-        Some(path) => ConfigFile::load(path)?,
-        None => ConfigFile::default(),
-    };
-    let mut bounds = match &args.config {
-        Some(path) => config.bounds_list(path)?,
-        None => Vec::new(),
-    };
-    for given in args.bounds {
-        bounds.retain(|existing| existing.column != given.column);
-        bounds.push(given);
-    }
-    let columns = args.columns.or(config.columns);
-    let epsilon = args
-        .epsilon
-        .or(config.epsilon)
-        .ok_or_else(|| Error::bad_input("--epsilon is required"))?;
-    let mut options = SynthOptions::new(epsilon, bounds_for_columns(columns.as_deref(), &bounds)?);
-    options.mechanism = args
-        .mechanism
-        .or(config.mechanism)
-        .unwrap_or(options.mechanism);
-    options.cells = args.cells.or(config.cells);
-    options.target_dim = args.target_dim.or(config.target_dim);
-    options.inner_mechanism = args
-        .inner_mechanism
-        .or(config.inner_mechanism)
-        .unwrap_or(options.inner_mechanism);
-    options.noisy_n_share = args.noisy_n_share.or(config.noisy_n_share);
-    options.neighbours = args
-        .neighbours
-        .or(config.neighbours)
-        .unwrap_or(options.neighbours);
-    options.depth = args.depth.or(config.depth);
-    options.root_share = args
-        .root_share
-        .or(config.root_share)
-        .unwrap_or(options.root_share);
-    options.rows = args.rows.or(config.rows);
-    options.seed = args.seed.or(config.seed);
-    options.nulls = args.nulls.or(config.nulls).unwrap_or(options.nulls);
-    options.consistency = args
-        .consistency
-        .or(config.consistency)
-        .unwrap_or(options.consistency);
-    options.placement = args
-        .placement
-        .or(config.placement)
-        .unwrap_or(options.placement);
-    options.device = args.device.or(config.device).unwrap_or(options.device);
-    options.threads = args.threads.or(config.threads);
-    options.memory_limit = args
-        .memory_limit_mib
-        .map(|mib| mib << 20)
-        .or(config.memory_limit);
-    let outputs = OutputPaths {
-        table: args
-            .output
-            .or(config.output)
-            .ok_or_else(|| Error::bad_input("--output is required"))?,
-        report: args.report.or(config.report),
-        diagnostics: args.diagnostics.or(config.diagnostics),
-    };
-    let quiet = args.quiet || config.quiet.unwrap_or(false);
+    let request = args.resolve()?;
+    let (options, outputs, quiet) = (&request.options, &request.outputs, request.quiet);
     let progress = Progress::for_terminal(quiet);
-    let outcome = synthesize(&args.input, &outputs, &options, &progress)?;
+    let outcome = synthesize(&request.input, outputs, options, &progress)?;
     if !quiet {
         let report = &outcome.report;
         let bound = report.accuracy.expected_w1_bound;
@@ -318,38 +213,25 @@ fn run_synth(args: SynthArgs) -> Result<()> {
 }
 
 fn run_eval(args: EvalArgs) -> Result<()> {
-    let config = match &args.config {
-        Some(path) => ConfigFile::load(path)?,
-        None => ConfigFile::default(),
-    };
-    let mut bounds = match &args.config {
-        Some(path) => config.bounds_list(path)?,
-        None => Vec::new(),
-    };
-    for given in args.bounds {
-        bounds.retain(|existing| existing.column != given.column);
-        bounds.push(given);
-    }
-    let columns = args.columns.or(config.columns);
-    let mut options = EvalOptions::new(bounds_for_columns(columns.as_deref(), &bounds)?);
+    let bounds = last_bounds_per_column(args.bounds);
+    let mut options = EvalOptions::new(bounds_for_columns(args.columns.as_deref(), &bounds)?);
     if options.bounds.is_empty() {
         return Err(Error::bad_input(
             "no columns to compare: give --bounds COLUMN=LO:HI for each (or a config file with [bounds])",
         ));
     }
-    options.nulls = args.nulls.or(config.nulls).unwrap_or(options.nulls);
+    options.nulls = args.nulls.unwrap_or(options.nulls);
     if args.grid_side == Some(0) {
         return Err(Error::bad_input("--grid-side must be at least 1"));
     }
     options.grid_side = args.grid_side;
     let threads = args
         .threads
-        .or(config.threads)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     if threads == 0 {
         return Err(Error::bad_input("--threads must be at least 1"));
     }
-    let quiet = args.quiet || config.quiet.unwrap_or(false);
+    let quiet = args.quiet;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()

@@ -25,6 +25,7 @@
 
 pub mod binner;
 pub mod cli;
+pub mod config;
 pub mod error;
 pub mod eval;
 pub mod generate;

@@ -1,19 +1,24 @@
-//! The settings of a `synth` run, with documented defaults, and their config-file twin (TOML).
+//! The settings of a `synth` run.
 //!
-//! Every command-line option has a key of the same name in the config file (`--root-share` is
-//! `root-share`); bounds go in a `[bounds]` table, `column = [lo, hi]`. The command line wins over the file.
+//! [`SynthArgs`] declares every option once: each field is a command-line flag, and a config-file key of
+//! the same name (`--root-share` is `root-share`; see [`crate::config`]), with its doc and its default
+//! beside it. [`SynthArgs::resolve`] turns them into the typed [`SynthOptions`] that the library runs,
+//! where each mechanism has its own options ([`MechanismOptions`]): an option that does not apply to the
+//! chosen mechanism is refused there, by name.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+use clap::Args;
 use serde::Deserialize;
 
+use crate::binner::device::DeviceChoice;
 use crate::binner::NullPolicy;
+use crate::error::{Error, Result};
 use crate::geometry::bounds::ColumnBounds;
 use crate::mechanism::pmm::consistency::{ConsistencyRule, DEFAULT_CONSISTENCY};
-use crate::error::{Error, Result};
-use crate::privacy::{check_epsilon, Neighbours, DEFAULT_ROOT_SHARE};
+use crate::privacy::{check_epsilon, Neighbours, DEFAULT_NOISY_N_SHARE};
 use crate::sampler::Placement;
+use crate::synth::OutputPaths;
 
 /// The name the command line uses for an option's value (for messages and reports).
 pub fn value_name<T: clap::ValueEnum>(value: &T) -> String {
@@ -43,8 +48,7 @@ pub enum InnerMechanism {
 }
 
 /// The subspace dimension d' of `lowdim`: given, or chosen privately from the noisy spectrum.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "TargetDimSetting")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TargetDim {
     Fixed(usize),
     Auto,
@@ -64,90 +68,181 @@ impl std::str::FromStr for TargetDim {
     }
 }
 
-/// The config file spells d' as an integer or the string "auto".
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum TargetDimSetting {
-    Dims(usize),
-    Word(String),
+/// `dpsynth synth`: every option, declared once (flag and config key).
+#[derive(Args, Debug, Clone, Default)]
+pub struct SynthArgs {
+    /// The sensitive input table.
+    pub input: PathBuf,
+    /// Where the synthetic table goes (written atomically).
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+    /// Privacy budget ε (> 0).
+    #[arg(long, allow_negative_numbers = true)]
+    pub epsilon: Option<f64>,
+    /// Columns to use (default: every column given public bounds).
+    #[arg(long, value_delimiter = ',')]
+    pub columns: Option<Vec<String>>,
+    /// Public bounds COLUMN=LO:HI, repeatable. Never derived from the data.
+    #[arg(long = "bounds", value_name = "COLUMN=LO:HI")]
+    pub bounds: Vec<ColumnBounds>,
+    /// A TOML file with any of these options, each under its flag's name (the command line wins).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Mechanism [default: pmm].
+    #[arg(long, value_enum)]
+    pub mechanism: Option<Mechanism>,
+    /// psmm: number of equal cubes m [default: about εn as in the paper, at most 10^6].
+    #[arg(long)]
+    pub cells: Option<u64>,
+    /// lowdim: subspace dimension d', or `auto` to choose it privately from the noisy spectrum [default: auto].
+    #[arg(long, value_name = "D|auto")]
+    pub target_dim: Option<TargetDim>,
+    /// lowdim: mechanism run on the projected coordinates [default: pmm].
+    #[arg(long, value_enum)]
+    pub inner_mechanism: Option<InnerMechanism>,
+    /// lowdim under add-remove: share of ε spent on the noisy row count n̂ (required there; the
+    /// same release as pmm's and psmm's --root-share).
+    #[arg(long, allow_negative_numbers = true)]
+    pub noisy_n_share: Option<f64>,
+    /// Neighbouring relation of the guarantee [default: add-remove].
+    #[arg(long, value_enum)]
+    pub neighbours: Option<Neighbours>,
+    /// pmm: leaf depth r [default: from the public n or the released n̂: ⌈log2(εn)⌉ − 1 for d ≥ 2, the
+    /// Theorem 3.9 bound's minimiser for d = 1].
+    #[arg(long)]
+    pub depth: Option<u32>,
+    /// pmm and psmm under add-remove: share of ε spent on the noisy row count n̂ that fixes the depth or
+    /// the grid [default: 1/16].
+    #[arg(long, allow_negative_numbers = true)]
+    pub root_share: Option<f64>,
+    /// Output rows (default: the released row count).
+    #[arg(long)]
+    pub rows: Option<u64>,
+    /// Reproducible run; the report then says it is not fit for release.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Rows with null/NaN/inf values: error or drop [default: error].
+    #[arg(long, value_enum)]
+    pub nulls: Option<NullPolicy>,
+    /// pmm: consistency rule [default: uniform].
+    #[arg(long, value_enum)]
+    pub consistency: Option<ConsistencyRule>,
+    /// Where points go in their cell [default: uniform].
+    #[arg(long, value_enum)]
+    pub placement: Option<Placement>,
+    /// pmm: binning device [default: auto].
+    #[arg(long, value_enum)]
+    pub device: Option<DeviceChoice>,
+    /// Worker threads [default: all cores].
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Memory the cell arrays may use, in MiB [default: half the machine].
+    #[arg(long = "memory-limit-mib")]
+    pub memory_limit_mib: Option<u64>,
+    /// Publishable run report (JSON).
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Owner-only diagnostics (JSON; NOT private).
+    #[arg(long)]
+    pub diagnostics: Option<PathBuf>,
+    /// No progress bars or summaries.
+    #[arg(long)]
+    pub quiet: bool,
 }
 
-impl TryFrom<TargetDimSetting> for TargetDim {
-    type Error = String;
-
-    fn try_from(setting: TargetDimSetting) -> std::result::Result<Self, String> {
-        match setting {
-            TargetDimSetting::Dims(dims) => dims.to_string().parse(),
-            TargetDimSetting::Word(word) => word.parse(),
-        }
-    }
-}
-
-/// Where binning runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum DeviceChoice {
-    /// A real GPU when there is one, else the CPU (a software adapter is never chosen automatically).
-    Auto,
-    Cpu,
-    /// A GPU adapter (a software one such as lavapipe included); fails when there is none.
-    Gpu,
-}
-
-/// Everything a `synth` run needs besides its input and output paths.
+/// Everything a `synth` run needs besides its input and output paths, typed per mechanism.
 #[derive(Clone, Debug)]
 pub struct SynthOptions {
     pub epsilon: f64,
     /// Public bounds, one per column used; the columns are those named here.
     pub bounds: Vec<ColumnBounds>,
-    pub mechanism: Mechanism,
-    /// PSMM's number of equal cubes m (rounded to a whole number per axis); `None` takes the paper's m ≈ εn.
-    pub cells: Option<u64>,
-    /// lowdim's d'.
-    pub target_dim: Option<TargetDim>,
-    /// lowdim's mechanism in d' dimensions.
-    pub inner_mechanism: InnerMechanism,
-    /// lowdim under add-remove: share of ε spent on a noisy n (required there; lowdim has no default).
-    pub noisy_n_share: Option<f64>,
     pub neighbours: Neighbours,
-    /// Leaf depth r; `None` chooses it (from the public n, or from a released n̂).
-    pub depth: Option<u32>,
-    /// Share of ε spent on n̂ when the depth is chosen under add-remove.
-    pub root_share: f64,
+    pub mechanism: MechanismOptions,
     /// Output rows; `None` gives the released (consistent) root count.
     pub rows: Option<u64>,
     /// Makes the run reproducible and therefore unfit for release.
     pub seed: Option<u64>,
     pub nulls: NullPolicy,
-    pub consistency: ConsistencyRule,
     pub placement: Placement,
-    pub device: DeviceChoice,
     /// Worker threads; `None` uses every core.
     pub threads: Option<usize>,
     /// Bytes the cell arrays may use; `None` is half the machine's memory.
     pub memory_limit: Option<u64>,
 }
 
+/// The chosen mechanism with its own options.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MechanismOptions {
+    Pmm(PmmOptions),
+    Psmm(PsmmOptions),
+    Lowdim(LowdimOptions),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PmmOptions {
+    /// Leaf depth r; `None` chooses it (from the public n, or from a released n̂).
+    pub depth: Option<u32>,
+    pub consistency: ConsistencyRule,
+    /// Share of ε spent on n̂ when the depth is chosen under add-remove.
+    pub noisy_n_share: f64,
+    pub device: DeviceChoice,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PsmmOptions {
+    /// The number of equal cubes m (rounded to a whole number per axis); `None` takes the paper's m ≈ εn.
+    pub cells: Option<u64>,
+    /// Share of ε spent on n̂ when the grid is chosen under add-remove.
+    pub noisy_n_share: f64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct LowdimOptions {
+    pub target_dim: TargetDim,
+    /// Under add-remove, the share of ε spent on n̂ (required there: lowdim has no default).
+    pub noisy_n_share: Option<f64>,
+    /// The mechanism in d' dimensions; its n̂ share is unused (lowdim releases n̂ itself).
+    pub inner: InnerOptions,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum InnerOptions {
+    Pmm(PmmOptions),
+    Psmm(PsmmOptions),
+}
+
+impl MechanismOptions {
+    /// The mechanism's name in reports and messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            MechanismOptions::Pmm(_) => "pmm",
+            MechanismOptions::Psmm(_) => "psmm",
+            MechanismOptions::Lowdim(_) => "lowdim",
+        }
+    }
+}
+
+impl PmmOptions {
+    pub const DEFAULT: PmmOptions = PmmOptions {
+        depth: None,
+        consistency: DEFAULT_CONSISTENCY,
+        noisy_n_share: DEFAULT_NOISY_N_SHARE,
+        device: DeviceChoice::Auto,
+    };
+}
+
 impl SynthOptions {
-    /// Options with every default, for ε and the public bounds.
+    /// PMM with every default, for ε and the public bounds.
     pub fn new(epsilon: f64, bounds: Vec<ColumnBounds>) -> Self {
         SynthOptions {
             epsilon,
             bounds,
-            mechanism: Mechanism::Pmm,
-            cells: None,
-            target_dim: None,
-            inner_mechanism: InnerMechanism::Pmm,
-            noisy_n_share: None,
             neighbours: Neighbours::DEFAULT,
-            depth: None,
-            root_share: DEFAULT_ROOT_SHARE,
+            mechanism: MechanismOptions::Pmm(PmmOptions::DEFAULT),
             rows: None,
             seed: None,
             nulls: NullPolicy::DEFAULT,
-            consistency: DEFAULT_CONSISTENCY,
             placement: Placement::DEFAULT,
-            device: DeviceChoice::Auto,
             threads: None,
             memory_limit: None,
         }
@@ -159,36 +254,32 @@ impl SynthOptions {
         if self.bounds.is_empty() {
             return Err(Error::bad_input("no columns: give --columns with --bounds for each (or a config file with [bounds])"));
         }
-        if !(self.root_share > 0.0 && self.root_share < 1.0) {
-            return Err(Error::bad_input(format!(
-                "--root-share must be strictly between 0 and 1, got {}",
-                self.root_share
-            )));
-        }
-        let uses_cells = self.mechanism == Mechanism::Psmm
-            || (self.mechanism == Mechanism::Lowdim && self.inner_mechanism == InnerMechanism::Psmm);
-        if self.cells.is_some() && !uses_cells {
-            return Err(Error::bad_input(
-                "--cells applies to --mechanism psmm (or lowdim with --inner-mechanism psmm) only",
-            ));
-        }
-        if self.cells == Some(0) {
-            return Err(Error::bad_input("--cells must be at least 1"));
-        }
-        if self.mechanism != Mechanism::Lowdim
-            && (self.target_dim.is_some()
-                || self.noisy_n_share.is_some()
-                || self.inner_mechanism != InnerMechanism::Pmm)
-        {
-            return Err(Error::bad_input(
-                "--target-dim, --inner-mechanism and --noisy-n-share apply to --mechanism lowdim only",
-            ));
-        }
-        if let Some(share) = self.noisy_n_share {
-            if !(share > 0.0 && share < 1.0) {
-                return Err(Error::bad_input(format!(
-                    "--noisy-n-share must be strictly between 0 and 1, got {share}"
-                )));
+        let check_share = |flag: &str, share: f64| {
+            if share > 0.0 && share < 1.0 {
+                Ok(())
+            } else {
+                Err(Error::bad_input(format!(
+                    "{flag} must be strictly between 0 and 1, got {share}"
+                )))
+            }
+        };
+        let check_cells = |options: &PsmmOptions| match options.cells {
+            Some(0) => Err(Error::bad_input("--cells must be at least 1")),
+            _ => Ok(()),
+        };
+        match &self.mechanism {
+            MechanismOptions::Pmm(pmm) => check_share("--root-share", pmm.noisy_n_share)?,
+            MechanismOptions::Psmm(psmm) => {
+                check_share("--root-share", psmm.noisy_n_share)?;
+                check_cells(psmm)?;
+            }
+            MechanismOptions::Lowdim(lowdim) => {
+                if let Some(share) = lowdim.noisy_n_share {
+                    check_share("--noisy-n-share", share)?;
+                }
+                if let InnerOptions::Psmm(psmm) = &lowdim.inner {
+                    check_cells(psmm)?;
+                }
             }
         }
         if self.threads == Some(0) {
@@ -204,57 +295,138 @@ impl SynthOptions {
     }
 }
 
-/// The config-file twin of the command line. Every key is optional.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct ConfigFile {
-    pub output: Option<PathBuf>,
-    pub epsilon: Option<f64>,
-    pub columns: Option<Vec<String>>,
-    pub bounds: Option<BTreeMap<String, [f64; 2]>>,
-    pub mechanism: Option<Mechanism>,
-    pub cells: Option<u64>,
-    pub target_dim: Option<TargetDim>,
-    pub inner_mechanism: Option<InnerMechanism>,
-    pub noisy_n_share: Option<f64>,
-    pub neighbours: Option<Neighbours>,
-    pub depth: Option<u32>,
-    pub root_share: Option<f64>,
-    pub rows: Option<u64>,
-    pub seed: Option<u64>,
-    pub nulls: Option<NullPolicy>,
-    pub consistency: Option<ConsistencyRule>,
-    pub placement: Option<Placement>,
-    pub device: Option<DeviceChoice>,
-    pub threads: Option<usize>,
-    pub memory_limit: Option<u64>,
-    pub report: Option<PathBuf>,
-    pub diagnostics: Option<PathBuf>,
-    pub quiet: Option<bool>,
+/// What a resolved command line asks for: the input, where the outputs go, the run's options and
+/// whether to stay quiet.
+#[derive(Debug)]
+pub struct SynthRequest {
+    pub input: PathBuf,
+    pub outputs: OutputPaths,
+    pub options: SynthOptions,
+    pub quiet: bool,
 }
 
-impl ConfigFile {
-    pub fn load(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|error| {
-            Error::in_file(path, format!("cannot read the config file: {error}"))
-        })?;
-        toml::from_str(&text)
-            .map_err(|error| Error::in_file(path, format!("invalid config file: {error}")))
-    }
-
-    /// The bounds table as a list, each validated.
-    pub fn bounds_list(&self, path: &Path) -> Result<Vec<ColumnBounds>> {
-        let Some(table) = &self.bounds else {
-            return Ok(Vec::new());
+impl SynthArgs {
+    /// The typed options, with every default applied and every option checked against the mechanism
+    /// it belongs to.
+    pub fn resolve(self) -> Result<SynthRequest> {
+        let epsilon = self
+            .epsilon
+            .ok_or_else(|| Error::bad_input("--epsilon is required"))?;
+        let bounds = bounds_for_columns(self.columns.as_deref(), &last_bounds_per_column(self.bounds))?;
+        let mechanism = self.mechanism.unwrap_or(Mechanism::Pmm);
+        let inner = self.inner_mechanism.unwrap_or(InnerMechanism::Pmm);
+        let uses_pmm = |mechanism| {
+            mechanism == Mechanism::Pmm
+                || (mechanism == Mechanism::Lowdim && inner == InnerMechanism::Pmm)
         };
-        table
-            .iter()
-            .map(|(column, [lo, hi])| {
-                ColumnBounds::new(column.clone(), *lo, *hi)
-                    .map_err(|error| Error::in_file(path, error))
-            })
-            .collect()
+        let uses_psmm = |mechanism| {
+            mechanism == Mechanism::Psmm
+                || (mechanism == Mechanism::Lowdim && inner == InnerMechanism::Psmm)
+        };
+        // Each mechanism-specific option, whether it was given, and whether it applies.
+        let refusals = [
+            (
+                self.cells.is_some() && !uses_psmm(mechanism),
+                "--cells applies to --mechanism psmm (or lowdim with --inner-mechanism psmm) only",
+            ),
+            (
+                (self.target_dim.is_some()
+                    || self.noisy_n_share.is_some()
+                    || self.inner_mechanism.is_some())
+                    && mechanism != Mechanism::Lowdim,
+                "--target-dim, --inner-mechanism and --noisy-n-share apply to --mechanism lowdim only",
+            ),
+            (
+                self.root_share.is_some() && mechanism == Mechanism::Lowdim,
+                "--root-share applies to --mechanism pmm and psmm; lowdim's share of ε for n̂ is --noisy-n-share",
+            ),
+            (
+                self.depth.is_some() && mechanism == Mechanism::Psmm,
+                "--depth applies to --mechanism pmm; psmm's partition is set by --cells (default about εn cells)",
+            ),
+            (
+                self.depth.is_some() && !uses_pmm(mechanism),
+                "--depth applies to the inner PMM; the inner psmm's grid is set by --cells (default about ε_s n cells)",
+            ),
+            (
+                self.consistency.is_some() && !uses_pmm(mechanism),
+                "--consistency applies to PMM's tree (--mechanism pmm, or lowdim with the inner pmm) only",
+            ),
+            (
+                self.device == Some(DeviceChoice::Gpu) && mechanism == Mechanism::Psmm,
+                "--device gpu applies to --mechanism pmm; psmm bins its regular grid on the CPU (its cost is the projection)",
+            ),
+            (
+                self.device == Some(DeviceChoice::Gpu) && !uses_pmm(mechanism),
+                "--device gpu applies to the inner PMM; the inner psmm bins its regular grid on the CPU",
+            ),
+        ];
+        if let Some((_, message)) = refusals.iter().find(|(refused, _)| *refused) {
+            return Err(Error::bad_input(*message));
+        }
+        let pmm = PmmOptions {
+            depth: self.depth,
+            consistency: self.consistency.unwrap_or(DEFAULT_CONSISTENCY),
+            noisy_n_share: self.root_share.unwrap_or(DEFAULT_NOISY_N_SHARE),
+            device: self.device.unwrap_or(DeviceChoice::Auto),
+        };
+        let psmm = PsmmOptions {
+            cells: self.cells,
+            noisy_n_share: self.root_share.unwrap_or(DEFAULT_NOISY_N_SHARE),
+        };
+        let mechanism = match mechanism {
+            Mechanism::Pmm => MechanismOptions::Pmm(pmm),
+            Mechanism::Psmm => MechanismOptions::Psmm(psmm),
+            Mechanism::Lowdim => MechanismOptions::Lowdim(LowdimOptions {
+                target_dim: self.target_dim.unwrap_or(TargetDim::Auto),
+                noisy_n_share: self.noisy_n_share,
+                inner: match inner {
+                    InnerMechanism::Pmm => InnerOptions::Pmm(pmm),
+                    InnerMechanism::Psmm => InnerOptions::Psmm(psmm),
+                },
+            }),
+        };
+        let memory_limit = match self.memory_limit_mib {
+            Some(mib) => Some(mib.checked_mul(1 << 20).ok_or_else(|| {
+                Error::bad_input(format!("--memory-limit-mib {mib} is too large"))
+            })?),
+            None => None,
+        };
+        let options = SynthOptions {
+            epsilon,
+            bounds,
+            neighbours: self.neighbours.unwrap_or(Neighbours::DEFAULT),
+            mechanism,
+            rows: self.rows,
+            seed: self.seed,
+            nulls: self.nulls.unwrap_or(NullPolicy::DEFAULT),
+            placement: self.placement.unwrap_or(Placement::DEFAULT),
+            threads: self.threads,
+            memory_limit,
+        };
+        Ok(SynthRequest {
+            input: self.input,
+            outputs: OutputPaths {
+                table: self
+                    .output
+                    .ok_or_else(|| Error::bad_input("--output is required"))?,
+                report: self.report,
+                diagnostics: self.diagnostics,
+            },
+            options,
+            quiet: self.quiet,
+        })
     }
+}
+
+/// Bounds given more than once for a column (a config file's, then the command line's): the last wins.
+pub fn last_bounds_per_column(given: Vec<ColumnBounds>) -> Vec<ColumnBounds> {
+    let mut bounds: Vec<ColumnBounds> = Vec::new();
+    for next in given {
+        bounds.retain(|existing| existing.column != next.column);
+        bounds.push(next);
+    }
+    bounds
 }
 
 /// Chooses the bounds of the columns used: the `--columns` list (or every column with bounds when it
@@ -282,45 +454,82 @@ pub fn bounds_for_columns(
 mod tests {
     use super::*;
 
-    #[test]
-    fn config_file_keys_mirror_the_options() {
-        let config: ConfigFile = toml::from_str(
-            r#"
-            epsilon = 0.5
-            columns = ["a"]
-            neighbours = "replace"
-            root-share = 0.1
-            consistency = "proportional"
-            placement = "centre"
-            nulls = "drop"
-            device = "cpu"
-            target-dim = "auto"
-            [bounds]
-            a = [0, 10]
-            b = [-1.5, 2]
-            "#,
-        )
-        .unwrap();
-        assert_eq!(config.neighbours, Some(Neighbours::Replace));
-        assert_eq!(config.consistency, Some(ConsistencyRule::Proportional));
-        assert_eq!(config.target_dim, Some(TargetDim::Auto));
-        let fixed: ConfigFile = toml::from_str("target-dim = 3").unwrap();
-        assert_eq!(fixed.target_dim, Some(TargetDim::Fixed(3)));
-        assert!(toml::from_str::<ConfigFile>("target-dim = 0").is_err());
-        let bounds = config.bounds_list(Path::new("run.toml")).unwrap();
-        assert_eq!(bounds.len(), 2);
-        let chosen = bounds_for_columns(config.columns.as_deref(), &bounds).unwrap();
-        assert_eq!(chosen, vec![ColumnBounds::new("a", 0.0, 10.0).unwrap()]);
-        assert!(
-            toml::from_str::<ConfigFile>("epsilonn = 1").is_err(),
-            "unknown keys are errors"
-        );
+    fn args(extra: &[&str]) -> SynthArgs {
+        #[derive(clap::Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            args: SynthArgs,
+        }
+        let mut argv = vec!["synth", "in.parquet", "--output", "out.parquet", "--epsilon", "1"];
+        argv.extend_from_slice(extra);
+        <Wrapper as clap::Parser>::try_parse_from(argv).unwrap().args
     }
 
     #[test]
-    fn a_column_without_bounds_is_an_error() {
-        let bounds = vec![ColumnBounds::new("a", 0.0, 1.0).unwrap()];
-        let error = bounds_for_columns(Some(&["a".into(), "b".into()]), &bounds).unwrap_err();
-        assert!(error.to_string().contains("'b' has no public bounds"));
+    fn each_mechanism_gets_its_own_options_with_their_defaults() {
+        let request = args(&["--bounds", "a=0:1"]).resolve().unwrap();
+        assert_eq!(request.options.mechanism, MechanismOptions::Pmm(PmmOptions::DEFAULT));
+        let request = args(&["--bounds", "a=0:1", "--mechanism", "psmm", "--cells", "64"])
+            .resolve()
+            .unwrap();
+        assert_eq!(
+            request.options.mechanism,
+            MechanismOptions::Psmm(PsmmOptions {
+                cells: Some(64),
+                noisy_n_share: DEFAULT_NOISY_N_SHARE
+            })
+        );
+        let request = args(&["--bounds", "a=0:1", "--mechanism", "lowdim", "--inner-mechanism", "psmm"])
+            .resolve()
+            .unwrap();
+        let MechanismOptions::Lowdim(lowdim) = request.options.mechanism else {
+            panic!("lowdim expected");
+        };
+        assert_eq!(lowdim.target_dim, TargetDim::Auto);
+        assert!(matches!(lowdim.inner, InnerOptions::Psmm(_)));
+    }
+
+    #[test]
+    fn an_option_of_another_mechanism_is_refused_by_name() {
+        for (extra, flag) in [
+            (&["--cells", "8"][..], "--cells"),
+            (&["--target-dim", "2"][..], "--target-dim"),
+            (&["--mechanism", "psmm", "--depth", "3"][..], "--depth"),
+            (&["--mechanism", "psmm", "--consistency", "uniform"][..], "--consistency"),
+            (&["--mechanism", "lowdim", "--root-share", "0.1"][..], "--root-share"),
+            (&["--mechanism", "psmm", "--device", "gpu"][..], "--device gpu"),
+        ] {
+            let mut all = vec!["--bounds", "a=0:1"];
+            all.extend_from_slice(extra);
+            let error = args(&all).resolve().unwrap_err().to_string();
+            assert!(error.contains(flag), "{extra:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn later_bounds_win_and_columns_need_bounds() {
+        let bounds = last_bounds_per_column(vec![
+            ColumnBounds::new("a", 0.0, 1.0).unwrap(),
+            ColumnBounds::new("b", 0.0, 1.0).unwrap(),
+            ColumnBounds::new("a", -1.0, 2.0).unwrap(),
+        ]);
+        assert_eq!(
+            bounds,
+            vec![
+                ColumnBounds::new("b", 0.0, 1.0).unwrap(),
+                ColumnBounds::new("a", -1.0, 2.0).unwrap()
+            ]
+        );
+        let error = bounds_for_columns(Some(&["a".into(), "c".into()]), &bounds).unwrap_err();
+        assert!(error.to_string().contains("'c' has no public bounds"));
+    }
+
+    #[test]
+    fn a_memory_limit_that_overflows_is_refused() {
+        let error = args(&["--bounds", "a=0:1", "--memory-limit-mib", "18446744073709551615"])
+            .resolve()
+            .err()
+            .unwrap();
+        assert!(error.to_string().contains("too large"));
     }
 }

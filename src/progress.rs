@@ -52,3 +52,31 @@ impl PhaseBar {
         }
     }
 }
+
+/// Wall-clock seconds of one phase of a run.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PhaseTiming {
+    pub phase: &'static str,
+    pub seconds: f64,
+}
+
+/// The phases of one run, timed in the order they ran (owner-only diagnostics).
+#[derive(Debug, Default)]
+pub struct Timings(Vec<PhaseTiming>);
+
+impl Timings {
+    /// Runs `work` as the phase `phase` and records its wall-clock time.
+    pub fn time<T>(&mut self, phase: &'static str, work: impl FnOnce() -> T) -> T {
+        let started = std::time::Instant::now();
+        let outcome = work();
+        self.0.push(PhaseTiming {
+            phase,
+            seconds: started.elapsed().as_secs_f64(),
+        });
+        outcome
+    }
+
+    pub fn into_phases(self) -> Vec<PhaseTiming> {
+        self.0
+    }
+}

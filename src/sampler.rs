@@ -182,6 +182,23 @@ fn mix(seed: u64, stream: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Synthetic rows in normalised [0,1] units, generated in any order of batches with the same result.
+pub trait RowGenerator: Sync {
+    fn total_rows(&self) -> u64;
+    /// Fills `columns[k]` with rows `start .. start + rows` of coordinate k.
+    fn sample_rows(&self, start: u64, rows: usize, columns: &mut [Vec<f64>]);
+}
+
+impl RowGenerator for LeafSampler {
+    fn total_rows(&self) -> u64 {
+        LeafSampler::total_rows(self)
+    }
+
+    fn sample_rows(&self, start: u64, rows: usize, columns: &mut [Vec<f64>]) {
+        LeafSampler::sample_rows(self, start, rows, columns)
+    }
+}
+
 /// `--rows N`: spreads N rows over the leaves in proportion to the released counts, by largest
 /// remainder (exact rounding: every leaf gets ⌊N·m_θ/m⌋ or one more). An empty release spreads the
 /// rows evenly over all leaves, the data-independent choice.

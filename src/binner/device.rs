@@ -2,7 +2,6 @@
 //! [`Binner`] interface that the parallel scan drives.
 
 use crate::error::{Error, Result};
-use crate::options::DeviceChoice;
 use crate::geometry::partition::CellGeometry;
 
 use super::cpu::CpuBinner;
@@ -10,6 +9,17 @@ use super::cpu::CpuBinner;
 use super::gpu::{AdapterPolicy, GpuContext, GpuLeafBinner};
 #[cfg(feature = "gpu")]
 use super::{Binner, BinnerWorker};
+
+/// Where binning runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeviceChoice {
+    /// A real GPU when there is one, else the CPU (a software adapter is never chosen automatically).
+    Auto,
+    Cpu,
+    /// A GPU adapter (a software one such as lavapipe included); fails when there is none.
+    Gpu,
+}
 
 /// The binner a run will use, and the line the run report gives for it.
 pub enum ChosenBinner {

@@ -11,6 +11,7 @@ pub mod device;
 pub mod gpu;
 pub mod grid;
 mod histogram;
+pub mod pass;
 mod scan;
 
 use arrow::buffer::NullBuffer;

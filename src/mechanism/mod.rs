@@ -1,5 +1,211 @@
-//! Mechanisms: from private cell counts (or, for lowdim, private sums) to released cell counts.
+//! The mechanisms, each in its own folder, each in one shape (docs/design.md):
+//!
+//! - a **plan**, built from public inputs only ([`PublicInputs`] and the mechanism's own options): its
+//!   budget shares, noise scales (rounded up by [`crate::privacy::noise_scale`]), noise streams
+//!   ([`crate::privacy::NoiseStream`]), partition rule and the report's description of all of these;
+//! - a **release** from the plan, which reads the private data only through a
+//!   [`DataPass`] and returns a [`Release`]: the released measure, the budget it spent, and its report
+//!   parameters.
+//!
+//! The synth driver then checks the budget (one place for every mechanism), samples the released
+//! measure, writes the table and the reports. A new mechanism is a folder here and one arm of [`Plan`].
 
 pub mod lowdim;
 pub mod pmm;
 pub mod psmm;
+
+use serde::Serialize;
+
+use crate::binner::pass::DataPass;
+use crate::binner::ScanStats;
+use crate::error::Result;
+use crate::geometry::grid::RegularGrid;
+use crate::geometry::partition::CellGeometry;
+use crate::options::MechanismOptions;
+use crate::privacy::{Budget, Neighbours, RunSeeds};
+use crate::progress::Timings;
+use crate::sampler::{allocate_rows, LeafSampler, Placement, RowGenerator};
+use lowdim::projection::{LiftedRows, Projection};
+use lowdim::report::{InnerParameters, LowdimParameters};
+use pmm::report::PmmParameters;
+use psmm::report::PsmmParameters;
+
+/// What a plan may depend on: the user's public choices, and the data's size only where it is public.
+#[derive(Clone, Copy, Debug)]
+pub struct PublicInputs {
+    pub dims: usize,
+    pub epsilon: f64,
+    pub neighbours: Neighbours,
+    /// The row count in the input's metadata. Public under replace; under add-remove a plan may use it
+    /// only to guess how much work to prepare, never in anything released.
+    pub file_rows: u64,
+    /// Bytes the cell arrays may use.
+    pub memory_limit: u64,
+    pub threads: usize,
+    /// Where synthetic points go in their cells (named in the report).
+    pub placement: Placement,
+}
+
+/// One mechanism's plan.
+pub enum Plan {
+    Pmm(pmm::PmmPlan),
+    Psmm(psmm::PsmmPlan),
+    Lowdim(lowdim::LowdimPlan),
+}
+
+impl Plan {
+    /// The plan of the mechanism `options` names, from public inputs only.
+    pub fn new(public: &PublicInputs, options: &MechanismOptions) -> Result<Plan> {
+        Ok(match options {
+            MechanismOptions::Pmm(pmm) => Plan::Pmm(pmm::PmmPlan::new(public, pmm)?),
+            MechanismOptions::Psmm(psmm) => Plan::Psmm(psmm::PsmmPlan::new(public, psmm)?),
+            MechanismOptions::Lowdim(lowdim) => {
+                Plan::Lowdim(lowdim::LowdimPlan::new(public, lowdim)?)
+            }
+        })
+    }
+
+    /// The release: the only step that reads the data.
+    pub fn release(
+        &self,
+        data: &DataPass,
+        seeds: &RunSeeds,
+        timings: &mut Timings,
+    ) -> Result<Release> {
+        match self {
+            Plan::Pmm(plan) => plan.release(data, seeds, timings),
+            Plan::Psmm(plan) => plan.release(data, seeds, timings),
+            Plan::Lowdim(plan) => plan.release(data, seeds, timings),
+        }
+    }
+}
+
+/// What a mechanism released, with its accounting and its description for the report.
+pub struct Release {
+    pub mechanism: &'static str,
+    pub measure: ReleasedMeasure,
+    /// What each release spent, with the rounded scales.
+    pub budget: Budget,
+    pub parameters: MechanismParameters,
+    /// The released total (n̂ under add-remove, the public n under replace) and what it is.
+    pub root_count: u64,
+    pub root_count_is: &'static str,
+    pub accuracy: AccuracyBound,
+    /// What the data pass saw (owner-only diagnostics).
+    pub scan: ScanStats,
+    /// The binner that ran, for the report and the diagnostics.
+    pub binning: String,
+    /// The name of the sampling-and-writing phase in the diagnostics.
+    pub output_phase: &'static str,
+}
+
+/// A released measure: cell counts on a partition of [0,1]^d (or of a projected cube, lifted back).
+/// Drawing points from it is post-processing: any number of rows, any number of times.
+pub enum ReleasedMeasure {
+    /// Counts on the leaves of the dyadic partition.
+    Leaves {
+        geometry: CellGeometry,
+        counts: Vec<u64>,
+    },
+    /// Counts on the cubes of a regular grid.
+    Grid { grid: RegularGrid, counts: Vec<u64> },
+    /// A measure on lowdim's projected unit cube, lifted to data space and clamped.
+    Lifted {
+        inner: Box<ReleasedMeasure>,
+        projection: Projection,
+    },
+}
+
+impl ReleasedMeasure {
+    /// The released total mass.
+    pub fn total(&self) -> u64 {
+        match self {
+            ReleasedMeasure::Leaves { counts, .. } | ReleasedMeasure::Grid { counts, .. } => {
+                counts.iter().sum()
+            }
+            ReleasedMeasure::Lifted { inner, .. } => inner.total(),
+        }
+    }
+
+    /// A generator of synthetic rows in normalised units: the released total, or exactly `rows` spread
+    /// over the cells in proportion (largest remainder).
+    pub fn rows(
+        &self,
+        rows: Option<u64>,
+        placement: Placement,
+        seed: u64,
+    ) -> Box<dyn RowGenerator + '_> {
+        let counts = |counts: &[u64]| match rows {
+            Some(rows) if rows != counts.iter().sum::<u64>() => allocate_rows(counts, rows),
+            _ => counts.to_vec(),
+        };
+        match self {
+            ReleasedMeasure::Leaves { geometry, counts: released } => Box::new(LeafSampler::new(
+                *geometry,
+                &counts(released),
+                placement,
+                seed,
+            )),
+            ReleasedMeasure::Grid { grid, counts: released } => Box::new(LeafSampler::on_grid(
+                *grid,
+                &counts(released),
+                placement,
+                seed,
+            )),
+            ReleasedMeasure::Lifted { inner, projection } => Box::new(LiftedRows {
+                inner: inner.rows(rows, placement, seed),
+                projection,
+            }),
+        }
+    }
+}
+
+/// What the mechanism chose; each mechanism has its own fields.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum MechanismParameters {
+    Pmm(PmmParameters),
+    Lowdim(Box<LowdimParameters>),
+    Psmm(PsmmParameters),
+}
+
+impl MechanismParameters {
+    /// One line for the terminal summary.
+    pub fn summary(&self) -> String {
+        match self {
+            MechanismParameters::Pmm(pmm) => format!("depth {}", pmm.depth),
+            MechanismParameters::Lowdim(lowdim) => {
+                let inner = match &lowdim.inner {
+                    InnerParameters::Pmm(pmm) => format!("inner PMM depth {}", pmm.depth),
+                    InnerParameters::Psmm(psmm) => {
+                        format!(
+                            "inner PSMM {} cells ({} per axis)",
+                            psmm.cells, psmm.cells_per_axis
+                        )
+                    }
+                };
+                format!(
+                    "d' = {} ({}), {inner}",
+                    lowdim.target_dim, lowdim.target_dim_rule
+                )
+            }
+            MechanismParameters::Psmm(psmm) => {
+                format!("{} cells ({} per axis)", psmm.cells, psmm.cells_per_axis)
+            }
+        }
+    }
+}
+
+/// A mechanism's proven bound on the expected W1 between the data and the release.
+#[derive(Clone, Debug, Serialize)]
+pub struct AccuracyBound {
+    /// The mechanism's bound on E W1 (see `formula`), with `n` below.
+    pub expected_w1_bound: f64,
+    pub units: &'static str,
+    pub n: u64,
+    pub formula: &'static str,
+}
+
+/// The units every accuracy bound is stated in.
+pub const NORMALISED_UNITS: &str =
+    "normalised l-infinity units on [0,1]^d (multiply axis k by hi_k - lo_k for column units)";

@@ -1,38 +1,32 @@
-//! `synth`: one synthesis run, phase by phase (SPEC §2):
-//! source → binner → mechanism → sampler → sink, plus the two reports.
+//! `synth`: one synthesis run, phase by phase (docs/design.md):
+//! source → binner → mechanism (plan, release) → sampler → sink, plus the two reports.
 //!
-//! This module holds what every mechanism shares (opening the input, seeds, writing the table, committing
-//! the outputs together); each mechanism's run is a submodule.
+//! One driver for every mechanism: it opens the input, builds the mechanism's plan from public inputs,
+//! runs its release, checks what the release spent against ε ([`crate::privacy::Budget::check`], the
+//! one place), samples the released measure, writes the table and commits the outputs together.
 
-mod lowdim;
-mod pmm;
-mod psmm;
+pub mod memory;
 pub mod report;
 
 use std::path::{Path, PathBuf};
 
-use crate::binner::device::ChosenBinner;
-use crate::binner::{scan_leaf_counts, AxisPlan, ScanStats};
-use crate::geometry::bounds::ColumnBounds;
+use crate::binner::pass::DataPass;
 use crate::error::{Error, Result};
-use crate::noise::{fill_from_os, NoiseKey};
-use crate::options::{Mechanism, SynthOptions};
-use crate::geometry::partition::CellGeometry;
-use crate::privacy::Neighbours;
-use crate::progress::Progress;
-use crate::synth::report::*;
-use crate::sampler::{LeafSampler, SAMPLE_BLOCK_ROWS};
+use crate::geometry::bounds::ColumnBounds;
 use crate::io::sink::{write_file_atomically, ParquetSink};
 use crate::io::source::{ColumnKind, NumericColumn, ParquetSource};
+use crate::mechanism::{Plan, PublicInputs, Release};
+use crate::options::SynthOptions;
+use crate::progress::{Progress, Timings};
+use crate::sampler::{RowGenerator, SAMPLE_BLOCK_ROWS};
+use memory::{peak_memory_bytes, physical_memory_bytes};
+use report::*;
 
 /// Rows generated and written per output batch (a whole number of sampler blocks).
 pub const OUTPUT_BATCH_ROWS: usize = 256 * SAMPLE_BLOCK_ROWS;
 
 /// Cell-array memory when the machine's size is unknown.
 const FALLBACK_MEMORY_LIMIT: u64 = 4 << 30;
-
-/// Separates the post-processing seed from the noise key derived from the same user seed.
-const POST_PROCESSING_SEED_TWEAK: u64 = 0x5eed_0f5a_3b1e_0001;
 
 /// Where a run writes. The table, the report and the diagnostics appear together or not at all.
 #[derive(Clone, Debug)]
@@ -84,81 +78,109 @@ pub fn synthesize(
         .num_threads(threads)
         .build()
         .map_err(|error| Error::internal(format!("cannot start {threads} threads: {error}")))?;
-    let run = RunInput {
+    let public = PublicInputs {
+        dims: columns.len(),
+        epsilon: options.epsilon,
+        neighbours: options.neighbours,
+        file_rows: source.row_count(),
+        memory_limit: options.memory_limit.unwrap_or_else(|| {
+            physical_memory_bytes().map_or(FALLBACK_MEMORY_LIMIT, |bytes| bytes / 2)
+        }),
+        threads,
+        placement: options.placement,
+    };
+    let data = DataPass {
         source: &source,
         columns: &columns,
         bounds: &bounds,
-        outputs,
-        options,
-        threads,
+        nulls: options.nulls,
         progress,
-        seeds: RunSeeds::new(options.seed)?,
     };
-    pool.install(|| match options.mechanism {
-        Mechanism::Pmm => pmm::run(&run),
-        Mechanism::Lowdim => lowdim::run(&run),
-        Mechanism::Psmm => psmm::run(&run),
+    pool.install(|| {
+        let plan = Plan::new(&public, &options.mechanism)?;
+        let seeds = crate::privacy::RunSeeds::new(options.seed)?;
+        let mut timings = Timings::default();
+        let release = plan.release(&data, &seeds, &mut timings)?;
+        let epsilon_spent = release.budget.check()?;
+        let (sink, synthetic_rows) = timings.time(release.output_phase, || {
+            let rows = release
+                .measure
+                .rows(options.rows, options.placement, seeds.placement());
+            write_table(&columns, &bounds, outputs, rows.as_ref(), progress)
+        })?;
+        let run = RunFacts {
+            source: &source,
+            columns: &columns,
+            bounds: &bounds,
+            options,
+        };
+        let report = run.report(&release, epsilon_spent, synthetic_rows);
+        let mut diagnostics = Diagnostics::new(
+            &release.scan,
+            &run.column_names(),
+            threads,
+            release.binning.clone(),
+        );
+        diagnostics.timings_seconds = timings.into_phases();
+        commit_outputs(outputs, report, diagnostics, sink)
     })
 }
 
-/// Everything a mechanism's run reads: the opened input, its used columns (schema order) with their
-/// public bounds, the options and the run's randomness.
-pub(crate) struct RunInput<'a> {
-    pub source: &'a ParquetSource,
-    pub columns: &'a [NumericColumn],
-    pub bounds: &'a [ColumnBounds],
-    pub outputs: &'a OutputPaths,
-    pub options: &'a SynthOptions,
-    pub threads: usize,
-    pub progress: &'a Progress,
-    pub seeds: RunSeeds,
+/// The public facts of a run that its report states.
+struct RunFacts<'a> {
+    source: &'a ParquetSource,
+    columns: &'a [NumericColumn],
+    bounds: &'a [ColumnBounds],
+    options: &'a SynthOptions,
 }
 
-impl RunInput<'_> {
-    pub fn dims(&self) -> usize {
-        self.columns.len()
-    }
-
-    /// Bytes the cell arrays may use: the option, else half the machine.
-    pub fn memory_limit(&self) -> u64 {
-        self.options.memory_limit.unwrap_or_else(|| {
-            physical_memory_bytes().map_or(FALLBACK_MEMORY_LIMIT, |bytes| bytes / 2)
-        })
-    }
-
-    pub fn column_names(&self) -> Vec<String> {
+impl RunFacts<'_> {
+    fn column_names(&self) -> Vec<String> {
         self.columns
             .iter()
             .map(|column| column.name.clone())
             .collect()
     }
 
-    /// The report's description of the input: public facts only.
-    pub fn input_info(&self) -> InputInfo {
-        InputInfo {
-            file: self.source.path().display().to_string(),
-            columns: self
-                .columns
-                .iter()
-                .zip(self.bounds)
-                .map(|(column, bounds)| ColumnInfo {
-                    name: column.name.clone(),
-                    data_type: column.data_type.to_string(),
-                    lo: bounds.lo,
-                    hi: bounds.hi,
-                })
-                .collect(),
+    /// The publishable report: public inputs and released values only.
+    fn report(&self, release: &Release, epsilon_spent: f64, synthetic_rows: u64) -> RunReport {
+        RunReport {
+            tool: ToolInfo::current(),
+            mechanism: release.mechanism,
+            guarantee: self.guarantee(epsilon_spent),
+            input: InputInfo {
+                file: self.source.path().display().to_string(),
+                columns: self
+                    .columns
+                    .iter()
+                    .zip(self.bounds)
+                    .map(|(column, bounds)| ColumnInfo {
+                        name: column.name.clone(),
+                        data_type: column.data_type.to_string(),
+                        lo: bounds.lo,
+                        hi: bounds.hi,
+                    })
+                    .collect(),
+            },
+            parameters: release.parameters.clone(),
+            release: ReleaseInfo {
+                root_count: release.root_count,
+                root_count_is: release.root_count_is,
+                synthetic_rows,
+            },
+            accuracy: release.accuracy.clone(),
+            device: release.binning.clone(),
         }
     }
 
     /// The guarantee of a pure ε-DP release that spent `epsilon_spent` (never above ε).
-    pub fn guarantee(&self, epsilon_spent: f64) -> Guarantee {
+    fn guarantee(&self, epsilon_spent: f64) -> Guarantee {
         let options = self.options;
         let mut public_inputs = vec![
             "column names, types and bounds".to_string(),
             "epsilon, depth rule and every other option".to_string(),
         ];
-        if options.neighbours == Neighbours::Replace {
+        if options.neighbours == crate::privacy::Neighbours::Replace {
             public_inputs.push("the row count n (replace relation)".to_string());
         }
         Guarantee {
@@ -171,78 +193,13 @@ impl RunInput<'_> {
             noise: "exact discrete Laplace (Canonne-Kamath-Steinke) on integer counts, ChaCha12 keyed from the OS",
         }
     }
-
-    /// The binning pass at `geometry` on the chosen device: the leaf histogram, what the scan saw and
-    /// which binner ran.
-    pub fn bin_leaves(&self, geometry: CellGeometry) -> Result<(Vec<u64>, ScanStats, String)> {
-        let axes = AxisPlan::for_geometry(&geometry, self.bounds);
-        let bar = self.progress.phase("bin", self.source.row_count(), "rows");
-        let (source, columns, nulls) = (self.source, self.columns, self.options.nulls);
-        let outcome = match ChosenBinner::for_run(self.options.device, geometry)? {
-            ChosenBinner::Cpu(binner, line) => {
-                let (leaves, stats) =
-                    scan_leaf_counts(source, columns, &axes, nulls, &binner, &bar)?;
-                (leaves, stats, line)
-            }
-            #[cfg(feature = "gpu")]
-            ChosenBinner::Gpu(binner, line) => {
-                let (leaves, stats) =
-                    scan_leaf_counts(source, columns, &axes, nulls, &binner, &bar)?;
-                (leaves, stats, line)
-            }
-        };
-        bar.finish();
-        Ok(outcome)
-    }
-}
-
-/// The randomness of one run: a secret noise key, and a separate seed for post-processing draws.
-pub(crate) struct RunSeeds {
-    pub noise: NoiseKey,
-    pub post_processing: u64,
-}
-
-impl RunSeeds {
-    fn new(seed: Option<u64>) -> Result<Self> {
-        Ok(match seed {
-            Some(seed) => RunSeeds {
-                noise: NoiseKey::from_user_seed(seed),
-                post_processing: seed ^ POST_PROCESSING_SEED_TWEAK,
-            },
-            None => {
-                let mut bytes = [0u8; 8];
-                fill_from_os(&mut bytes)?;
-                RunSeeds {
-                    noise: NoiseKey::from_os()?,
-                    post_processing: u64::from_le_bytes(bytes),
-                }
-            }
-        })
-    }
-}
-
-/// Synthetic rows in normalised [0,1] units, generated in any order of batches with the same result.
-pub(crate) trait RowGenerator: Sync {
-    fn total_rows(&self) -> u64;
-    /// Fills `columns[k]` with rows `start .. start + rows` of coordinate k.
-    fn sample_rows(&self, start: u64, rows: usize, columns: &mut [Vec<f64>]);
-}
-
-impl RowGenerator for LeafSampler {
-    fn total_rows(&self) -> u64 {
-        LeafSampler::total_rows(self)
-    }
-
-    fn sample_rows(&self, start: u64, rows: usize, columns: &mut [Vec<f64>]) {
-        LeafSampler::sample_rows(self, start, rows, columns)
-    }
 }
 
 /// Generates every row of `generator` into `sink`, double-buffered: the next batch is sampled while the
 /// current one is encoded and written. Returns the number of rows written.
 fn write_rows(
     sink: &mut ParquetSink,
-    generator: &impl RowGenerator,
+    generator: &dyn RowGenerator,
     dims: usize,
     progress: &Progress,
 ) -> Result<u64> {
@@ -275,27 +232,22 @@ fn write_rows(
     Ok(total_rows)
 }
 
-/// The last phase of every run: creates the output table (uncommitted), writes every row of `generator`
-/// into it and records the phase's time since `started`. Returns the sink, for [`commit_outputs`], and
-/// the number of rows written.
-pub(crate) fn write_table(
-    run: &RunInput,
-    generator: &impl RowGenerator,
-    phase: &'static str,
-    started: std::time::Instant,
-    timings: &mut Vec<PhaseTiming>,
+/// Creates the output table (uncommitted) and writes every row of `generator` into it. Returns the
+/// sink, for [`commit_outputs`], and the number of rows written.
+fn write_table(
+    columns: &[NumericColumn],
+    bounds: &[ColumnBounds],
+    outputs: &OutputPaths,
+    generator: &dyn RowGenerator,
+    progress: &Progress,
 ) -> Result<(ParquetSink, u64)> {
-    let mut sink = ParquetSink::create(&run.outputs.table, run.columns, run.bounds)?;
-    let total_rows = write_rows(&mut sink, generator, run.dims(), run.progress)?;
-    timings.push(PhaseTiming {
-        phase,
-        seconds: started.elapsed().as_secs_f64(),
-    });
+    let mut sink = ParquetSink::create(&outputs.table, columns, bounds)?;
+    let total_rows = write_rows(&mut sink, generator, columns.len(), progress)?;
     Ok((sink, total_rows))
 }
 
 /// Writes the reports, then commits the table: all appear, or (on any failure) none does.
-pub(crate) fn commit_outputs(
+fn commit_outputs(
     outputs: &OutputPaths,
     report: RunReport,
     mut diagnostics: Diagnostics,

@@ -11,9 +11,11 @@ use dpsynth::binner::AxisPlan;
 use dpsynth::geometry::bounds::ColumnBounds;
 use dpsynth::metrics::w1::{dyadic_upper_bound, lower_bound_marginals, w1_exact_1d, Sample};
 use dpsynth::geometry::partition::{CellGeometry, MAX_DEPTH};
-use dpsynth::privacy::{bound_minimising_depth, Neighbours};
+use dpsynth::mechanism::pmm::schedule::bound_minimising_depth;
+use dpsynth::options::{MechanismOptions, PmmOptions};
+use dpsynth::privacy::Neighbours;
 use dpsynth::progress::Progress;
-use dpsynth::synth::report::MechanismParameters;
+use dpsynth::mechanism::MechanismParameters;
 use dpsynth::{synthesize, OutputPaths, SynthOptions};
 
 use crate::common::*;
@@ -93,14 +95,17 @@ fn synthesise(input: &Path, output: &Path, dims: usize, seed: u64) -> (Vec<f64>,
         .collect();
     let mut options = SynthOptions::new(1.0, bounds);
     options.seed = Some(seed);
-    options.depth = Some(bound_minimising_depth(
-        Neighbours::AddRemove,
-        options.epsilon,
-        dims,
-        ROWS as f64,
-        None,
-        MAX_DEPTH,
-    ));
+    options.mechanism = MechanismOptions::Pmm(PmmOptions {
+        depth: Some(bound_minimising_depth(
+            Neighbours::AddRemove,
+            options.epsilon,
+            dims,
+            ROWS as f64,
+            None,
+            MAX_DEPTH,
+        )),
+        ..PmmOptions::DEFAULT
+    });
     let outputs = OutputPaths {
         table: output.to_path_buf(),
         report: None,

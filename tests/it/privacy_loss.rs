@@ -8,8 +8,8 @@ use std::collections::HashMap;
 
 use dpsynth::mechanism::pmm::consistency::ConsistencyRule;
 use dpsynth::mechanism::pmm::release_leaf_counts;
-use dpsynth::noise::NoiseKey;
-use dpsynth::privacy::{LevelSchedule, Neighbours, RootNoise};
+use dpsynth::mechanism::pmm::schedule::{LevelSchedule, RootNoise};
+use dpsynth::privacy::{Neighbours, NoiseKey};
 
 use crate::common::max_log_frequency_ratio;
 

@@ -5,10 +5,12 @@ use std::path::{Path, PathBuf};
 
 use dpsynth::geometry::bounds::ColumnBounds;
 use dpsynth::metrics::w1::{grid_histogram, w1_grid, Sample};
-use dpsynth::options::Mechanism;
-use dpsynth::privacy::Neighbours;
+use dpsynth::options::{MechanismOptions, PsmmOptions};
+use dpsynth::privacy::{Neighbours, DEFAULT_NOISY_N_SHARE};
 use dpsynth::progress::Progress;
-use dpsynth::synth::report::{MechanismParameters, PsmmParameters, RunReport};
+use dpsynth::mechanism::psmm::report::PsmmParameters;
+use dpsynth::mechanism::MechanismParameters;
+use dpsynth::synth::report::RunReport;
 use dpsynth::{synthesize, OutputPaths, SynthOptions};
 
 use crate::common::*;
@@ -53,7 +55,10 @@ fn options(dims: usize, epsilon: f64, neighbours: Neighbours, seed: u64) -> Synt
         .map(|axis| ColumnBounds::new(NAMES[axis], 0.0, 1.0).unwrap())
         .collect();
     let mut options = SynthOptions::new(epsilon, bounds);
-    options.mechanism = Mechanism::Psmm;
+    options.mechanism = MechanismOptions::Psmm(PsmmOptions {
+        cells: None,
+        noisy_n_share: DEFAULT_NOISY_N_SHARE,
+    });
     options.neighbours = neighbours;
     options.seed = Some(seed);
     options
@@ -152,7 +157,10 @@ fn cells_and_rows_options_are_honoured() {
     let (input, _) = table(dir.path(), 3_000, 3);
     let output = dir.path().join("synthetic.parquet");
     let mut options = options(3, 1.0, Neighbours::AddRemove, 2);
-    options.cells = Some(1_000);
+    options.mechanism = MechanismOptions::Psmm(PsmmOptions {
+        cells: Some(1_000),
+        noisy_n_share: DEFAULT_NOISY_N_SHARE,
+    });
     options.rows = Some(777);
     let (report, coords) = run(&input, &output, &options);
     let parameters = psmm(&report);
@@ -305,8 +313,8 @@ fn accuracy_is_within_the_reported_bound() {
 /// outcomes frequent enough to compare (as `tests/privacy_loss.rs` does for PMM). The projection and
 /// the sampling only post-process these counts.
 fn max_log_ratio(neighbours: Neighbours, a: &[u64], b: &[u64], epsilon: f64) -> f64 {
-    use dpsynth::mechanism::psmm::{noisy_cell_counts, PsmmBudget, CELL_NOISE_STREAM};
-    use dpsynth::noise::NoiseKey;
+    use dpsynth::mechanism::psmm::{noisy_cell_counts, PsmmBudget};
+    use dpsynth::privacy::{NoiseKey, NoiseStream};
     use std::collections::HashMap;
     const RUNS: u64 = 60_000;
     const MIN_COUNT: u64 = 1_000;
@@ -320,7 +328,7 @@ fn max_log_ratio(neighbours: Neighbours, a: &[u64], b: &[u64], epsilon: f64) -> 
                     counts,
                     budget.cell_scale,
                     &key,
-                    CELL_NOISE_STREAM,
+                    NoiseStream::PsmmCells,
                 ))
                 .or_insert(0) += 1;
         }

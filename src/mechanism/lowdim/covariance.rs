@@ -30,8 +30,7 @@ use faer::{Accum, Mat, Par};
 use crate::binner::BinnerWorker;
 use crate::error::{Error, Result};
 use crate::noise::discrete_laplace::{sample_discrete_laplace, RationalScale};
-use crate::noise::NoiseKey;
-use crate::privacy::Neighbours;
+use crate::privacy::{Neighbours, NoiseKey, NoiseStream, SCALE_SAFETY_MARGIN};
 
 /// Bits of the per-axis cell index each value is quantised to in both lowdim passes.
 pub const VALUE_CELL_BITS: u32 = 16;
@@ -51,12 +50,6 @@ pub const GRID_FINE_BITS: u32 = 20;
 /// (a draw beyond 2^63 has probability below e^−128). Larger scales mean ε is far too small for d.
 pub const MAX_NOISE_SCALE: f64 = (1u64 << 56) as f64;
 
-/// Noise streams of the two releases, apart from PMM's levels 0..=MAX_DEPTH and its root stream 63.
-const COVARIANCE_NOISE_STREAM: u32 = 40;
-const MEAN_NOISE_STREAM: u32 = 41;
-
-/// Relative margin added to a scale before rounding it up, so that f64 error never lowers it.
-const SCALE_SAFETY_MARGIN: f64 = 1e-9;
 
 /// The quantised value numerator v = 2b + 1 of cell index b (x = v / 2^VALUE_BITS).
 #[inline(always)]
@@ -298,7 +291,7 @@ fn release_replace(
     let den = (n_wide * (n_wide - 1))
         .checked_mul(1i128 << down)
         .ok_or_else(too_many_rows)?;
-    let mut rng = key.stream(COVARIANCE_NOISE_STREAM, 0);
+    let mut rng = key.stream(NoiseStream::LowdimCovariance, 0);
     let mut covariance = vec![0.0; dims * dims];
     for i in 0..dims {
         for j in 0..=i {
@@ -323,7 +316,7 @@ fn release_replace(
     let mean_scale = scale_at_least(d * mean_sensitivity / epsilon_mean, "mean")?;
     let mean_spent = d * mean_sensitivity / mean_scale.to_f64();
     let mean_den = n_wide << VALUE_BITS;
-    let mut rng = key.stream(MEAN_NOISE_STREAM, 0);
+    let mut rng = key.stream(NoiseStream::LowdimMean, 0);
     let mut mean = Vec::with_capacity(dims);
     for &sum in &sums.sums {
         let scaled = (sum as i128)
@@ -377,7 +370,7 @@ fn release_add_remove(
     let covariance_spent = triangle * gram_sensitivity / gram_scale.to_f64();
     let value_bits = 2 * VALUE_BITS;
     let gram_den = 1i128 << (value_bits - grid_bits);
-    let mut rng = key.stream(COVARIANCE_NOISE_STREAM, 0);
+    let mut rng = key.stream(NoiseStream::LowdimCovariance, 0);
     let mut noisy_gram = vec![0.0; dims * dims];
     for i in 0..dims {
         for j in 0..=i {
@@ -393,7 +386,7 @@ fn release_add_remove(
     let sum_sensitivity = g;
     let sum_scale = scale_at_least(d * sum_sensitivity / epsilon_mean, "mean")?;
     let mean_spent = d * sum_sensitivity / sum_scale.to_f64();
-    let mut rng = key.stream(MEAN_NOISE_STREAM, 0);
+    let mut rng = key.stream(NoiseStream::LowdimMean, 0);
     let noisy_sums: Vec<f64> = sums
         .sums
         .iter()

@@ -7,17 +7,21 @@
 //! - [`basis`]: the noisy spectrum, the top-d' eigenvectors and the private choice of d'.
 //! - [`projection`]: the map between data space and the subroutine's unit cube, both ways.
 //!
+//! - [`plan`]: the mechanism's entry, its plan and its release (composing PMM's or PSMM's plan);
+//! - [`report`]: what the run report says about a lowdim release.
+//!
 //! This module also splits ε between the stages ([`LowdimBudget`]).
 
 pub mod basis;
 pub mod covariance;
+pub mod plan;
 pub mod projection;
+pub mod report;
+
+pub use plan::LowdimPlan;
 
 use crate::error::{Error, Result};
 
-/// The noise stream of the inner PSMM's cells: apart from PMM's levels (0..=30), the covariance and
-/// mean (40, 41), PSMM on the input cube (62) and the root count (63).
-pub const INNER_PSMM_NOISE_STREAM: u32 = 42;
 use crate::privacy::Neighbours;
 
 /// ε per stage. Under `replace` the paper's split ε/3 × 3 (n public). Under `add-remove` a declared
@@ -92,12 +96,6 @@ mod tests {
             }
             assert!((add_remove.total() - epsilon).abs() <= 1e-12 * epsilon);
         }
-    }
-
-    #[test]
-    fn the_inner_psmm_draws_from_a_stream_of_its_own() {
-        let taken = [40, 41, crate::mechanism::psmm::CELL_NOISE_STREAM, 63];
-        assert!(INNER_PSMM_NOISE_STREAM > 30 && !taken.contains(&INNER_PSMM_NOISE_STREAM));
     }
 
     #[test]

@@ -28,6 +28,7 @@ use crate::binner::{AxisPlan, BinnerWorker};
 use crate::geometry::bounds::ColumnBounds;
 use crate::error::Result;
 use crate::geometry::partition::CellGeometry;
+use crate::sampler::RowGenerator;
 
 /// Rows projected per matrix product: a block of 2^12 × d f64 stays in cache for d in the hundreds.
 const PROJECTION_BLOCK_ROWS: usize = 1 << 12;
@@ -193,6 +194,24 @@ impl<W: BinnerWorker> BinnerWorker for ProjectingWorker<'_, W> {
         self.projection.project_to_cells(axes, &mut self.cells);
         let slices: Vec<&[u32]> = self.cells.iter().map(Vec::as_slice).collect();
         self.inner.add_batch(&slices)
+    }
+}
+
+/// Synthetic rows: the subroutine's points in the projected unit cube, lifted to data space and clamped.
+pub struct LiftedRows<'a> {
+    pub inner: Box<dyn RowGenerator + 'a>,
+    pub projection: &'a Projection,
+}
+
+impl RowGenerator for LiftedRows<'_> {
+    fn total_rows(&self) -> u64 {
+        self.inner.total_rows()
+    }
+
+    fn sample_rows(&self, start: u64, rows: usize, columns: &mut [Vec<f64>]) {
+        let mut unit = vec![Vec::new(); self.projection.target_dims()];
+        self.inner.sample_rows(start, rows, &mut unit);
+        self.projection.lift(&unit, columns);
     }
 }
 

@@ -1,22 +1,24 @@
 //! The Private Measure Mechanism (dissertation Algorithm 4): noisy counts on every level of the
 //! partition, made consistent top-down. The leaf histogram is the only private input.
+//!
+//! - [`plan`]: the plan from public inputs and the release from the data (the mechanism's one entry);
+//! - [`schedule`]: the per-level noise scales, the depth rule and the accuracy bound;
+//! - [`noise`]: noise on every cell of every noised level; [`consistency`]: the top-down step;
+//! - [`report`]: what the run report says about a PMM release.
 
 pub mod consistency;
+pub mod noise;
+pub mod plan;
+pub mod report;
+pub mod schedule;
 
-use crate::mechanism::pmm::consistency::{enforce_consistency, ConsistencyRule};
-use crate::noise::discrete_laplace::{sample_discrete_laplace, RationalScale};
-use crate::noise::{add_level_noise, NoiseKey};
-use crate::privacy::LevelSchedule;
+pub use plan::PmmPlan;
+
 use crate::geometry::tree::CountTree;
-
-/// The noise stream of a root count released on its own (outside every level's streams).
-const ROOT_RELEASE_LEVEL: u32 = 63;
-
-/// n̂ = max(0, n + Lap_Z(σ_0)): the root count released first, to choose the depth under add-remove.
-pub fn release_root_count(true_rows: u64, scale: RationalScale, key: &NoiseKey) -> u64 {
-    let mut rng = key.stream(ROOT_RELEASE_LEVEL, 0);
-    (true_rows as i64 + sample_discrete_laplace(&mut rng, scale)).max(0) as u64
-}
+use crate::privacy::NoiseKey;
+use consistency::{enforce_consistency, ConsistencyRule};
+use noise::add_level_noise;
+use schedule::LevelSchedule;
 
 /// Sums blocks of 2^(from − to) consecutive leaves: in Morton order a coarser cell's leaves are contiguous.
 pub fn coarsen_leaves(leaves: Vec<u64>, from_depth: u32, to_depth: u32) -> Vec<u64> {
@@ -57,7 +59,8 @@ pub fn release_leaf_counts(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::privacy::{Neighbours, RootNoise};
+    use crate::privacy::{Neighbours, NoisyRowCount};
+    use schedule::RootNoise;
 
     #[test]
     fn coarsening_sums_whole_subtrees() {
@@ -78,12 +81,17 @@ mod tests {
     #[test]
     fn released_root_is_kept_and_not_noised_again() {
         let key = NoiseKey::from_user_seed(1);
-        let scale = RationalScale::round_up(16.0).unwrap();
-        let schedule =
-            LevelSchedule::new(Neighbours::AddRemove, 0.9, 2, 8, RootNoise::Released(scale))
-                .unwrap();
+        let row_count = NoisyRowCount::plan(1.0 / 16.0).unwrap();
+        let schedule = LevelSchedule::new(
+            Neighbours::AddRemove,
+            0.9,
+            2,
+            8,
+            RootNoise::Released(row_count.scale),
+        )
+        .unwrap();
         let leaves: Vec<u64> = (0..256).map(|leaf| leaf % 3).collect();
-        let n_hat = release_root_count(leaves.iter().sum(), scale, &key);
+        let n_hat = row_count.release(leaves.iter().sum(), &key);
         let released = release_leaf_counts(
             leaves,
             &schedule,

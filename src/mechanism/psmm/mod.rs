@@ -4,7 +4,13 @@
 //! after [`noisy_cell_counts`] is post-processing.
 //!
 //! The projection works on any integer count vector over a [`RegularGrid`] (the low-dimensional mechanism
-//! calls it on projected coordinates), see [`project_to_probability`].
+//! calls it on projected coordinates), see [`project_to_probability`]. [`plan`] is the mechanism's entry:
+//! its plan from public inputs and its release from the data; [`report`] what the run report says.
+
+pub mod plan;
+pub mod report;
+
+pub use plan::PsmmPlan;
 
 use rayon::prelude::*;
 
@@ -12,15 +18,12 @@ use crate::error::{Error, Result};
 use crate::geometry::grid::RegularGrid;
 use crate::metrics::w1::add_king_move_arcs;
 use crate::noise::discrete_laplace::{sample_discrete_laplace, RationalScale};
-use crate::noise::{NoiseKey, NOISE_CHUNK_CELLS};
-use crate::privacy::{Neighbours, SCALE_SAFETY_MARGIN};
+use crate::privacy::streams::NOISE_CHUNK_CELLS;
+use crate::privacy::{noise_scale, Neighbours, NoiseKey, NoiseStream, NoisyRowCount};
 use crate::transport::{
     solve_min_cost_flow_with, Algorithm, FlowNetwork, FlowSolution, NodeId, AUTO_SIMPLEX_MAX_NODES,
     COST_SCALING_ALPHA, INFINITE_CAPACITY, MAGNITUDE_LIMIT, MAX_ARCS, MAX_NODES,
 };
-
-/// The noise stream of PSMM's cells: apart from PMM's levels (0..=30) and its root release (63).
-pub const CELL_NOISE_STREAM: u32 = 62;
 
 /// Peak memory of a PSMM run per arc of its flow network (network, the solver's residual graph and
 /// the run's cell arrays): measured 108 (d = 3) and 129 (d = 2) bytes of peak RSS at 10^6 cells.
@@ -34,21 +37,14 @@ pub struct PsmmBudget {
     pub neighbours: Neighbours,
     /// The scale of every cell's noise, rounded up.
     pub cell_scale: RationalScale,
-    /// The scale of n̂, when it is released.
-    pub root_scale: Option<RationalScale>,
+    /// n̂, when it is released.
+    pub row_count: Option<NoisyRowCount>,
 }
 
 impl PsmmBudget {
     /// Splits ε: a share `root_share` for n̂ (add-remove only), the rest for the cells. Every scale is
     /// rounded up (after a relative margin that absorbs f64 rounding), so the spent ε never exceeds ε.
     pub fn new(neighbours: Neighbours, epsilon: f64, root_share: Option<f64>) -> Result<Self> {
-        let scale = |sigma: f64, what: &str| {
-            RationalScale::round_up(sigma * (1.0 + SCALE_SAFETY_MARGIN)).ok_or_else(|| {
-                Error::bad_input(format!(
-                    "epsilon {epsilon} gives {what} a noise scale of {sigma:e}, outside the sampler's range"
-                ))
-            })
-        };
         let root_epsilon = match (neighbours, root_share) {
             (Neighbours::Replace, Some(_)) => {
                 return Err(Error::internal("replace has a public n: no n̂ to release"))
@@ -56,12 +52,15 @@ impl PsmmBudget {
             (_, Some(share)) => epsilon * share,
             (_, None) => 0.0,
         };
-        let sensitivity = sensitivity(neighbours);
+        let sensitivity = neighbours.histogram_sensitivity();
         Ok(PsmmBudget {
             neighbours,
-            cell_scale: scale(sensitivity / (epsilon - root_epsilon), "the cells")?,
-            root_scale: match root_share {
-                Some(_) => Some(scale(1.0 / root_epsilon, "the row count n̂")?),
+            cell_scale: noise_scale(
+                sensitivity / (epsilon - root_epsilon),
+                &format!("epsilon {epsilon} on the cells"),
+            )?,
+            row_count: match root_share {
+                Some(_) => Some(NoisyRowCount::plan(root_epsilon)?),
                 None => None,
             },
         })
@@ -69,12 +68,12 @@ impl PsmmBudget {
 
     /// ε spent on the cells: Δ/s.
     pub fn cell_epsilon(&self) -> f64 {
-        sensitivity(self.neighbours) / self.cell_scale.to_f64()
+        self.neighbours.histogram_sensitivity() / self.cell_scale.to_f64()
     }
 
     /// ε spent on n̂: 1/σ_0.
     pub fn root_epsilon(&self) -> Option<f64> {
-        self.root_scale.map(|scale| 1.0 / scale.to_f64())
+        self.row_count.map(|row_count| row_count.spent_epsilon())
     }
 
     /// The total, by basic composition.
@@ -83,22 +82,14 @@ impl PsmmBudget {
     }
 }
 
-/// ℓ1 sensitivity of the cell histogram.
-fn sensitivity(neighbours: Neighbours) -> f64 {
-    match neighbours {
-        Neighbours::AddRemove => 1.0,
-        Neighbours::Replace => 2.0,
-    }
-}
-
 /// c_i = n_i + Lap_Z(s) for every cell, empty ones included, unclipped (ν may be negative). Chunk j of
 /// [`NOISE_CHUNK_CELLS`] cells draws from its own stream, so the result does not depend on the threads.
-/// `stream` is the run's own stream id ([`CELL_NOISE_STREAM`] for PSMM on the input cube).
+/// `stream` is the run's own stream ([`NoiseStream::PsmmCells`] for PSMM on the input cube).
 pub fn noisy_cell_counts(
     true_counts: &[u64],
     scale: RationalScale,
     key: &NoiseKey,
-    stream: u32,
+    stream: NoiseStream,
 ) -> Vec<i64> {
     let mut noisy: Vec<i64> = true_counts.par_iter().map(|&count| count as i64).collect();
     noisy
@@ -631,7 +622,7 @@ mod tests {
                 }
                 // The scale is Δ/ε_cells with Δ = 1 (add-remove) or 2 (replace).
                 let cells_epsilon = epsilon * (1.0 - share.unwrap_or(0.0));
-                let expected = sensitivity(neighbours) / cells_epsilon;
+                let expected = neighbours.histogram_sensitivity() / cells_epsilon;
                 let scale = budget.cell_scale.to_f64();
                 assert!(
                     scale >= expected && scale <= expected * (1.0 + 1e-6),
@@ -649,7 +640,7 @@ mod tests {
             &vec![0; cells],
             budget.cell_scale,
             &NoiseKey::from_user_seed(5),
-            CELL_NOISE_STREAM,
+            NoiseStream::PsmmCells,
         );
         let variance = noisy.iter().map(|&z| (z * z) as f64).sum::<f64>() / cells as f64;
         (noisy, variance)
@@ -696,7 +687,7 @@ mod tests {
                         &counts,
                         scale,
                         &NoiseKey::from_user_seed(seed),
-                        CELL_NOISE_STREAM,
+                        NoiseStream::PsmmCells,
                     )
                 })
         };
@@ -762,7 +753,7 @@ mod tests {
                         &zeros,
                         scale,
                         &NoiseKey::from_user_seed(seed),
-                        CELL_NOISE_STREAM,
+                        NoiseStream::PsmmCells,
                     );
                     bounded_lipschitz_distance(
                         &grid,

@@ -1,0 +1,179 @@
+//! Config files: a TOML file of options, each under its flag's name (`epsilon = 1`, `root-share = 0.1`,
+//! `neighbours = "replace"`), bounds in a `[bounds]` table (`column = [lo, hi]`). The file is read as extra
+//! command-line arguments placed before the real ones, so every option is declared once (as a flag) and
+//! parsed, validated and documented once; an option given on the command line wins over the file's.
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Command};
+
+use crate::error::{Error, Result};
+
+/// Config keys that are no longer flags, with what replaced them.
+const DEPRECATED_MEMORY_LIMIT: &str = "memory-limit";
+
+/// The arguments that `path`'s keys stand for, for the subcommand `target` whose command line parsed to
+/// `given`. Keys of `tolerated` that `target` lacks are skipped (`eval` reads a `synth` config file and
+/// uses only its columns, bounds, nulls, threads and quiet); any other unknown key is an error.
+pub fn config_arguments(
+    path: &Path,
+    target: &Command,
+    given: &ArgMatches,
+    tolerated: Option<&Command>,
+) -> Result<Vec<OsString>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| Error::in_file(path, format!("cannot read the config file: {error}")))?;
+    let table: toml::Table = toml::from_str(&text)
+        .map_err(|error| Error::in_file(path, format!("invalid config file: {error}")))?;
+    let invalid = |key: &str, reason: &str| {
+        Error::in_file(path, format!("invalid config file: key '{key}': {reason}"))
+    };
+    let mut arguments = Vec::new();
+    for (key, value) in &table {
+        let (key, value) = match key.as_str() {
+            DEPRECATED_MEMORY_LIMIT => {
+                let bytes = value
+                    .as_integer()
+                    .filter(|&bytes| bytes > 0)
+                    .ok_or_else(|| invalid(key, "expected a positive number of bytes"))?;
+                let mib = (bytes as u64).div_ceil(1 << 20);
+                eprintln!(
+                    "warning: {}: config key 'memory-limit' (bytes) is deprecated; use 'memory-limit-mib = {mib}' \
+                     (read as {mib} MiB)",
+                    path.display()
+                );
+                ("memory-limit-mib", toml::Value::Integer(mib as i64))
+            }
+            _ => (key.as_str(), value.clone()),
+        };
+        let Some(arg) = target
+            .get_arguments()
+            .find(|arg| arg.get_long() == Some(key) && key != "config")
+        else {
+            let known_elsewhere = tolerated
+                .is_some_and(|other| other.get_arguments().any(|arg| arg.get_long() == Some(key)));
+            if known_elsewhere {
+                continue;
+            }
+            return Err(invalid(key, "unknown option (config keys are the flags' names)"));
+        };
+        let flag = format!("--{key}");
+        if key == "bounds" {
+            // Merged per column: the command line's bounds come later and win for the same column.
+            let columns = value
+                .as_table()
+                .ok_or_else(|| invalid(key, "expected a table of column = [lo, hi]"))?;
+            for (column, range) in columns {
+                let pair = range
+                    .as_array()
+                    .filter(|pair| pair.len() == 2)
+                    .and_then(|pair| Some((number(&pair[0])?, number(&pair[1])?)))
+                    .ok_or_else(|| {
+                        invalid(key, &format!("column '{column}': expected [lo, hi] (two numbers)"))
+                    })?;
+                arguments.push(flag.clone().into());
+                arguments.push(format!("{column}={}:{}", pair.0, pair.1).into());
+            }
+            continue;
+        }
+        if given.value_source(arg.get_id().as_str()) == Some(ValueSource::CommandLine) {
+            continue;
+        }
+        if !arg.get_action().takes_values() {
+            match value.as_bool() {
+                Some(true) => arguments.push(flag.into()),
+                Some(false) => {}
+                None => return Err(invalid(key, "expected true or false")),
+            }
+            continue;
+        }
+        let text = match &value {
+            toml::Value::String(text) => text.clone(),
+            toml::Value::Integer(number) => number.to_string(),
+            toml::Value::Float(number) => number.to_string(),
+            toml::Value::Array(items) => items
+                .iter()
+                .map(|item| match item {
+                    toml::Value::String(text) => Ok(text.clone()),
+                    _ => Err(invalid(key, "expected a list of strings")),
+                })
+                .collect::<Result<Vec<_>>>()?
+                .join(","),
+            _ => return Err(invalid(key, "expected a string, a number or a list")),
+        };
+        arguments.push(flag.into());
+        arguments.push(text.into());
+    }
+    Ok(arguments)
+}
+
+fn number(value: &toml::Value) -> Option<f64> {
+    value
+        .as_float()
+        .or_else(|| value.as_integer().map(|integer| integer as f64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{Arg, ArgAction};
+
+    fn command() -> Command {
+        Command::new("synth")
+            .arg(Arg::new("epsilon").long("epsilon"))
+            .arg(Arg::new("bounds").long("bounds").action(ArgAction::Append))
+            .arg(Arg::new("columns").long("columns"))
+            .arg(Arg::new("memory_limit_mib").long("memory-limit-mib"))
+            .arg(Arg::new("quiet").long("quiet").action(ArgAction::SetTrue))
+            .arg(Arg::new("config").long("config"))
+    }
+
+    fn arguments(toml_text: &str, command_line: &[&str]) -> Result<Vec<String>> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.toml");
+        std::fs::write(&path, toml_text).unwrap();
+        let given = command().try_get_matches_from(command_line).unwrap();
+        let tolerated = Command::new("other").arg(Arg::new("seed").long("seed"));
+        config_arguments(&path, &command(), &given, Some(&tolerated)).map(|arguments| {
+            arguments
+                .into_iter()
+                .map(|argument| argument.into_string().unwrap())
+                .collect()
+        })
+    }
+
+    #[test]
+    fn keys_become_flags_and_the_command_line_wins() {
+        let got = arguments(
+            "epsilon = 0.5\ncolumns = [\"a\", \"b\"]\nquiet = true\nseed = 3\n[bounds]\na = [0, 1.5]\n",
+            &["synth", "--epsilon", "2"],
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            ["--bounds", "a=0:1.5", "--columns", "a,b", "--quiet"],
+            "epsilon is given on the command line; seed belongs to another subcommand"
+        );
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_the_file_and_key() {
+        let error = arguments("epsilonn = 1\n", &["synth"]).unwrap_err().to_string();
+        assert!(error.contains("run.toml") && error.contains("'epsilonn'"), "{error}");
+        let error = arguments("quiet = 3\n", &["synth"]).unwrap_err().to_string();
+        assert!(error.contains("'quiet'"), "{error}");
+        let error = arguments("[bounds]\na = [1]\n", &["synth"]).unwrap_err().to_string();
+        assert!(error.contains("'a'"), "{error}");
+        assert!(arguments("config = \"x.toml\"\n", &["synth"]).is_err());
+    }
+
+    #[test]
+    fn the_old_memory_limit_key_is_read_as_bytes_and_rounded_up_to_mib() {
+        let got = arguments("memory-limit = 100\n", &["synth"]).unwrap();
+        assert_eq!(got, ["--memory-limit-mib", "1"]);
+        let got = arguments("memory-limit = 3221225472\n", &["synth"]).unwrap();
+        assert_eq!(got, ["--memory-limit-mib", "3072"]);
+    }
+}

@@ -1,0 +1,351 @@
+//! PMM's plan and release (docs/mechanisms/pmm.md). The plan fixes, from public inputs only, where ε
+//! goes (every level of the tree, and n̂ first when the depth is chosen under add-remove), the depth or
+//! the rule that picks it from n̂, and the noise of every level; the release bins the data once (twice
+//! when n̂ asks for a deeper tree than planned), noises every level and makes the tree consistent.
+
+use super::consistency::ConsistencyRule;
+use super::report::{LevelInfo, PmmParameters};
+use super::schedule::{
+    cell_memory_bytes, choose_depth, max_depth_for_memory, LevelSchedule, RootNoise,
+};
+use super::{coarsen_leaves, release_leaf_counts};
+use crate::binner::device::DeviceChoice;
+use crate::binner::pass::DataPass;
+use crate::error::{Error, Result};
+use crate::geometry::partition::{CellGeometry, MAX_DEPTH};
+use crate::mechanism::{
+    AccuracyBound, MechanismParameters, PublicInputs, Release, ReleasedMeasure, NORMALISED_UNITS,
+};
+use crate::options::{value_name, PmmOptions};
+use crate::privacy::{Budget, Neighbours, NoisyRowCount, RunSeeds};
+use crate::progress::Timings;
+use crate::sampler::Placement;
+
+/// How far above the file's row count n̂ is planned for before the data are binned: Lap_Z(σ_0)
+/// exceeds 20σ_0 with probability below e^{-20}, and then the pass is simply repeated at the right depth.
+const ROOT_NOISE_HEADROOM: f64 = 20.0;
+
+const ACCURACY_FORMULA: &str =
+    "E W1 <= (2*sqrt(2)/n) * sum_j sigma_j * Delta_{j-1} + 2^-floor(r/d)  (dissertation Thm 3.9)";
+
+/// Where the size that fixes the depth comes from.
+#[derive(Clone, Copy, Debug)]
+pub enum TreeSize {
+    /// replace: the public n.
+    Public(u64),
+    /// add-remove without `--depth`: this plan releases n̂ first and picks the depth from it.
+    ReleasedFirst(NoisyRowCount),
+    /// add-remove, n̂ already released by the caller (lowdim) at this plan's scale.
+    AlreadyReleased { n_hat: u64, row_count: NoisyRowCount },
+    /// add-remove with `--depth`: no size needed; the root is one more noised level.
+    NotNeeded,
+}
+
+/// The depth, or how it will be chosen.
+#[derive(Clone, Debug)]
+enum Depth {
+    /// Known now, with its schedule.
+    Known(LevelSchedule),
+    /// Chosen from the n̂ this plan releases; the data are binned first at `planned`.
+    FromReleasedNHat { planned: u32 },
+}
+
+/// A PMM run's plan.
+#[derive(Clone, Debug)]
+pub struct PmmPlan {
+    /// The ε this plan may spend (its levels, and n̂ when it releases n̂ itself).
+    epsilon: f64,
+    dims: usize,
+    neighbours: Neighbours,
+    /// ε of the levels: all of ε, less n̂'s share when this plan releases n̂.
+    level_epsilon: f64,
+    size: TreeSize,
+    depth: Depth,
+    depth_rule: String,
+    /// The deepest tree memory allows.
+    memory_depth: u32,
+    consistency: ConsistencyRule,
+    placement: Placement,
+    device: DeviceChoice,
+}
+
+impl PmmPlan {
+    /// PMM on the input's columns: the public inputs and `--root-share` decide the size it plans from.
+    pub fn new(public: &PublicInputs, options: &PmmOptions) -> Result<Self> {
+        let size = match (options.depth, public.neighbours) {
+            (_, Neighbours::Replace) => TreeSize::Public(public.file_rows),
+            (Some(_), Neighbours::AddRemove) => TreeSize::NotNeeded,
+            (None, Neighbours::AddRemove) => TreeSize::ReleasedFirst(NoisyRowCount::plan(
+                public.epsilon * options.noisy_n_share,
+            )?),
+        };
+        let level_epsilon = match size {
+            TreeSize::ReleasedFirst(_) => public.epsilon * (1.0 - options.noisy_n_share),
+            _ => public.epsilon,
+        };
+        let mut plan = Self::with_size(public, public.dims, level_epsilon, size, options, "")?;
+        plan.epsilon = public.epsilon;
+        Ok(plan)
+    }
+
+    /// PMM in `dims` dimensions with `level_epsilon` for its levels, for a size known to the caller
+    /// (lowdim's subroutine); `context` is added to the depth rule's words (" in d' = 3 dimensions").
+    pub fn with_size(
+        public: &PublicInputs,
+        dims: usize,
+        level_epsilon: f64,
+        size: TreeSize,
+        options: &PmmOptions,
+        context: &str,
+    ) -> Result<Self> {
+        let memory_depth = max_depth_for_memory(public.memory_limit, public.threads);
+        let neighbours = public.neighbours;
+        let rule = |size_words: &str| {
+            format!(
+                "{}{context} for the {size_words} (capped at {memory_depth} by memory)",
+                depth_rule_name(dims)
+            )
+        };
+        let schedule = |depth: u32| {
+            let root = match size {
+                TreeSize::AlreadyReleased { row_count, .. } => RootNoise::Released(row_count.scale),
+                _ => RootNoise::InSchedule,
+            };
+            LevelSchedule::new(neighbours, level_epsilon, dims, depth, root)
+        };
+        let (depth, depth_rule) = match (options.depth, size) {
+            (Some(depth), _) => {
+                if depth > MAX_DEPTH || depth > memory_depth {
+                    return Err(Error::bad_input(format!(
+                        "--depth {depth} is too large: this machine's memory allows at most {} (cells need {} bytes at depth {depth})",
+                        memory_depth.min(MAX_DEPTH),
+                        cell_memory_bytes(depth, public.threads)
+                    )));
+                }
+                (Depth::Known(schedule(depth)?), "given by --depth".to_string())
+            }
+            (None, TreeSize::Public(n)) => {
+                let depth = choose_depth(
+                    Neighbours::Replace,
+                    level_epsilon,
+                    dims,
+                    n as f64,
+                    None,
+                    memory_depth,
+                );
+                (Depth::Known(schedule(depth)?), rule("public n"))
+            }
+            (None, TreeSize::AlreadyReleased { n_hat, row_count }) => {
+                let depth = choose_depth(
+                    Neighbours::AddRemove,
+                    level_epsilon,
+                    dims,
+                    n_hat as f64,
+                    Some(row_count.scale.to_f64()),
+                    memory_depth,
+                );
+                (Depth::Known(schedule(depth)?), rule(&format!("released n̂ = {n_hat}")))
+            }
+            (None, TreeSize::ReleasedFirst(row_count)) => {
+                let sigma = row_count.scale.to_f64();
+                let guess = public.file_rows as f64 + ROOT_NOISE_HEADROOM * sigma;
+                let planned = choose_depth(
+                    Neighbours::AddRemove,
+                    level_epsilon,
+                    dims,
+                    guess,
+                    Some(sigma),
+                    memory_depth,
+                );
+                (Depth::FromReleasedNHat { planned }, rule("released n̂"))
+            }
+            (None, TreeSize::NotNeeded) => {
+                return Err(Error::internal("a PMM plan without --depth needs a size"))
+            }
+        };
+        Ok(PmmPlan {
+            epsilon: level_epsilon,
+            dims,
+            neighbours,
+            level_epsilon,
+            size,
+            depth,
+            depth_rule,
+            memory_depth,
+            consistency: options.consistency,
+            placement: public.placement,
+            device: options.device,
+        })
+    }
+
+    /// The leaf geometry, when the depth is already known.
+    pub fn geometry(&self) -> Option<CellGeometry> {
+        match &self.depth {
+            Depth::Known(schedule) => Some(CellGeometry::new(self.dims, schedule.depth)),
+            Depth::FromReleasedNHat { .. } => None,
+        }
+    }
+
+    pub fn device(&self) -> DeviceChoice {
+        self.device
+    }
+
+    /// Bins the data, releases n̂ when the plan says so, noises the tree and makes it consistent.
+    pub fn release(
+        &self,
+        data: &DataPass,
+        seeds: &RunSeeds,
+        timings: &mut Timings,
+    ) -> Result<Release> {
+        let planned = match &self.depth {
+            Depth::Known(schedule) => schedule.depth,
+            Depth::FromReleasedNHat { planned } => *planned,
+        };
+        let (mut leaves, scan, binning) = timings.time("bin", || {
+            data.leaf_counts(CellGeometry::new(self.dims, planned), self.device)
+        })?;
+        let (counts, schedule) = timings.time("noise and consistency", || {
+            let (schedule, n_hat) = match (&self.depth, self.size) {
+                (Depth::Known(schedule), _) => (schedule.clone(), None),
+                (Depth::FromReleasedNHat { .. }, TreeSize::ReleasedFirst(row_count)) => {
+                    let n_hat = row_count.release(scan.rows_binned, &seeds.noise);
+                    let depth = choose_depth(
+                        Neighbours::AddRemove,
+                        self.level_epsilon,
+                        self.dims,
+                        n_hat as f64,
+                        Some(row_count.scale.to_f64()),
+                        self.memory_depth,
+                    );
+                    if depth <= planned {
+                        leaves = coarsen_leaves(std::mem::take(&mut leaves), planned, depth);
+                    } else {
+                        let geometry = CellGeometry::new(self.dims, depth);
+                        leaves = data.leaf_counts(geometry, self.device)?.0;
+                    }
+                    let schedule = LevelSchedule::new(
+                        Neighbours::AddRemove,
+                        self.level_epsilon,
+                        self.dims,
+                        depth,
+                        RootNoise::Released(row_count.scale),
+                    )?;
+                    (schedule, Some(n_hat))
+                }
+                (Depth::FromReleasedNHat { .. }, _) => {
+                    return Err(Error::internal("n̂ is released by the plan that planned it"))
+                }
+            };
+            let counts = self.release_with(&schedule, std::mem::take(&mut leaves), n_hat, seeds);
+            Ok((counts, schedule))
+        })?;
+        let root_count: u64 = counts.iter().sum();
+        let geometry = CellGeometry::new(self.dims, schedule.depth);
+        Ok(Release {
+            mechanism: "pmm",
+            budget: self.budget(&schedule),
+            parameters: MechanismParameters::Pmm(self.parameters(&schedule)),
+            root_count,
+            root_count_is: root_count_is(self.neighbours),
+            accuracy: AccuracyBound {
+                expected_w1_bound: schedule.accuracy_bound(root_count as f64),
+                units: NORMALISED_UNITS,
+                n: root_count,
+                formula: ACCURACY_FORMULA,
+            },
+            measure: ReleasedMeasure::Leaves { geometry, counts },
+            scan,
+            binning,
+            output_phase: "sample and write",
+        })
+    }
+
+    /// Noise and consistency on leaves binned at the known depth (lowdim's subroutine bins them
+    /// itself). With an n̂ released by the caller, the root is that n̂.
+    pub fn release_leaves(&self, leaves: Vec<u64>, seeds: &RunSeeds) -> Result<Vec<u64>> {
+        let Depth::Known(schedule) = &self.depth else {
+            return Err(Error::internal("the depth is chosen in release()"));
+        };
+        let n_hat = match self.size {
+            TreeSize::AlreadyReleased { n_hat, .. } => Some(n_hat),
+            _ => None,
+        };
+        Ok(self.release_with(schedule, leaves, n_hat, seeds))
+    }
+
+    fn release_with(
+        &self,
+        schedule: &LevelSchedule,
+        leaves: Vec<u64>,
+        n_hat: Option<u64>,
+        seeds: &RunSeeds,
+    ) -> Vec<u64> {
+        release_leaf_counts(
+            leaves,
+            schedule,
+            n_hat,
+            &seeds.noise,
+            self.consistency,
+            seeds.consistency(),
+        )
+    }
+
+    /// The known schedule (lowdim's subroutine).
+    pub fn schedule(&self) -> Option<&LevelSchedule> {
+        match &self.depth {
+            Depth::Known(schedule) => Some(schedule),
+            Depth::FromReleasedNHat { .. } => None,
+        }
+    }
+
+    /// What each level spent, in level order (level 0 is n̂ when this plan released it first).
+    pub fn budget(&self, schedule: &LevelSchedule) -> Budget {
+        let mut budget = Budget::new(self.epsilon);
+        for level in 0..=schedule.depth {
+            let name = match (level, self.size) {
+                (0, TreeSize::ReleasedFirst(_)) => "n̂".to_string(),
+                _ => format!("level {level}"),
+            };
+            budget.spend(name, schedule.level_epsilon(level));
+        }
+        budget
+    }
+
+    /// The report's view of the release: depth, rules and the scale and ε of every level.
+    pub fn parameters(&self, schedule: &LevelSchedule) -> PmmParameters {
+        let geometry = CellGeometry::new(self.dims, schedule.depth);
+        PmmParameters {
+            depth: schedule.depth,
+            depth_rule: self.depth_rule.clone(),
+            consistency: value_name(&self.consistency),
+            placement: value_name(&self.placement),
+            levels: (0..=schedule.depth)
+                .map(|level| LevelInfo {
+                    level,
+                    sigma: schedule.scales[level as usize].map(|scale| scale.to_f64()),
+                    sigma_num: schedule.scales[level as usize].map(|scale| scale.num()),
+                    sigma_den: schedule.scales[level as usize].map(|scale| scale.den()),
+                    epsilon: schedule.level_epsilon(level),
+                    cell_diameter: geometry.diameter(level),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// What the released total is, in the report's words.
+pub fn root_count_is(neighbours: Neighbours) -> &'static str {
+    match neighbours {
+        Neighbours::AddRemove => "released noisy count n̂",
+        Neighbours::Replace => "public n",
+    }
+}
+
+/// The rule [`choose_depth`] applies, in words for the report.
+fn depth_rule_name(dims: usize) -> &'static str {
+    if dims == 1 {
+        "minimises the Theorem 3.9 bound"
+    } else {
+        "ceil(log2(epsilon n)) - 1"
+    }
+}

@@ -1,0 +1,23 @@
+//! What a PMM release puts in the run report: the depth, its rule, and the scale and ε of every level.
+
+use serde::Serialize;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PmmParameters {
+    pub depth: u32,
+    pub depth_rule: String,
+    pub consistency: String,
+    pub placement: String,
+    pub levels: Vec<LevelInfo>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LevelInfo {
+    pub level: u32,
+    /// σ_j as released to the sampler (num/den exactly); null where the count is public.
+    pub sigma: Option<f64>,
+    pub sigma_num: Option<u64>,
+    pub sigma_den: Option<u64>,
+    pub epsilon: f64,
+    pub cell_diameter: f64,
+}

@@ -1,0 +1,80 @@
+//! The randomness of one run: the secret key of the noise streams, and the seeds of the data-independent
+//! post-processing draws, each named for what it drives. Without `--seed` both come from the OS; with it,
+//! both derive from the user's seed (reproducible, and so not fit for release).
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha12Rng;
+
+use crate::error::{Error, Result};
+use crate::privacy::NoiseStream;
+
+/// Separates the post-processing seeds from the noise key derived from the same user seed.
+const POST_PROCESSING_SEED_TWEAK: u64 = 0x5eed_0f5a_3b1e_0001;
+
+/// The secret key of the noise streams. Without `--seed` it comes from the OS and is never shown.
+#[derive(Clone)]
+pub struct NoiseKey([u8; 32]);
+
+impl NoiseKey {
+    /// A fresh key from the operating system's CSPRNG.
+    pub fn from_os() -> Result<Self> {
+        let mut key = [0u8; 32];
+        fill_from_os(&mut key)?;
+        Ok(NoiseKey(key))
+    }
+
+    /// A key derived from a user seed: reproducible, and therefore not fit for release.
+    pub fn from_user_seed(seed: u64) -> Self {
+        let mut key = [0u8; 32];
+        rand::Rng::fill_bytes(&mut ChaCha12Rng::seed_from_u64(seed), &mut key);
+        NoiseKey(key)
+    }
+
+    /// The generator of one chunk of cells of one release; streams never overlap (2^64 blocks each).
+    pub fn stream(&self, stream: NoiseStream, chunk: u64) -> ChaCha12Rng {
+        let mut rng = ChaCha12Rng::from_seed(self.0);
+        rng.set_stream(u64::from(stream.id()) << 40 | chunk);
+        rng
+    }
+}
+
+/// Fills `bytes` from the OS CSPRNG.
+pub fn fill_from_os(bytes: &mut [u8]) -> Result<()> {
+    rand::TryRng::try_fill_bytes(&mut rand::rngs::SysRng, bytes)
+        .map_err(|error| Error::internal(format!("the OS random source failed: {error}")))
+}
+
+pub struct RunSeeds {
+    /// The key of every noise stream ([`crate::privacy::NoiseStream`]).
+    pub noise: NoiseKey,
+    post_processing: u64,
+}
+
+impl RunSeeds {
+    pub fn new(seed: Option<u64>) -> Result<Self> {
+        Ok(match seed {
+            Some(seed) => RunSeeds {
+                noise: NoiseKey::from_user_seed(seed),
+                post_processing: seed ^ POST_PROCESSING_SEED_TWEAK,
+            },
+            None => {
+                let mut bytes = [0u8; 8];
+                fill_from_os(&mut bytes)?;
+                RunSeeds {
+                    noise: NoiseKey::from_os()?,
+                    post_processing: u64::from_le_bytes(bytes),
+                }
+            }
+        })
+    }
+
+    /// The coins of the consistency step's tie-breaking.
+    pub fn consistency(&self) -> u64 {
+        self.post_processing
+    }
+
+    /// Where synthetic points go inside their cells.
+    pub fn placement(&self) -> u64 {
+        self.post_processing.rotate_left(17)
+    }
+}

@@ -1,0 +1,68 @@
+//! The registry of noise streams. Every noisy release of a run draws from the run's secret key through
+//! one stream id (`NoiseKey::stream(id, chunk)`), and no two releases may share an id: two releases
+//! drawing the same bits would have correlated noise. Each release names its stream here, and only here
+//! are stream ids written down.
+
+use crate::geometry::partition::MAX_DEPTH;
+
+/// Cells noised by one stream of a release that chunks its cells. A constant, so the output does not depend
+/// on the thread count.
+pub const NOISE_CHUNK_CELLS: usize = 1 << 14;
+
+/// Which noise stream a release draws from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoiseStream {
+    /// Level j of a PMM tree (0 ≤ j ≤ MAX_DEPTH), chunked by cell position. lowdim's inner PMM uses the
+    /// same streams: one run has one tree.
+    PmmLevel(u32),
+    /// lowdim's covariance entries.
+    LowdimCovariance,
+    /// lowdim's mean.
+    LowdimMean,
+    /// The cells of lowdim's inner PSMM.
+    LowdimInnerPsmmCells,
+    /// The cells of PSMM on the input cube.
+    PsmmCells,
+    /// The noisy row count n̂ released first under add-remove.
+    RowCount,
+}
+
+impl NoiseStream {
+    /// The stream id. These values fix the bits of seeded runs: changing one changes every seeded
+    /// output that uses it.
+    pub const fn id(self) -> u32 {
+        match self {
+            NoiseStream::PmmLevel(level) => level,
+            NoiseStream::LowdimCovariance => 40,
+            NoiseStream::LowdimMean => 41,
+            NoiseStream::LowdimInnerPsmmCells => 42,
+            NoiseStream::PsmmCells => 62,
+            NoiseStream::RowCount => 63,
+        }
+    }
+
+    /// Every stream a run can use (PMM levels up to [`MAX_DEPTH`]).
+    pub fn all() -> impl Iterator<Item = NoiseStream> {
+        (0..=MAX_DEPTH).map(NoiseStream::PmmLevel).chain([
+            NoiseStream::LowdimCovariance,
+            NoiseStream::LowdimMean,
+            NoiseStream::LowdimInnerPsmmCells,
+            NoiseStream::PsmmCells,
+            NoiseStream::RowCount,
+        ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_two_streams_share_an_id() {
+        let mut ids: Vec<u32> = NoiseStream::all().map(NoiseStream::id).collect();
+        let streams = ids.len();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), streams, "two releases would draw the same noise");
+    }
+}
