@@ -1,4 +1,4 @@
-//! The `dpsynth` command line (SPEC §6). Names here are a stable interface: scripts depend on them.
+//! The `dpsynth` command line (docs/design.md). Names here are a stable interface: scripts depend on them.
 
 use std::ffi::OsString;
 use std::path::PathBuf;

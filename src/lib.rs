@@ -1,25 +1,21 @@
 //! dpsynth: differentially private synthetic tables, provably close to the original in the
 //! 1-Wasserstein distance.
 //!
-//! A run is a chain of phases, each a module you can use and test alone (SPEC §2):
+//! A run is a chain of phases, each a module you can use and test alone (docs/design.md):
 //!
 //! | phase | module |
 //! |---|---|
-//! | read Parquet columns (mmap, projected, row groups in parallel) | [`source`] |
-//! | public bounds, normalisation to [0,1]^d | [`bounds`] |
-//! | cell codes of the dyadic partition | [`partition`] |
-//! | the regular grid of equal cubes (PSMM) | [`grid`] |
-//! | leaf histogram (CPU, or GPU with the `gpu` feature) | [`binner`] |
-//! | tree of counts | [`tree`] |
-//! | privacy accounting: schedule, depth, bound | [`privacy`] |
-//! | exact discrete Laplace noise | [`noise`] |
-//! | top-down consistency | [`consistency`] |
-//! | the mechanisms: PMM, PSMM (with its min-cost-flow projection), private-PCA lowdim | [`mechanism`] |
+//! | read Parquet columns (mmap, projected, row groups in parallel); write Parquet atomically | [`io`] |
+//! | public bounds and [0,1]^d, dyadic cell codes, the regular grid, the tree of counts | [`geometry`] |
+//! | leaf histograms (CPU, or GPU with the `gpu` feature); the data pass mechanisms read through | [`binner`] |
+//! | exact noise samplers | [`noise`] |
+//! | relations, scale rounding, budget composition, noise streams, seeds, the n̂ release | [`privacy`] |
+//! | the mechanisms, each a plan from public inputs and a release: PMM, PSMM, private-PCA lowdim | [`mechanism`] |
 //! | exact min-cost flow (PSMM's projection, eval's W1) | [`transport`] |
 //! | synthetic points from released cell counts | [`sampler`] |
-//! | Parquet output, written atomically | [`sink`] |
-//! | publishable report and owner-only diagnostics | [`report`] |
+//! | the driver (plan → release → budget check → sample → write → commit) and the reports | [`synth`] |
 //! | owner-side evaluation: W1 estimates, moments, marginals, plots (`dpsynth eval`) | [`eval`] |
+//! | options declared once, config files, the CLI | [`options`], [`config`], [`cli`] |
 //!
 //! [`synth::synthesize`] runs them all; the `dpsynth` binary is a thin CLI over it.
 

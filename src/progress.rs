@@ -1,4 +1,4 @@
-//! Progress on a terminal, silence in batch (SPEC §6): a bar is drawn only when stderr is a terminal
+//! Progress on a terminal, silence in batch (docs/design.md): a bar is drawn only when stderr is a terminal
 //! and the user did not ask for `--quiet`. Passed down explicitly so library callers choose.
 
 use std::io::IsTerminal;

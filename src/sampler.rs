@@ -1,4 +1,4 @@
-//! Synthetic points from released cell counts (SPEC §2, §4): m_θ points in each cell, uniform in the
+//! Synthetic points from released cell counts (docs/design.md, docs/mechanisms/pmm.md): m_θ points in each cell, uniform in the
 //! cell (default) or at its centre. The cells are the leaves of the dyadic partition (PMM) or the cubes
 //! of a regular grid (PSMM). Pure post-processing: it sees only released counts.
 //!

@@ -1,5 +1,5 @@
 //! The wgpu binner: host-quantised per-axis cell indices in, the leaf histogram of the dyadic partition
-//! out (SPEC §3).
+//! out (docs/design.md).
 //!
 //! The host computes every index q_k in f64 from public bounds; the GPU only interleaves their bits into
 //! the Morton leaf code and counts, so the histogram is bit-identical to the CPU binner's by construction.

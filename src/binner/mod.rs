@@ -1,4 +1,4 @@
-//! Binning: from decoded columns to the leaf histogram of the partition (SPEC §2–3).
+//! Binning: from decoded columns to the leaf histogram of the partition (docs/design.md).
 //!
 //! The host quantises every value to its per-axis cell index (f64 arithmetic, once, in
 //! [`quantize_values`]); a [`Binner`] then interleaves the indices into Morton codes and counts them.

@@ -1,5 +1,5 @@
 //! The binning pass: row groups decoded in parallel, each worker folding its batches straight into its
-//! own histogram (SPEC §2). Never holds more than one batch of columns per thread.
+//! own histogram (docs/design.md). Never holds more than one batch of columns per thread.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 

@@ -1,4 +1,4 @@
-//! Public bounds: the box [lo, hi] per column that maps the data to [0,1]^d (SPEC §1).
+//! Public bounds: the box [lo, hi] per column that maps the data to [0,1]^d (docs/privacy.md).
 //!
 //! Bounds are public input, given by the user (`--bounds col=lo:hi` or the config file). They are never
 //! computed from the data: a data min/max is itself a private statistic.

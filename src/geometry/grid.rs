@@ -2,7 +2,7 @@
 //!
 //! Cell layout: row-major over the per-axis indices, coordinate 0 most significant, the layout of
 //! `metrics::w1::w1_grid` (so its king-move network serves PSMM's projection too). Cells are half-open
-//! and the value 1.0 goes to the top cell, as in the dyadic partition (SPEC §3).
+//! and the value 1.0 goes to the top cell, as in the dyadic partition (docs/design.md).
 
 /// k cells per axis in d dimensions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

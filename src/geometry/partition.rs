@@ -1,4 +1,4 @@
-//! The binary hierarchical partition of [0,1]^d and its cell codes (SPEC §3).
+//! The binary hierarchical partition of [0,1]^d and its cell codes (docs/design.md).
 //!
 //! Going from depth j to j+1 halves coordinate k = j mod d at its midpoint. A depth-j cell code θ
 //! interleaves the per-axis cell indices, most significant bit first, axis 0 first (Morton order), so

@@ -1,5 +1,5 @@
 //! Writing the synthetic table: Parquet with the input's column names, order and types, written to a
-//! temporary file beside the target and renamed into place only when complete (SPEC §6), so a failed
+//! temporary file beside the target and renamed into place only when complete (docs/design.md), so a failed
 //! run leaves nothing behind.
 
 use std::fs::File;

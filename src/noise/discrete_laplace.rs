@@ -1,4 +1,4 @@
-//! Exact discrete Laplace noise Lap_Z(σ), P(Z = z) ∝ exp(−|z|/σ) on the integers (SPEC §1 "Noise").
+//! Exact discrete Laplace noise Lap_Z(σ), P(Z = z) ∝ exp(−|z|/σ) on the integers (docs/privacy.md, "Noise").
 //!
 //! Sampled with integer arithmetic only, following Canonne–Kamath–Steinke 2020 ("The Discrete
 //! Gaussian for Differential Privacy", Algorithms 1–2): no floating-point log, exp or rounding ever

@@ -1,4 +1,4 @@
-//! The two outputs besides the table, kept apart (SPEC §1, §6):
+//! The two outputs besides the table, kept apart (docs/privacy.md):
 //! - [`RunReport`]: publishable. Only public inputs and values computed from the release.
 //! - [`Diagnostics`]: for the data owner only. True counts, clamped/dropped rows, timings, memory.
 

@@ -1,5 +1,5 @@
 //! Reading the input: a memory-mapped Parquet file, projected to the asked columns, decoded row
-//! group by row group (SPEC §2).
+//! group by row group (docs/design.md).
 
 pub mod column;
 

@@ -1,5 +1,5 @@
 //! The private centred covariance and the private mean (paper 002, Algorithms 2–3), exact and safe
-//! against floating-point attacks (SPEC §1).
+//! against floating-point attacks (docs/privacy.md).
 //!
 //! Quantisation. Each normalised value is replaced by the midpoint of its cell on a grid of
 //! 2^[`VALUE_CELL_BITS`] cells, x = v/2^[`VALUE_BITS`] with v = 2b + 1 odd (b the engine's usual cell

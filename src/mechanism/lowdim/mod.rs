@@ -1,4 +1,4 @@
-//! Low-dimensional synthesis by private PCA (paper 002, Algorithm 1; SPEC §5): private centred
+//! Low-dimensional synthesis by private PCA (paper 002, Algorithm 1; docs/mechanisms/lowdim.md): private centred
 //! covariance, top-d' eigenvectors, private mean, then a mechanism on the projected coordinates in
 //! [−R, R]^{d'}, shifted back by the same private mean and clamped to [0,1]^d.
 //!

@@ -1,4 +1,4 @@
-//! PMM's privacy accounting (SPEC §1, §4; docs/mechanisms/pmm.md): the per-level noise schedule, the
+//! PMM's privacy accounting (docs/mechanisms/pmm.md): the per-level noise schedule, the
 //! depth rule and the accuracy bound. Everything here is a function of public inputs (ε, d, depth, the
 //! public n under `replace`) or of already-released values (the noisy root count n̂), never of the data.
 

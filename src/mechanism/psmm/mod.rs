@@ -29,7 +29,7 @@ use crate::transport::{
 /// the run's cell arrays): measured 108 (d = 3) and 129 (d = 2) bytes of peak RSS at 10^6 cells.
 pub const PROJECTION_BYTES_PER_ARC: u64 = 128;
 
-/// The privacy budget of one PSMM run (SPEC §1): Lap_Z(s) on every cell, s = Δ/ε_cells with Δ = 1
+/// The privacy budget of one PSMM run (docs/privacy.md): Lap_Z(s) on every cell, s = Δ/ε_cells with Δ = 1
 /// (add-remove: one cell changes by one) or 2 (replace: two cells change by one), plus, under add-remove
 /// when the grid is chosen from the data size, the noisy row count n̂ = n + Lap_Z(1/ε_0) released first.
 #[derive(Clone, Copy, Debug, PartialEq)]
