@@ -17,7 +17,7 @@ use dpsynth::eval::distance::distances;
 use dpsynth::eval::summary::Moments;
 use dpsynth::eval::{load_table, Table};
 use dpsynth::generate::{write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS};
-use dpsynth::metrics::w1::{w1_marginal, Sample};
+use dpsynth::eval::w1::{w1_marginal, Sample};
 use dpsynth::source::ParquetSource;
 use rayon::prelude::*;
 use std::hint::black_box;

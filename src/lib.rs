@@ -33,7 +33,6 @@ pub mod generate;
 pub mod grid;
 pub mod inspect;
 pub mod mechanism;
-pub mod metrics;
 pub mod noise;
 pub mod options;
 pub mod partition;

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use dpsynth::binner::AxisPlan;
 use dpsynth::bounds::ColumnBounds;
-use dpsynth::metrics::w1::{dyadic_upper_bound, lower_bound_marginals, w1_exact_1d, Sample};
+use dpsynth::eval::w1::{dyadic_upper_bound, lower_bound_marginals, w1_exact_1d, Sample};
 use dpsynth::partition::{CellGeometry, MAX_DEPTH};
 use dpsynth::privacy::{bound_minimising_depth, Neighbours};
 use dpsynth::progress::Progress;

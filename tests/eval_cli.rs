@@ -416,7 +416,7 @@ fn report_dir_has_the_page_the_plots_and_the_json() {
     assert_eq!(same["w1"], json["w1"]);
     let html = std::fs::read_to_string(report.join("index.html")).unwrap();
     assert_eq!(html.matches("<svg").count(), 3, "every plot inline");
-    assert!(html.contains(&format!("{:.6}", number(&json, &["w1", "value"]))));
+    assert!(html.contains(&dpsynth::eval::format::sig(number(&json, &["w1", "value"]))));
     let markdown = std::fs::read_to_string(report.join("index.md")).unwrap();
     for name in &names[..] {
         if name.ends_with(".svg") {

@@ -6,7 +6,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use dpsynth::bounds::ColumnBounds;
-use dpsynth::metrics::w1::{grid_histogram, w1_grid, Sample};
+use dpsynth::eval::w1::{grid_histogram, w1_grid, Sample};
 use dpsynth::options::Mechanism;
 use dpsynth::privacy::Neighbours;
 use dpsynth::progress::Progress;

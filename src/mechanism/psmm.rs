@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::grid::RegularGrid;
-use crate::metrics::w1::add_king_move_arcs;
+use crate::grid::add_king_move_arcs;
 use crate::noise::discrete_laplace::{sample_discrete_laplace, RationalScale};
 use crate::noise::{NoiseKey, NOISE_CHUNK_CELLS};
 use crate::privacy::{Neighbours, SCALE_SAFETY_MARGIN};
