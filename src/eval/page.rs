@@ -70,8 +70,8 @@ const STYLE: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-se
 max-width:1240px;margin:1.5em auto;padding:0 1em;color:#222}h1{font-size:1.6em;margin-bottom:.3em}\
 h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid #ddd;padding-bottom:.2em}\
 table{border-collapse:collapse;margin:.8em 0;font-variant-numeric:tabular-nums}\
-td,th{border:1px solid #d4d4d4;padding:4px 9px;text-align:right;white-space:nowrap;vertical-align:top}\
-th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}td.wrap{white-space:normal;text-align:left;\
+td,th{border:1px solid #d4d4d4;padding:4px 9px;text-align:right;white-space:pre-line;vertical-align:top}\
+th{background:#f3f3f3;white-space:normal}td:first-child,th:first-child{text-align:left}td.wrap{white-space:normal;text-align:left;\
 min-width:18em;max-width:30em;color:#444;font-size:92%}td.best{background:#dff1dc;font-weight:600}\
 td.worst{background:#fbdcd8;font-weight:600}.warn{background:#fff3cd;border-left:4px solid #e0a800;\
 padding:.5em 1em;margin:.6em 0}.private{background:#f8d7da;border-left:4px solid #c0392b;padding:.5em 1em}\

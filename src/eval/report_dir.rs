@@ -166,7 +166,11 @@ fn headline_row(measure: &str, meaning: &str, values: &[Option<(f64, String)>]) 
 fn worst_text(error: &MarginalErrors) -> (f64, String) {
     (
         error.max_tv,
-        format!("{} ({})", sig(error.max_tv), error.worst_columns.join(", ")),
+        format!(
+            "{}\n({})",
+            sig(error.max_tv),
+            error.worst_columns.join(", ")
+        ),
     )
 }
 
@@ -197,7 +201,17 @@ fn compared(output: &EvalOutput) -> Block {
                 run.and_then(|run| run.delta)
                     .map(|delta| format!("{delta}")),
             ),
-            text(run.and_then(|run| run.neighbours.clone())),
+            // The relation's name, without the report's explanation after the colon.
+            text(run.and_then(|run| {
+                let neighbours = run.neighbours.as_deref()?;
+                Some(
+                    neighbours
+                        .split(':')
+                        .next()
+                        .unwrap_or(neighbours)
+                        .to_string(),
+                )
+            })),
             text(run.and_then(|run| {
                 let mut parts = Vec::new();
                 if let Some(depth) = run.depth {
@@ -261,7 +275,7 @@ fn headline(output: &EvalOutput) -> Vec<Block> {
                 .collect::<Vec<_>>(),
         ));
         rows.push(headline_row(
-            "  real vs real (the floor)",
+            "↳ real vs real (the floor)",
             "The same between two disjoint sets of real rows: what sampling alone gives. Nothing can be \
              expected to do better.",
             &reports
@@ -270,7 +284,7 @@ fn headline(output: &EvalOutput) -> Vec<Block> {
                 .collect::<Vec<_>>(),
         ));
         rows.push(headline_row(
-            "  times the floor",
+            "↳ times the floor",
             "1 means as close to the real rows as another sample of them.",
             &reports
                 .iter()
@@ -341,7 +355,7 @@ fn headline(output: &EvalOutput) -> Vec<Block> {
                     report.pairwise_w1.as_ref().map(|pairs| {
                         (
                             pairs.max,
-                            format!("{} ({})", sig(pairs.max), pairs.worst_columns.join(", ")),
+                            format!("{}\n({})", sig(pairs.max), pairs.worst_columns.join(", ")),
                         )
                     })
                 })
@@ -356,7 +370,7 @@ fn headline(output: &EvalOutput) -> Vec<Block> {
             .map(|report| {
                 let worst = argmax(report.columns.iter().map(|column| column.w1)).unwrap_or(0);
                 let column = &report.columns[worst];
-                Some((column.w1, format!("{} ({})", sig(column.w1), column.name)))
+                Some((column.w1, format!("{}\n({})", sig(column.w1), column.name)))
             })
             .collect::<Vec<_>>(),
     ));
@@ -438,14 +452,18 @@ fn columns_table(output: &EvalOutput) -> Block {
     let mut head: Vec<String> = ["column", "bounds", "mean real", "std real"]
         .map(String::from)
         .to_vec();
+    // Several tables get three columns each (W1 in column units is in the histogram captions).
+    let single = reports.len() == 1;
     for report in reports {
-        let prefix = if reports.len() > 1 {
-            format!("{}: ", report.label)
-        } else {
+        let prefix = if single {
             String::new()
+        } else {
+            format!("{}: ", report.label)
         };
         head.push(format!("{prefix}W1"));
-        head.push(format!("{prefix}W1 (column units)"));
+        if single {
+            head.push("W1 (column units)".into());
+        }
         head.push(format!("{prefix}mean"));
         head.push(format!("{prefix}std"));
     }
@@ -457,7 +475,7 @@ fn columns_table(output: &EvalOutput) -> Block {
         .map(|(k, column)| {
             let mut row = vec![
                 Cell::plain(column.name.clone()),
-                Cell::plain(format!("[{}, {}]", sig(column.lo), sig(column.hi))),
+                Cell::plain(format!("[{},\u{a0}{}]", sig(column.lo), sig(column.hi))),
                 Cell::plain(sig(column.mean_real)),
                 Cell::plain(sig(column.std_real)),
             ];
@@ -469,7 +487,9 @@ fn columns_table(output: &EvalOutput) -> Block {
                     Mark::Plain
                 };
                 row.push(Cell::marked(sig(theirs.w1), mark));
-                row.push(Cell::plain(sig(theirs.w1_column_units)));
+                if single {
+                    row.push(Cell::plain(sig(theirs.w1_column_units)));
+                }
                 row.push(Cell::plain(sig(theirs.mean_synth)));
                 row.push(Cell::plain(sig(theirs.std_synth)));
             }
@@ -641,7 +661,7 @@ fn densities(
     let all_pairs = super::summary::subsets(real.dims(), 2);
     let bounds = &real.bounds;
     let mut figures = Vec::new();
-    for (rank, &p) in chosen.iter().enumerate() {
+    for &p in chosen {
         let (i, j) = (all_pairs[p][0], all_pairs[p][1]);
         let views = [windows[i], windows[j]];
         let real_shares = window_shares(real, &[i, j], &views, DENSITY_SIDE);
@@ -670,8 +690,14 @@ fn densities(
             if views.iter().any(|view| view.zoomed) {
                 caption += "; zoomed to the real rows' 1–99% range";
             }
-            if rank == 0 && pairwise.pairs.len() > 1 {
-                caption += ". Largest 2-D error.";
+            let worst_of_this_table = pairwise.pairs.len() > 1
+                && report
+                    .pairwise_w1
+                    .as_ref()
+                    .and_then(|pairs| argmax(pairs.pairs.iter().map(|pair| pair.w1)))
+                    == Some(p);
+            if worst_of_this_table {
+                caption += ". Largest 2-D error of this table.";
             }
             figures.push(Figure {
                 file: format!(
@@ -688,7 +714,7 @@ fn densities(
                     &synth_shares,
                     &report.label,
                 ),
-                highlight: rank == 0 && pairwise.pairs.len() > 1,
+                highlight: worst_of_this_table,
             });
         }
     }

@@ -346,8 +346,9 @@ pub fn density_panels(
     synth_name: &str,
 ) -> String {
     let panel = DENSITY_PANEL;
-    let (left, gap, top) = (64.0, 140.0, 40.0);
-    let (width, height) = (left + 3.0 * panel + 2.0 * gap + 20.0, top + panel + 50.0);
+    // Each gap holds the colour bar (12 px) and its labels.
+    let (left, gap, top) = (64.0, 120.0, 40.0);
+    let (width, height) = (left + 3.0 * panel + 3.0 * gap, top + panel + 50.0);
     let top_share = real
         .iter()
         .chain(synth)
@@ -424,7 +425,7 @@ pub fn density_panels(
                 |t| mix(&DIFFERENCE_STOPS, t),
                 -top_difference,
                 top_difference,
-                "real more ↑",
+                "real has more",
             );
         }
     }
