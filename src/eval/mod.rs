@@ -357,15 +357,18 @@ fn warnings(
     let mut warnings = Vec::new();
     if w1.method == W1Method::Sandwich {
         warnings.push(format!(
-            "the joint W1 is only bracketed here ([{:.3e}, {:.3e}], midpoint shown): it cannot rank methods; \
-             compare the subsample transport, pairwise 2-D W1 and marginal rows instead",
-            w1.lower, w1.upper
+            "the joint W1 of the whole tables is only bracketed here ([{}, {}], midpoint shown): it cannot \
+             rank methods; compare the subsample transport, pairwise 2-D W1 and marginal numbers instead",
+            format::sig(w1.lower),
+            format::sig(w1.upper)
         ));
     } else if w1.upper - w1.lower > HEADLINE_RESOLUTION * w1.value {
         warnings.push(format!(
-            "the joint W1's guaranteed interval [{:.3e}, {:.3e}] is wide next to its value {:.3e}: it cannot \
-             separate methods closer than that; compare the subsample transport row",
-            w1.lower, w1.upper, w1.value
+            "the joint W1 of the whole tables is only known to lie in [{}, {}], wide next to its estimate {}: \
+             it cannot separate methods closer than that; compare the subsample transport numbers",
+            format::sig(w1.lower),
+            format::sig(w1.upper),
+            format::sig(w1.value)
         ));
     }
     if let Some(rows) = run.and_then(|run| run.synthetic_rows) {

@@ -76,7 +76,7 @@ min-width:18em;max-width:30em;color:#444;font-size:92%}td.best{background:#dff1d
 td.worst{background:#fbdcd8;font-weight:600}.warn{background:#fff3cd;border-left:4px solid #e0a800;\
 padding:.5em 1em;margin:.6em 0}.private{background:#f8d7da;border-left:4px solid #c0392b;padding:.5em 1em}\
 figure{display:inline-block;margin:.6em .6em .6em 0;vertical-align:top;border:1px solid #e4e4e4;padding:4px}\
-figure.worst{border:3px solid #e45756}figcaption{font-size:90%;color:#555;max-width:720px}";
+figure.worst{border:3px solid #e45756}figcaption{font-size:90%;color:#555;max-width:590px}";
 
 fn html_table(html: &mut String, grid: &Grid) {
     html.push_str("<table><tr>");

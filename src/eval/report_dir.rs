@@ -576,8 +576,9 @@ fn histograms(
             if output.comparisons.len() > 1 {
                 caption += &format!(" ({})", first.label);
             }
+            caption += ".";
             if worst == Some(k) {
-                caption += ". Largest 1-D error.";
+                caption += " Largest 1-D error.";
             }
             if windows[k].zoomed {
                 caption +=

@@ -149,7 +149,8 @@ pub struct HistogramPanel<'a> {
 }
 
 /// Panel size of the histograms (pixels).
-const HISTOGRAM_PANEL: (f64, f64) = (300.0, 190.0);
+/// Two histograms with both panels fit side by side on a 1280-pixel page.
+const HISTOGRAM_PANEL: (f64, f64) = (220.0, 170.0);
 
 /// A column's histogram: one or more panels side by side (the full bounds, and a zoom for skewed columns),
 /// real as bars and each synthetic table as a step line, with a legend.
