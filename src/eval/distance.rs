@@ -210,6 +210,7 @@ fn intersect(
     method: W1Method,
     detail: String,
 ) -> W1Estimate {
+    let (own_lower, own_upper) = (lower, upper);
     let (both_lower, both_upper) = (lower.max(sandwich.lower), upper.min(sandwich.upper));
     let (lower, upper) = if both_lower <= both_upper {
         (both_lower, both_upper)
@@ -217,13 +218,16 @@ fn intersect(
         (lower.max(0.0), upper)
     };
     let clamped = value.clamp(lower, upper);
-    let detail = if clamped == value {
-        detail
-    } else {
+    // Say what the reader can rely on: the interval both give, and whether the value had to move into it.
+    let detail = if clamped != value {
         format!(
-            "{detail}; the sandwich's bounds are tighter than that, so the headline is the estimate moved into \
-             the interval both give"
+            "{detail}; with the sandwich the true W1 lies in [{lower:.4e}, {upper:.4e}], so the headline is the \
+             estimate moved into that interval"
         )
+    } else if (lower, upper) != (own_lower, own_upper) {
+        format!("{detail}; with the sandwich the true W1 lies in [{lower:.4e}, {upper:.4e}]")
+    } else {
+        detail
     };
     W1Estimate {
         value: clamped,

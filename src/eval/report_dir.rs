@@ -11,7 +11,9 @@ use rayon::prelude::*;
 
 use super::format::{count, plus_minus, sig};
 use super::page::{html, markdown, Block, Cell, Figure, Grid, Mark};
-use super::summary::{marginal_histogram, SUM_CHUNK_ROWS};
+use super::summary::{
+    marginal_histogram, EQUAL_GRID_MARGINAL_SIDE, MARGINAL_SIDES, SUM_CHUNK_ROWS,
+};
 use super::svg::{density_panels, histogram, Axis, HistogramPanel, Series};
 use super::{EvalOutput, EvalReport, MarginalErrors, Table, W1Method};
 
@@ -831,11 +833,12 @@ pub fn report_pages(
         blocks.push(Block::Figures(density_figures.clone()));
     }
     blocks.push(Block::Heading("Marginals".into()));
-    blocks.push(Block::Text(
-        "Total variation of every k-column marginal on one grid of 16 cells per axis (comparable across k), \
-         then on finer grids for small k (64, 32, 16 cells per axis; TV grows with the number of cells)."
-            .into(),
-    ));
+    blocks.push(Block::Text(format!(
+        "Total variation of every k-column marginal on one grid of {EQUAL_GRID_MARGINAL_SIDE} cells per axis \
+         (comparable across k), then on finer grids for small k ({} cells per axis for k = 1, 2, 3; TV grows \
+         with the number of cells).",
+        MARGINAL_SIDES.map(|side| side.to_string()).join(", ")
+    )));
     blocks.push(marginals_table(&output.comparisons, |report| {
         &report.marginals_equal_grid
     }));

@@ -43,7 +43,7 @@ pub fn ticks(lo: f64, hi: f64, target: usize) -> Vec<f64> {
 }
 
 /// A tick label: short, without float noise.
-pub fn label(value: f64) -> String {
+fn label(value: f64) -> String {
     let text = format!("{:.6}", value);
     let text = text.trim_end_matches('0').trim_end_matches('.');
     if text == "-0" {
