@@ -26,7 +26,7 @@ use super::distance::{distinct_rows, EXACT_MAX_PAIRS};
 use super::w1::{w1_exact_small, Sample, EXACT_COST_BITS};
 use crate::error::{Error, Result};
 
-/// Rows per subsample by default: 10^6 point pairs per solve, about 0.1–0.3 s each.
+/// Rows per subsample by default: 10^6 point pairs per solve, about 0.1–0.4 s each (2-core machine).
 pub const DEFAULT_SUBSAMPLE_ROWS: usize = 1000;
 
 /// Repeats by default (each one real-vs-synthetic and one real-vs-real solve).
