@@ -244,7 +244,7 @@ mod tests {
 
     fn random_points(rng: &mut Xoshiro256PlusPlus, n: usize, dims: usize, shift: f64) -> Vec<f64> {
         (0..n * dims)
-            .map(|_| (rng.random_range(0.0..1.0) * (1.0 - shift) + shift))
+            .map(|_| rng.random_range(0.0..1.0) * (1.0 - shift) + shift)
             .collect()
     }
 
