@@ -554,3 +554,78 @@ impl EvalOutput {
         text
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn estimate(value: f64, lower: f64, upper: f64, method: W1Method) -> W1Estimate {
+        W1Estimate {
+            value,
+            lower,
+            upper,
+            method,
+            detail: String::new(),
+        }
+    }
+
+    #[test]
+    fn warnings_name_what_a_reader_cannot_rely_on() {
+        let options = EvalOptions::new(Vec::new());
+        let synth = TableReport {
+            file: "s.parquet".into(),
+            rows: 100,
+            clamped_values: vec![0],
+            dropped_rows: 0,
+        };
+        let exact = estimate(0.1, 0.1, 0.1, W1Method::ExactTransport);
+        assert!(warnings(&exact, None, &synth, &options, None).is_empty());
+        let midpoint = estimate(0.2, 0.1, 0.3, W1Method::Sandwich);
+        assert!(
+            warnings(&midpoint, None, &synth, &options, None)[0].contains("cannot rank methods")
+        );
+        let wide = estimate(0.02, 0.01, 0.05, W1Method::Grid);
+        assert!(warnings(&wide, None, &synth, &options, None)[0].contains("[0.0100, 0.0500]"));
+        let narrow = estimate(0.02, 0.019, 0.021, W1Method::Grid);
+        assert!(warnings(&narrow, None, &synth, &options, None).is_empty());
+
+        let run = RunSummary {
+            file: "r.json".into(),
+            mechanism: "pmm".into(),
+            epsilon: 1.0,
+            delta: None,
+            epsilon_spent: None,
+            neighbours: None,
+            depth: None,
+            cells: None,
+            target_dim: None,
+            fit_for_release: None,
+            synthetic_rows: Some(99),
+            accuracy_bound: None,
+            tool_version: None,
+        };
+        let found = warnings(&exact, Some(&run), &synth, &options, None);
+        assert!(
+            found[0].contains("r.json") && found[0].contains("99"),
+            "{found:?}"
+        );
+        let matching = RunSummary {
+            synthetic_rows: Some(100),
+            ..run
+        };
+        assert!(warnings(&exact, Some(&matching), &synth, &options, None).is_empty());
+
+        let spread = Spread::of(vec![0.1]);
+        let small = SubsampleTransport {
+            rows_per_sample: 50,
+            repeats: 1,
+            seed: 0,
+            w1: spread.clone(),
+            floor: spread,
+            ratio_to_floor: Some(1.0),
+            detail: String::new(),
+        };
+        let found = warnings(&exact, None, &synth, &options, Some(&small));
+        assert!(found[0].contains("50 rows, not the 1000"), "{found:?}");
+    }
+}
