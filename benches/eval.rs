@@ -2,7 +2,9 @@
 //! - load: the eval loader (decode, normalise, clamp, row-major) vs plain Parquet decode of the same columns;
 //! - w1-1d: exact 1-D W1 of one column vs sorting the same two columns (the floor of any exact method);
 //! - moments: means and covariances (two passes) vs one pass summing every value;
-//! - sandwich + grid: the whole W1 step (per-column W1, dyadic sandwich, grid transport) vs the 1-D W1s alone.
+//! - sandwich + grid: the whole W1 step (per-column W1, dyadic sandwich, grid transport) vs the 1-D W1s alone;
+//! - ranking: the subsample estimate (5 repeats of 1000 rows, each a real-vs-synthetic and a real-vs-real
+//!   exact solve) vs one exact solve of 1000 rows, and the pairwise 2-D W1 (here the one pair).
 //!
 //! Run: `cargo bench --bench eval`. Tables go to target/bench-data (kept between runs).
 
@@ -14,10 +16,12 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use dpsynth::binner::NullPolicy;
 use dpsynth::geometry::bounds::ColumnBounds;
 use dpsynth::eval::distance::distances;
+use dpsynth::eval::pairwise::pairwise_w1;
+use dpsynth::eval::subsample::{subsample_transport, SubsampleOptions};
 use dpsynth::eval::summary::Moments;
+use dpsynth::eval::w1::{w1_exact_small, w1_marginal, Sample};
 use dpsynth::eval::{load_table, Table};
 use dpsynth::generate::{write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS};
-use dpsynth::metrics::w1::{w1_marginal, Sample};
 use dpsynth::io::source::ParquetSource;
 use rayon::prelude::*;
 use std::hint::black_box;
@@ -155,6 +159,43 @@ fn eval(c: &mut Criterion) {
     group.bench_function("sandwich-and-grid-side-128", |b| {
         b.iter(|| {
             black_box(distances(&real.points, &synth.points, DIMS, Some(128)).expect("valid"))
+        })
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("eval-ranking");
+    group.sample_size(10);
+    let options = SubsampleOptions::default();
+    let rows = options.rows;
+    group.bench_function("one-exact-solve", |b| {
+        let (a, s) = (
+            Sample::new(&real.points[..rows * DIMS], DIMS).expect("valid"),
+            Sample::new(&synth.points[..rows * DIMS], DIMS).expect("valid"),
+        );
+        b.iter(|| black_box(w1_exact_small(&a, &s).expect("valid")))
+    });
+    group.bench_function("subsample-transport", |b| {
+        b.iter(|| {
+            black_box(
+                subsample_transport(&real.points, &[&synth.points], DIMS, rows, &options)
+                    .expect("valid"),
+            )
+        })
+    });
+    let identity = [1.0, 0.0, 0.0, 1.0];
+    group.bench_function("pairwise-2d-w1", |b| {
+        b.iter(|| {
+            black_box(
+                pairwise_w1(
+                    &real.points,
+                    &synth.points,
+                    DIMS,
+                    &names,
+                    &identity,
+                    &identity,
+                )
+                .expect("valid"),
+            )
         })
     });
     group.finish();

@@ -8,8 +8,8 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use crate::binner::NullPolicy;
 use crate::config::config_arguments;
 use crate::error::{Error, Result, EXIT_INTERNAL, EXIT_OK};
+use crate::eval::EvalOptions;
 use crate::geometry::bounds::ColumnBounds;
-use crate::eval::{evaluate_tables, load_pair, EvalOptions, PhaseTiming};
 use crate::generate::{
     bounds_toml, write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS,
 };
@@ -45,9 +45,22 @@ struct EvalArgs {
     /// The real (sensitive) table.
     #[arg(long)]
     real: PathBuf,
-    /// The synthetic table.
+    /// The synthetic table; repeat to compare several side by side (the same real subsamples for each).
+    #[arg(long, required = true)]
+    synth: Vec<PathBuf>,
+    /// The `synth --report` of the run that made a synthetic table, shown beside it; the k-th describes
+    /// the k-th --synth (tables after the last have none).
+    #[arg(long = "run-report")]
+    run_report: Vec<PathBuf>,
+    /// Rows per subsample of the exact-transport estimate (at most 2048) [default: 1000].
+    #[arg(long = "subsample-rows")]
+    subsample_rows: Option<usize>,
+    /// Repeats of the exact-transport estimate; 0 leaves it out [default: 5].
+    #[arg(long = "subsample-repeats")]
+    subsample_repeats: Option<usize>,
+    /// Seed of the subsample draws [default: 0].
     #[arg(long)]
-    synth: PathBuf,
+    seed: Option<u64>,
     /// Columns to compare (default: every column given public bounds).
     #[arg(long, value_delimiter = ',')]
     columns: Option<Vec<String>>,
@@ -236,26 +249,27 @@ fn run_eval(args: EvalArgs) -> Result<()> {
         .num_threads(threads)
         .build()
         .map_err(|error| Error::internal(format!("cannot start {threads} threads: {error}")))?;
+    let subsample = &mut options.subsample;
+    subsample.rows = args.subsample_rows.unwrap_or(subsample.rows);
+    subsample.repeats = args.subsample_repeats.unwrap_or(subsample.repeats);
+    subsample.seed = args.seed.unwrap_or(subsample.seed);
+    let request = crate::eval::command::EvalRequest {
+        real: args.real,
+        synths: args.synth,
+        run_reports: args.run_report,
+        json: args.json,
+        report_dir: args.report_dir,
+        options,
+    };
     pool.install(|| {
-        let (real, synth, load_seconds) = load_pair(&args.real, &args.synth, &options)?;
-        let mut report = evaluate_tables(&real, &synth, options.grid_side)?;
-        report.timings_seconds.insert(
-            0,
-            PhaseTiming {
-                phase: "load",
-                seconds: load_seconds,
-            },
-        );
-        let json = serde_json::to_string_pretty(&report)
-            .map_err(|error| Error::internal(format!("cannot serialise the report: {error}")))?;
-        if let Some(dir) = &args.report_dir {
-            crate::eval::report_dir::write_report_dir(dir, &report, &json, &real, &synth)?;
-        }
-        match &args.json {
-            Some(path) => crate::io::sink::write_file_atomically(path, json.as_bytes())?,
-            None => print!("{}", report.summary()),
+        let done = crate::eval::command::run(&request)?;
+        if let Some(text) = done.stdout {
+            print!("{text}");
         }
         if !quiet {
+            for warning in done.output.comparisons.iter().flat_map(|report| &report.warnings) {
+                eprintln!("warning: {warning}");
+            }
             eprintln!("NOT PRIVATE (owner only): these numbers are computed from the real data");
         }
         Ok(())

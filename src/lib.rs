@@ -29,7 +29,6 @@ pub mod geometry;
 pub mod inspect;
 pub mod io;
 pub mod mechanism;
-pub mod metrics;
 pub mod noise;
 pub mod options;
 pub mod privacy;

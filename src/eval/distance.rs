@@ -17,7 +17,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::metrics::w1::{
+use crate::eval::w1::{
     dyadic_upper_bound, w1_exact_small, w1_grid, Sample, W1Error, EXACT_COST_BITS,
     EXACT_SMALL_MAX_PAIRS, GRID_MAX_ARCS,
 };
@@ -128,7 +128,7 @@ pub fn distances(
         || {
             (0..dims)
                 .into_par_iter()
-                .map(|axis| crate::metrics::w1::w1_marginal(&a, &b, axis))
+                .map(|axis| crate::eval::w1::w1_marginal(&a, &b, axis))
                 .collect::<Result<Vec<f64>, W1Error>>()
         },
         || dyadic_sandwich_upper(real, synth, dims),
@@ -175,9 +175,10 @@ pub fn distances(
             grid.w1 + grid.error_bound,
             W1Method::Grid,
             format!(
-                "exact W1 between the tables quantised to a grid of side {} (king-move min-cost flow); \
-                 the true W1 is within {:.3e} of it (measured quantisation of both tables)",
-                grid.side, grid.error_bound
+                "grid estimate: exact W1 between the tables quantised to a grid of side {} (king-move \
+                 min-cost flow) is {:.4e}; the true W1 is within {:.3e} of it (measured quantisation of \
+                 both tables)",
+                grid.side, grid.w1, grid.error_bound
             ),
         ),
         (None, None) => (
@@ -209,14 +210,27 @@ fn intersect(
     method: W1Method,
     detail: String,
 ) -> W1Estimate {
+    let (own_lower, own_upper) = (lower, upper);
     let (both_lower, both_upper) = (lower.max(sandwich.lower), upper.min(sandwich.upper));
     let (lower, upper) = if both_lower <= both_upper {
         (both_lower, both_upper)
     } else {
         (lower.max(0.0), upper)
     };
+    let clamped = value.clamp(lower, upper);
+    // Say what the reader can rely on: the interval both give, and whether the value had to move into it.
+    let detail = if clamped != value {
+        format!(
+            "{detail}; with the sandwich the true W1 lies in [{lower:.4e}, {upper:.4e}], so the headline is the \
+             estimate moved into that interval"
+        )
+    } else if (lower, upper) != (own_lower, own_upper) {
+        format!("{detail}; with the sandwich the true W1 lies in [{lower:.4e}, {upper:.4e}]")
+    } else {
+        detail
+    };
     W1Estimate {
-        value: value.clamp(lower, upper),
+        value: clamped,
         lower,
         upper,
         method,
@@ -323,22 +337,24 @@ pub fn default_grid_side(dims: usize) -> Option<usize> {
     (side >= MIN_DEFAULT_GRID_SIDE).then_some(side)
 }
 
-/// The cell of a row on the regular grid: row-major, coordinate 0 most significant (the layout of
-/// `metrics::w1::w1_grid`), and its ℓ∞ distance to the cell centre.
+/// The cell of a row's coordinates `axes` on the regular grid: row-major, the first axis most significant
+/// (the layout of `w1::w1_grid`), and their ℓ∞ distance to the cell centre.
 #[inline]
-fn grid_cell_and_offset(row: &[f64], side: usize) -> (usize, f64) {
-    row.iter().fold((0, 0.0f64), |(index, offset), &x| {
+fn grid_cell_and_offset(row: &[f64], axes: &[usize], side: usize) -> (usize, f64) {
+    axes.iter().fold((0, 0.0f64), |(index, offset), &axis| {
+        let x = row[axis];
         let cell = grid_index(x, side);
         let centre = (cell as f64 + 0.5) / side as f64;
         (index * side + cell, offset.max((x - centre).abs()))
     })
 }
 
-/// Grid histogram of a table and the mean ℓ∞ distance of its points to their cell centres, which bounds
-/// W1(table, quantised table) (moving each point to its centre is a coupling of the two).
+/// Grid histogram of a table's coordinates `axes` and the mean ℓ∞ distance of those points to their cell
+/// centres, which bounds W1(points, quantised points) (moving each point to its centre is a coupling).
 fn grid_histogram_and_offset(
     points: &[f64],
     dims: usize,
+    axes: &[usize],
     side: usize,
     cells: usize,
 ) -> (Vec<u64>, f64) {
@@ -349,7 +365,7 @@ fn grid_histogram_and_offset(
             let cells = chunk
                 .chunks_exact(dims)
                 .map(|row| {
-                    let (cell, offset) = grid_cell_and_offset(row, side);
+                    let (cell, offset) = grid_cell_and_offset(row, axes, side);
                     offset_sum += offset;
                     cell as u32
                 })
@@ -375,20 +391,33 @@ pub fn grid_estimate(
     dims: usize,
     side: usize,
 ) -> Result<GridEstimate, W1Error> {
-    let cells = u32::try_from(dims)
+    let axes: Vec<usize> = (0..dims).collect();
+    grid_estimate_on_axes(real, synth, dims, &axes, side)
+}
+
+/// The grid estimate of W1 between the marginals of the coordinates `axes` (all of them: the tables' W1).
+pub fn grid_estimate_on_axes(
+    real: &[f64],
+    synth: &[f64],
+    dims: usize,
+    axes: &[usize],
+    side: usize,
+) -> Result<GridEstimate, W1Error> {
+    let grid_dims = axes.len();
+    let cells = u32::try_from(grid_dims)
         .ok()
         .and_then(|d| side.checked_pow(d))
         .filter(|&cells| side >= 1 && cells <= GRID_MAX_ARCS)
         .ok_or_else(|| {
             W1Error::TooLarge(format!(
-                "a grid of side {side} in d = {dims} has more than {GRID_MAX_ARCS} cells (or side is 0)"
+                "a grid of side {side} in d = {grid_dims} has more than {GRID_MAX_ARCS} cells (or side is 0)"
             ))
         })?;
     let ((hist_a, offset_a), (hist_b, offset_b)) = rayon::join(
-        || grid_histogram_and_offset(real, dims, side, cells),
-        || grid_histogram_and_offset(synth, dims, side, cells),
+        || grid_histogram_and_offset(real, dims, axes, side, cells),
+        || grid_histogram_and_offset(synth, dims, axes, side, cells),
     );
-    let grid = w1_grid(&hist_a, &hist_b, side, dims)?;
+    let grid = w1_grid(&hist_a, &hist_b, side, grid_dims)?;
     Ok(GridEstimate {
         side,
         w1: grid.value,
@@ -463,7 +492,7 @@ fn leaf_histogram(points: &[f64], geometry: &CellGeometry) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::w1::grid_histogram;
+    use crate::eval::w1::grid_histogram;
     use rand_xoshiro::rand_core::{Rng, SeedableRng};
     use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -565,7 +594,8 @@ mod tests {
             for side in 1..=6usize {
                 let points = random_points(&mut rng, 50, dims, 0.0);
                 let cells = side.pow(dims as u32);
-                let (mine, offset) = grid_histogram_and_offset(&points, dims, side, cells);
+                let axes: Vec<usize> = (0..dims).collect();
+                let (mine, offset) = grid_histogram_and_offset(&points, dims, &axes, side, cells);
                 let theirs = grid_histogram(&Sample::new(&points, dims).unwrap(), side).unwrap();
                 assert_eq!(mine, theirs);
                 assert!(offset <= 0.5 / side as f64 + 1e-15);

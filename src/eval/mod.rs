@@ -1,17 +1,28 @@
-//! `dpsynth eval`: how close a synthetic table is to the real one (SPEC §7), for the data owner.
+//! `dpsynth eval`: how close synthetic tables are to the real one (SPEC §7), for the data owner.
 //!
-//! Both tables are read with the same public bounds and compared in normalised units on [0,1]^d: W1 in ℓ∞
+//! The tables are read with the same public bounds and compared in normalised units on [0,1]^d: W1 in ℓ∞
 //! (exact where it can be, otherwise a grid estimate with a stated error, always inside the one-pass
-//! sandwich), per-column W1, mean and covariance errors and k-way marginal errors on a grid. The report is
-//! plain numbers ([`EvalReport`], serialised to JSON) and optionally a page with plots ([`report_dir`]).
+//! sandwich), exact transport between random subsamples beside the real-vs-real floor ([`subsample`]),
+//! the 2-D W1 of every column pair ([`pairwise`]), per-column W1, mean, covariance and correlation errors,
+//! and k-way marginal errors ([`summary`]). Several synthetic tables are compared with the same real
+//! subsamples, each optionally with the report of the run that made it ([`run_report`]). The result is
+//! plain numbers ([`EvalReport`], [`EvalOutput`], serialised to JSON) and optionally a page with plots
+//! ([`report_dir`]); [`command`] is `dpsynth eval` itself.
 //!
 //! Eval reads the real data and its output is not private: it is an owner tool, like the diagnostics.
 
+pub mod command;
 pub mod distance;
+pub mod format;
+pub mod page;
+pub mod pairwise;
 pub mod report_dir;
+pub mod run_report;
+pub mod subsample;
 pub mod summary;
 pub mod svg;
 pub mod table;
+pub mod w1;
 
 use std::path::Path;
 use std::time::Instant;
@@ -23,6 +34,9 @@ use crate::geometry::bounds::ColumnBounds;
 use crate::error::Result;
 
 pub use distance::{Distances, GridEstimate, Sandwich, W1Estimate, W1Method};
+pub use pairwise::{PairW1, PairwiseW1};
+pub use run_report::{read_run_report, RunSummary};
+pub use subsample::{Spread, SubsampleOptions, SubsampleTransport};
 pub use summary::MarginalErrors;
 pub use table::{load_table, Table};
 
@@ -37,6 +51,8 @@ pub struct EvalOptions {
     pub nulls: NullPolicy,
     /// Side of the grid estimate; `None` picks [`distance::default_grid_side`] when no exact method fits.
     pub grid_side: Option<usize>,
+    /// Exact transport between subsamples (rows, repeats, seed).
+    pub subsample: SubsampleOptions,
 }
 
 impl EvalOptions {
@@ -45,6 +61,7 @@ impl EvalOptions {
             bounds,
             nulls: NullPolicy::DEFAULT,
             grid_side: None,
+            subsample: SubsampleOptions::default(),
         }
     }
 }
@@ -92,13 +109,21 @@ pub struct CovarianceError {
     pub max_abs: f64,
 }
 
+/// Of the Pearson correlation matrices (scale-free: what covariance error says, without the spreads).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CorrelationError {
+    pub frobenius: f64,
+    pub max_abs: f64,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PhaseTiming {
     pub phase: &'static str,
     pub seconds: f64,
 }
 
-/// Everything `dpsynth eval` reports. The JSON keys are a stable interface (scripts read them).
+/// Everything `dpsynth eval` reports about one synthetic table. The JSON keys are a stable interface
+/// (scripts read them): keys are added, never renamed.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct EvalReport {
     pub real: TableReport,
@@ -114,15 +139,39 @@ pub struct EvalReport {
     pub mean_error: MeanError,
     /// Of the covariance matrices (population), normalised units.
     pub covariance_error: CovarianceError,
-    /// Total-variation errors of the k-way marginals on a grid, k = 1..=min(d, 3).
+    /// Total-variation errors of the k-way marginals on a grid, k = 1..=min(d, 3), finer for small k.
     pub marginals: Vec<MarginalErrors>,
     pub timings_seconds: Vec<PhaseTiming>,
+    /// What to call this table on a page: its run's parameters, or its file name.
+    pub label: String,
+    /// The run that made the table (`--run-report`), if given.
+    pub run: Option<RunSummary>,
+    /// Exact transport between random subsamples and the real-vs-real floor; null when left out
+    /// (`--subsample-repeats 0`) or the real table has fewer than 2 rows.
+    pub subsample_transport: Option<SubsampleTransport>,
+    /// 2-D W1 of every column pair; null for d = 1.
+    pub pairwise_w1: Option<PairwiseW1>,
+    /// The k-way marginal errors again, all on one grid (comparable across k).
+    pub marginals_equal_grid: Vec<MarginalErrors>,
+    pub correlation_error: CorrelationError,
+    /// What a reader should know before trusting a number (a headline that cannot rank methods, a run
+    /// report that does not match the table, ...).
+    pub warnings: Vec<String>,
+}
+
+/// The JSON of `dpsynth eval`: the report of the first synthetic table at the top level (so a single
+/// comparison reads as it always has), and every table's report, the first included, in `comparisons`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EvalOutput {
+    #[serde(flatten)]
+    pub first: EvalReport,
+    pub comparisons: Vec<EvalReport>,
 }
 
 /// Loads both tables with the same bounds and compares them, on the current rayon pool.
 pub fn evaluate(real: &Path, synth: &Path, options: &EvalOptions) -> Result<EvalReport> {
     let (real, synth, _) = load_pair(real, synth, options)?;
-    evaluate_tables(&real, &synth, options.grid_side)
+    evaluate_tables(&real, &synth, options)
 }
 
 /// Loads the real and synthetic tables (in parallel) and the seconds it took.
@@ -135,17 +184,61 @@ pub fn load_pair(real: &Path, synth: &Path, options: &EvalOptions) -> Result<(Ta
     Ok((real?, synth?, started.elapsed().as_secs_f64()))
 }
 
-/// Compares two loaded tables with the same columns (see [`EvalOptions::grid_side`] for `grid_side`).
-pub fn evaluate_tables(
+/// Compares two loaded tables with the same columns.
+pub fn evaluate_tables(real: &Table, synth: &Table, options: &EvalOptions) -> Result<EvalReport> {
+    let output = evaluate_all(real, &[(synth, None)], options)?;
+    Ok(output.first)
+}
+
+/// Compares every synthetic table (each with the run that made it, if known) with the real one. The
+/// subsample estimate draws the same real rows for every table, so their values are comparable.
+pub fn evaluate_all(
+    real: &Table,
+    synths: &[(&Table, Option<RunSummary>)],
+    options: &EvalOptions,
+) -> Result<EvalOutput> {
+    let dims = real.dims();
+    let started = Instant::now();
+    let synth_rows: Vec<usize> = synths.iter().map(|(table, _)| table.rows()).collect();
+    let subsamples = match subsample::plan(&options.subsample, real.rows(), &synth_rows) {
+        Some(rows) => {
+            let points: Vec<&[f64]> = synths.iter().map(|(table, _)| &table.points[..]).collect();
+            subsample::subsample_transport(&real.points, &points, dims, rows, &options.subsample)?
+                .into_iter()
+                .map(Some)
+                .collect()
+        }
+        None => vec![None; synths.len()],
+    };
+    let subsample_seconds = started.elapsed().as_secs_f64();
+    let mut comparisons = Vec::with_capacity(synths.len());
+    for ((synth, run), subsample) in synths.iter().zip(subsamples) {
+        let mut report = compare(real, synth, options, run.clone(), subsample)?;
+        report.timings_seconds.push(PhaseTiming {
+            phase: "subsample_transport_all_tables",
+            seconds: subsample_seconds,
+        });
+        comparisons.push(report);
+    }
+    Ok(EvalOutput {
+        first: comparisons[0].clone(),
+        comparisons,
+    })
+}
+
+/// Every number of one comparison but the subsample estimate, which is shared and passed in.
+fn compare(
     real: &Table,
     synth: &Table,
-    grid_side: Option<usize>,
+    options: &EvalOptions,
+    run: Option<RunSummary>,
+    subsample: Option<SubsampleTransport>,
 ) -> Result<EvalReport> {
     debug_assert_eq!(real.bounds, synth.bounds);
     let dims = real.dims();
     let mut timings = Vec::new();
     let started = Instant::now();
-    let distances = distance::distances(&real.points, &synth.points, dims, grid_side)?;
+    let distances = distance::distances(&real.points, &synth.points, dims, options.grid_side)?;
     timings.push(PhaseTiming {
         phase: "w1",
         seconds: started.elapsed().as_secs_f64(),
@@ -160,6 +253,22 @@ pub fn evaluate_tables(
     let marginals = summary::marginal_errors(&real.points, &synth.points, dims, &names);
     timings.push(PhaseTiming {
         phase: "moments_and_marginals",
+        seconds: started.elapsed().as_secs_f64(),
+    });
+
+    let started = Instant::now();
+    let (correlation_real, correlation_synth) =
+        (moments_real.correlation(), moments_synth.correlation());
+    let pairwise_w1 = pairwise::pairwise_w1(
+        &real.points,
+        &synth.points,
+        dims,
+        &names,
+        &correlation_real,
+        &correlation_synth,
+    )?;
+    timings.push(PhaseTiming {
+        phase: "pairwise_w1",
         seconds: started.elapsed().as_secs_f64(),
     });
 
@@ -192,9 +301,22 @@ pub fn evaluate_tables(
     let (mean_max, mean_l2) = summary::difference_norms(&moments_real.mean, &moments_synth.mean);
     let (covariance_max, covariance_frobenius) =
         summary::difference_norms(&moments_real.covariance, &moments_synth.covariance);
+    let (correlation_max, correlation_frobenius) =
+        summary::difference_norms(&correlation_real, &correlation_synth);
+    let synth_report = table_report(synth);
+    let warnings = warnings(
+        &distances.w1,
+        run.as_ref(),
+        &synth_report,
+        options,
+        subsample.as_ref(),
+    );
     Ok(EvalReport {
         real: table_report(real),
-        synth: table_report(synth),
+        label: run
+            .as_ref()
+            .map_or_else(|| file_label(&synth.file), RunSummary::label),
+        synth: synth_report,
         units: UNITS,
         columns,
         w1: distances.w1,
@@ -208,9 +330,74 @@ pub fn evaluate_tables(
             frobenius: covariance_frobenius,
             max_abs: covariance_max,
         },
-        marginals,
+        marginals: marginals.fine,
         timings_seconds: timings,
+        run,
+        subsample_transport: subsample,
+        pairwise_w1,
+        marginals_equal_grid: marginals.equal_grid,
+        correlation_error: CorrelationError {
+            frobenius: correlation_frobenius,
+            max_abs: correlation_max,
+        },
+        warnings,
     })
+}
+
+/// A headline interval wider than this fraction of its value cannot tell apart methods closer than that.
+pub const HEADLINE_RESOLUTION: f64 = 0.5;
+
+fn warnings(
+    w1: &W1Estimate,
+    run: Option<&RunSummary>,
+    synth: &TableReport,
+    options: &EvalOptions,
+    subsample: Option<&SubsampleTransport>,
+) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if w1.method == W1Method::Sandwich {
+        warnings.push(format!(
+            "the joint W1 of the whole tables is only bracketed here ([{}, {}], midpoint shown): it cannot \
+             rank methods; compare the subsample transport, pairwise 2-D W1 and marginal numbers instead",
+            format::sig(w1.lower),
+            format::sig(w1.upper)
+        ));
+    } else if w1.upper - w1.lower > HEADLINE_RESOLUTION * w1.value {
+        warnings.push(format!(
+            "the joint W1 of the whole tables is only known to lie in [{}, {}], wide next to its estimate {}: \
+             it cannot separate methods closer than that; compare the subsample transport numbers",
+            format::sig(w1.lower),
+            format::sig(w1.upper),
+            format::sig(w1.value)
+        ));
+    }
+    if let Some(rows) = run.and_then(|run| run.synthetic_rows) {
+        if rows != synth.rows + synth.dropped_rows {
+            warnings.push(format!(
+                "the run report {} says {rows} synthetic rows but {} has {}: is it the report of this table?",
+                run.map_or("", |run| run.file.as_str()),
+                synth.file,
+                synth.rows + synth.dropped_rows
+            ));
+        }
+    }
+    match subsample {
+        Some(found) if found.rows_per_sample < options.subsample.rows => warnings.push(format!(
+            "subsamples have {} rows, not the {} asked for: the real table needs twice as many rows and \
+             every synthetic table as many",
+            found.rows_per_sample, options.subsample.rows
+        )),
+        _ => {}
+    }
+    warnings
+}
+
+/// A file's name without its directory, as a label.
+fn file_label(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |name| name.to_string_lossy().into_owned(),
+    )
 }
 
 fn table_report(table: &Table) -> TableReport {
@@ -280,6 +467,165 @@ impl EvalReport {
                 self.synth.clamped_values[k]
             );
         }
+        text + &self.ranking_summary()
+    }
+
+    /// The estimates that rank methods at any d, and the warnings, rounded for reading.
+    fn ranking_summary(&self) -> String {
+        let mut text = String::new();
+        if let Some(run) = &self.run {
+            text += &format!("made by: {} ({})\n", run.label(), run.file);
+        }
+        if let Some(found) = &self.subsample_transport {
+            text += &format!(
+                "subsample transport ({} rows, {} repeats, exact): W1 {}, real-vs-real floor {}{}\n",
+                found.rows_per_sample,
+                found.repeats,
+                format::plus_minus(found.w1.mean, found.w1.std),
+                format::plus_minus(found.floor.mean, found.floor.std),
+                found
+                    .ratio_to_floor
+                    .map_or(String::new(), |ratio| format!(" ({} x the floor)", format::sig(ratio)))
+            );
+        }
+        if let Some(pairs) = &self.pairwise_w1 {
+            text += &format!(
+                "pairwise 2-D W1 (grid side {}): mean {}, max {} ({})\n",
+                pairs.side,
+                format::sig(pairs.mean),
+                format::sig(pairs.max),
+                pairs.worst_columns.join(", ")
+            );
+        }
+        for marginal in &self.marginals_equal_grid {
+            text += &format!(
+                "{}-way TV on one grid (side {}): max {} ({}), mean {}\n",
+                marginal.k,
+                marginal.side,
+                format::sig(marginal.max_tv),
+                marginal.worst_columns.join(", "),
+                format::sig(marginal.mean_tv)
+            );
+        }
+        text += &format!(
+            "correlation error: max {}, Frobenius {}\n",
+            format::sig(self.correlation_error.max_abs),
+            format::sig(self.correlation_error.frobenius)
+        );
+        for warning in &self.warnings {
+            text += &format!("warning: {warning}\n");
+        }
         text
+    }
+}
+
+impl EvalOutput {
+    /// The summary of each table, then (for several) one line per table with the numbers that rank them.
+    pub fn summary(&self) -> String {
+        let mut text = self
+            .comparisons
+            .iter()
+            .map(EvalReport::summary)
+            .collect::<Vec<_>>()
+            .join("\n");
+        if self.comparisons.len() > 1 {
+            text += "\nside by side: subsample W1 (x floor), mean pairwise 2-D W1, max 1-D W1, max 2-way TV (one grid)\n";
+            for report in &self.comparisons {
+                let subsample = report.subsample_transport.as_ref();
+                text += &format!(
+                    "  {}: {} ({}), {}, {}, {}\n",
+                    report.label,
+                    subsample.map_or("-".into(), |found| format::sig(found.w1.mean)),
+                    subsample
+                        .and_then(|found| found.ratio_to_floor)
+                        .map_or("-".into(), format::sig),
+                    report
+                        .pairwise_w1
+                        .as_ref()
+                        .map_or("-".into(), |pairs| format::sig(pairs.mean)),
+                    format::sig(report.sandwich.lower),
+                    report
+                        .marginals_equal_grid
+                        .get(1)
+                        .map_or("-".into(), |marginal| format::sig(marginal.max_tv)),
+                );
+            }
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn estimate(value: f64, lower: f64, upper: f64, method: W1Method) -> W1Estimate {
+        W1Estimate {
+            value,
+            lower,
+            upper,
+            method,
+            detail: String::new(),
+        }
+    }
+
+    #[test]
+    fn warnings_name_what_a_reader_cannot_rely_on() {
+        let options = EvalOptions::new(Vec::new());
+        let synth = TableReport {
+            file: "s.parquet".into(),
+            rows: 100,
+            clamped_values: vec![0],
+            dropped_rows: 0,
+        };
+        let exact = estimate(0.1, 0.1, 0.1, W1Method::ExactTransport);
+        assert!(warnings(&exact, None, &synth, &options, None).is_empty());
+        let midpoint = estimate(0.2, 0.1, 0.3, W1Method::Sandwich);
+        assert!(
+            warnings(&midpoint, None, &synth, &options, None)[0].contains("cannot rank methods")
+        );
+        let wide = estimate(0.02, 0.01, 0.05, W1Method::Grid);
+        assert!(warnings(&wide, None, &synth, &options, None)[0].contains("[0.0100, 0.0500]"));
+        let narrow = estimate(0.02, 0.019, 0.021, W1Method::Grid);
+        assert!(warnings(&narrow, None, &synth, &options, None).is_empty());
+
+        let run = RunSummary {
+            file: "r.json".into(),
+            mechanism: "pmm".into(),
+            epsilon: 1.0,
+            delta: None,
+            epsilon_spent: None,
+            neighbours: None,
+            depth: None,
+            cells: None,
+            target_dim: None,
+            fit_for_release: None,
+            synthetic_rows: Some(99),
+            accuracy_bound: None,
+            tool_version: None,
+        };
+        let found = warnings(&exact, Some(&run), &synth, &options, None);
+        assert!(
+            found[0].contains("r.json") && found[0].contains("99"),
+            "{found:?}"
+        );
+        let matching = RunSummary {
+            synthetic_rows: Some(100),
+            ..run
+        };
+        assert!(warnings(&exact, Some(&matching), &synth, &options, None).is_empty());
+
+        let spread = Spread::of(vec![0.1]);
+        let small = SubsampleTransport {
+            rows_per_sample: 50,
+            repeats: 1,
+            seed: 0,
+            w1: spread.clone(),
+            floor: spread,
+            ratio_to_floor: Some(1.0),
+            detail: String::new(),
+        };
+        let found = warnings(&exact, None, &synth, &options, Some(&small));
+        assert!(found[0].contains("50 rows, not the 1000"), "{found:?}");
     }
 }

@@ -13,6 +13,10 @@ pub const SUM_CHUNK_ROWS: usize = 1 << 14;
 /// Grid side of the k-way marginals, for k = 1, 2, 3 (64, 32², 16³ cells).
 pub const MARGINAL_SIDES: [usize; 3] = [64, 32, 16];
 
+/// Grid side of every order in the equal-grid comparison ([`MarginalComparison::equal_grid`]). It divides
+/// each of [`MARGINAL_SIDES`], so those histograms are coarsened to it instead of counted again.
+pub const EQUAL_GRID_MARGINAL_SIDE: usize = 16;
+
 /// The highest order of marginals compared.
 pub const MAX_MARGINAL_ORDER: usize = 3;
 
@@ -56,6 +60,26 @@ impl Moments {
             }
         }
         Moments { mean, covariance }
+    }
+
+    /// Pearson correlation matrix (row-major d × d): 1 on the diagonal, 0 beside a constant column (whose
+    /// correlation is undefined).
+    pub fn correlation(&self) -> Vec<f64> {
+        let dims = self.mean.len();
+        let std = self.std();
+        let mut correlation = vec![0.0; dims * dims];
+        for i in 0..dims {
+            for j in 0..dims {
+                correlation[i * dims + j] = if i == j {
+                    1.0
+                } else if std[i] > 0.0 && std[j] > 0.0 {
+                    (self.covariance[i * dims + j] / (std[i] * std[j])).clamp(-1.0, 1.0)
+                } else {
+                    0.0
+                };
+            }
+        }
+        correlation
     }
 
     /// Standard deviation of each coordinate.
@@ -189,45 +213,95 @@ pub fn subsets(dims: usize, k: usize) -> Vec<Vec<usize>> {
     out
 }
 
+/// The k-way marginal errors twice: on the grids of [`MARGINAL_SIDES`] (finer for small k) and all on
+/// one grid of side [`EQUAL_GRID_MARGINAL_SIDE`]. Only the second is comparable across k: TV grows with
+/// the number of cells, and on one grid the TV of a k-way marginal is at least that of each of its
+/// (k − 1)-way marginals (marginalising never increases TV).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MarginalComparison {
+    pub fine: Vec<MarginalErrors>,
+    pub equal_grid: Vec<MarginalErrors>,
+}
+
+/// Cell counts of a k-dimensional histogram of side `side` (row-major) summed into blocks of `factor`
+/// cells per axis.
+pub fn coarsen(hist: &[u64], side: usize, k: usize, factor: usize) -> Vec<u64> {
+    let coarse_side = side / factor;
+    let mut out = vec![0u64; coarse_side.pow(k as u32)];
+    for (cell, &count) in hist.iter().enumerate() {
+        let (mut rest, mut coarse, mut scale) = (cell, 0, 1);
+        for _ in 0..k {
+            coarse += (rest % side) / factor * scale;
+            rest /= side;
+            scale *= coarse_side;
+        }
+        out[coarse] += count;
+    }
+    out
+}
+
+/// Summarises one order's TVs (one per subset, in `subsets` order).
+fn summarise(
+    k: usize,
+    side: usize,
+    tvs: &[f64],
+    all: &[Vec<usize>],
+    names: &[String],
+) -> MarginalErrors {
+    let (worst, max_tv) =
+        tvs.iter().enumerate().fold(
+            (0, 0.0f64),
+            |best, (i, &tv)| if tv > best.1 { (i, tv) } else { best },
+        );
+    MarginalErrors {
+        k,
+        side,
+        max_tv,
+        mean_tv: tvs.iter().sum::<f64>() / tvs.len() as f64,
+        count: tvs.len(),
+        worst_columns: all[worst].iter().map(|&k| names[k].clone()).collect(),
+    }
+}
+
 /// TV errors of the k-way marginals for k = 1..=min(d, [`MAX_MARGINAL_ORDER`]) while an order costs
-/// at most [`MARGINAL_WORK_LIMIT`], on the grids of [`MARGINAL_SIDES`]. `names` are the column names, in
+/// at most [`MARGINAL_WORK_LIMIT`], on both grids of [`MarginalComparison`]. `names` are the column names, in
 /// coordinate order. Subsets run in parallel on the current rayon pool.
 pub fn marginal_errors(
     real: &[f64],
     synth: &[f64],
     dims: usize,
     names: &[String],
-) -> Vec<MarginalErrors> {
+) -> MarginalComparison {
     let rows = (real.len() + synth.len()) / dims.max(1);
-    (1..=dims.min(MAX_MARGINAL_ORDER))
+    let (fine, equal_grid) = (1..=dims.min(MAX_MARGINAL_ORDER))
         .map(|k| (k, subsets(dims, k)))
         .take_while(|(_, all)| all.len().saturating_mul(rows) <= MARGINAL_WORK_LIMIT)
         .map(|(k, all)| {
             let side = MARGINAL_SIDES[k - 1];
-            let tvs: Vec<f64> = all
+            let factor = side / EQUAL_GRID_MARGINAL_SIDE;
+            let (fine_tvs, equal_tvs): (Vec<f64>, Vec<f64>) = all
                 .par_iter()
                 .map(|subset| {
-                    total_variation(
-                        &marginal_histogram(real, dims, subset, side),
-                        &marginal_histogram(synth, dims, subset, side),
+                    let (a, b) = (
+                        marginal_histogram(real, dims, subset, side),
+                        marginal_histogram(synth, dims, subset, side),
+                    );
+                    (
+                        total_variation(&a, &b),
+                        total_variation(
+                            &coarsen(&a, side, k, factor),
+                            &coarsen(&b, side, k, factor),
+                        ),
                     )
                 })
-                .collect();
-            let (worst, max_tv) =
-                tvs.iter().enumerate().fold(
-                    (0, 0.0f64),
-                    |best, (i, &tv)| if tv > best.1 { (i, tv) } else { best },
-                );
-            MarginalErrors {
-                k,
-                side,
-                max_tv,
-                mean_tv: tvs.iter().sum::<f64>() / tvs.len() as f64,
-                count: tvs.len(),
-                worst_columns: all[worst].iter().map(|&k| names[k].clone()).collect(),
-            }
+                .unzip();
+            (
+                summarise(k, side, &fine_tvs, &all, names),
+                summarise(k, EQUAL_GRID_MARGINAL_SIDE, &equal_tvs, &all, names),
+            )
         })
-        .collect()
+        .unzip();
+    MarginalComparison { fine, equal_grid }
 }
 
 #[cfg(test)]
@@ -285,9 +359,14 @@ mod tests {
             random_points(&mut rng, 170, dims),
         );
         let names: Vec<String> = (0..dims).map(|k| format!("c{k}")).collect();
-        let errors = marginal_errors(&a, &b, dims, &names);
-        assert_eq!(errors.len(), 3);
-        for error in &errors {
+        let comparison = marginal_errors(&a, &b, dims, &names);
+        let errors: Vec<&MarginalErrors> = comparison
+            .fine
+            .iter()
+            .chain(&comparison.equal_grid)
+            .collect();
+        assert_eq!(errors.len(), 6);
+        for error in errors {
             let side = error.side;
             let mut tvs = Vec::new();
             for subset in subsets(dims, error.k) {
@@ -323,11 +402,56 @@ mod tests {
             assert!((error.mean_tv - mean).abs() < 1e-12);
         }
         // Identical tables have zero error; disjoint supports have TV 1.
-        assert!(marginal_errors(&a, &a, dims, &names)
+        let same = marginal_errors(&a, &a, dims, &names);
+        assert!(same
+            .fine
             .iter()
+            .chain(&same.equal_grid)
             .all(|e| e.max_tv == 0.0));
         let tv = marginal_errors(&[0.0], &[1.0], 1, &names[..1]);
-        assert_eq!(tv[0].max_tv, 1.0);
+        assert_eq!((tv.fine[0].max_tv, tv.equal_grid[0].max_tv), (1.0, 1.0));
+        // On one grid, TV cannot fall as k grows (each k-way marginal contains its sub-marginals).
+        let equal = &comparison.equal_grid;
+        assert!(equal
+            .windows(2)
+            .all(|pair| pair[0].max_tv <= pair[1].max_tv + 1e-15));
+        assert!(equal.iter().all(|e| e.side == EQUAL_GRID_MARGINAL_SIDE));
+    }
+
+    #[test]
+    fn coarsening_sums_blocks_and_correlations_match_their_definition() {
+        // side 4 → 2 in k = 2: cell (i, j) goes to (i / 2, j / 2).
+        let hist: Vec<u64> = (0..16).collect();
+        let coarse = coarsen(&hist, 4, 2, 2);
+        assert_eq!(
+            coarse,
+            vec![
+                0 + 1 + 4 + 5,
+                2 + 3 + 6 + 7,
+                8 + 9 + 12 + 13,
+                10 + 11 + 14 + 15
+            ]
+        );
+        assert_eq!(coarsen(&hist, 16, 1, 4), vec![6, 22, 38, 54]);
+        // y = 1 − x: correlation −1; a constant column has correlation 0 with the others.
+        let rows = [0.0, 1.0, 0.3, 1.0, 0.0, 0.3, 0.5, 0.5, 0.3];
+        let correlation = Moments::of(&rows, 3).correlation();
+        assert!((correlation[1] + 1.0).abs() < 1e-12);
+        assert_eq!(
+            &correlation[..],
+            &[
+                correlation[0],
+                correlation[1],
+                0.0,
+                correlation[1],
+                1.0,
+                0.0,
+                0.0,
+                0.0,
+                1.0
+            ]
+        );
+        assert_eq!(correlation[0], 1.0);
     }
 
     #[test]

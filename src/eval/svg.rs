@@ -1,14 +1,24 @@
 //! The two plots of the evaluation page, written as plain SVG text: a column's histogram (real as bars,
-//! synthetic as a line over them) and a pair of columns' 2-D densities (real beside synthetic, one shared
-//! shade scale). Axes are in the columns' own units.
+//! each synthetic table as a line over them; a second, zoomed panel for skewed columns) and a pair of
+//! columns' 2-D densities (real, synthetic and real − synthetic, each with a colour bar). Axes are in the
+//! columns' own units.
 
 use std::fmt::Write;
 
-use crate::geometry::bounds::ColumnBounds;
-
 const REAL_COLOUR: &str = "#4c78a8";
-const SYNTH_COLOUR: &str = "#e45756";
-const FONT: &str = "font-family=\"sans-serif\" font-size=\"11\"";
+/// Line colour of the k-th synthetic table (cycled).
+pub const SYNTH_COLOURS: [&str; 5] = ["#e45756", "#54a24b", "#b279a2", "#f58518", "#72b7b2"];
+const FONT: &str = "font-family=\"sans-serif\" font-size=\"12\"";
+/// Sequential scale of the density panels, light to dark (share 0 to the largest share).
+const DENSITY_STOPS: [(u8, u8, u8); 5] = [
+    (247, 251, 255),
+    (198, 219, 239),
+    (107, 174, 214),
+    (33, 113, 181),
+    (8, 48, 107),
+];
+/// Diverging scale of the difference panel: synthetic has more (red), equal (white), real has more (blue).
+const DIFFERENCE_STOPS: [(u8, u8, u8); 3] = [(178, 24, 43), (247, 247, 247), (33, 102, 172)];
 
 /// Escapes text for SVG/HTML content and attribute values.
 pub fn escape(text: &str) -> String {
@@ -121,106 +131,249 @@ fn open(svg: &mut String, width: f64, height: f64, title: &str) {
     );
 }
 
-/// Histogram of one column: `real` and `synth` are the shares of rows in equal bins over the bounds.
-pub fn histogram(bounds: &ColumnBounds, real: &[f64], synth: &[f64]) -> String {
-    let (width, height) = (520.0, 320.0);
-    let top_share = real
-        .iter()
-        .chain(synth)
-        .copied()
-        .fold(0.0, f64::max)
-        .max(1e-12)
-        * 1.05;
-    let frame = Frame {
-        left: 64.0,
-        top: 28.0,
-        width: width - 64.0 - 16.0,
-        height: height - 28.0 - 48.0,
-        x: (bounds.lo, bounds.hi),
-        y: (0.0, top_share),
-    };
+/// One synthetic table's line in a histogram.
+pub struct Series<'a> {
+    pub name: &'a str,
+    /// Shares of all rows per bin.
+    pub shares: &'a [f64],
+}
+
+/// One panel of a histogram: equal bins over [lo, hi] (column units).
+pub struct HistogramPanel<'a> {
+    pub title: String,
+    pub lo: f64,
+    pub hi: f64,
+    /// Shares of all real rows per bin.
+    pub real: &'a [f64],
+    pub synths: Vec<Series<'a>>,
+}
+
+/// Panel size of the histograms (pixels).
+/// Two histograms with both panels fit side by side on a 1280-pixel page.
+const HISTOGRAM_PANEL: (f64, f64) = (220.0, 170.0);
+
+/// A column's histogram: one or more panels side by side (the full bounds, and a zoom for skewed columns),
+/// real as bars and each synthetic table as a step line, with a legend.
+pub fn histogram(column: &str, panels: &[HistogramPanel]) -> String {
+    let (panel_width, panel_height) = HISTOGRAM_PANEL;
+    let (left, gap, top, bottom) = (62.0, 70.0, 48.0, 44.0);
+    let width = left + panels.len() as f64 * (panel_width + gap) - gap + 16.0;
+    let height = top + panel_height + bottom;
     let mut svg = String::new();
-    let title = format!("{}: real vs synthetic", bounds.column);
-    open(&mut svg, width, height, &title);
-    let bins = real.len().max(1);
-    let bin_width = (bounds.hi - bounds.lo) / bins as f64;
-    let edge = |i: usize| bounds.lo + i as f64 * bin_width;
-    for (i, &share) in real.iter().enumerate().filter(|(_, &share)| share > 0.0) {
-        let (x0, x1) = (frame.px(edge(i)), frame.px(edge(i + 1)));
-        let (y0, y1) = (frame.py(share), frame.py(0.0));
+    open(
+        &mut svg,
+        width,
+        height,
+        &format!("{column}: real vs synthetic"),
+    );
+    for (index, panel) in panels.iter().enumerate() {
+        let top_share = panel
+            .real
+            .iter()
+            .chain(panel.synths.iter().flat_map(|series| series.shares))
+            .copied()
+            .fold(0.0, f64::max)
+            .max(1e-12)
+            * 1.05;
+        let frame = Frame {
+            left: left + index as f64 * (panel_width + gap),
+            top,
+            width: panel_width,
+            height: panel_height,
+            x: (panel.lo, panel.hi),
+            y: (0.0, top_share),
+        };
+        let bins = panel.real.len().max(1);
+        let bin_width = (panel.hi - panel.lo) / bins as f64;
+        let edge = |i: usize| panel.lo + i as f64 * bin_width;
+        for (i, &share) in panel
+            .real
+            .iter()
+            .enumerate()
+            .filter(|(_, &share)| share > 0.0)
+        {
+            let (x0, x1) = (frame.px(edge(i)), frame.px(edge(i + 1)));
+            let (y0, y1) = (frame.py(share), frame.py(0.0));
+            let _ = writeln!(
+                svg,
+                "<rect x=\"{x0:.2}\" y=\"{y0:.2}\" width=\"{:.2}\" height=\"{:.2}\" fill=\"{REAL_COLOUR}\" fill-opacity=\"0.55\"/>",
+                x1 - x0,
+                y1 - y0
+            );
+        }
+        for (k, series) in panel.synths.iter().enumerate() {
+            let mut steps = format!("M{:.2},{:.2}", frame.px(panel.lo), frame.py(0.0));
+            for (i, &share) in series.shares.iter().enumerate() {
+                let _ = write!(
+                    steps,
+                    " L{:.2},{:.2} L{:.2},{:.2}",
+                    frame.px(edge(i)),
+                    frame.py(share),
+                    frame.px(edge(i + 1)),
+                    frame.py(share)
+                );
+            }
+            let _ = write!(steps, " L{:.2},{:.2}", frame.px(panel.hi), frame.py(0.0));
+            let _ = writeln!(
+                svg,
+                "<path d=\"{steps}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.8\"/>",
+                SYNTH_COLOURS[k % SYNTH_COLOURS.len()]
+            );
+        }
+        frame.axes(
+            &mut svg,
+            column,
+            if index == 0 { "share of rows" } else { "" },
+        );
         let _ = writeln!(
             svg,
-            "<rect x=\"{x0:.2}\" y=\"{y0:.2}\" width=\"{:.2}\" height=\"{:.2}\" fill=\"{REAL_COLOUR}\" fill-opacity=\"0.55\"/>",
-            x1 - x0,
-            y1 - y0
+            "<text x=\"{:.1}\" y=\"{:.1}\" {FONT}>{}</text>",
+            frame.left,
+            top - 8.0,
+            escape(&panel.title)
         );
     }
-    let mut steps = format!("M{:.2},{:.2}", frame.px(bounds.lo), frame.py(0.0));
-    for (i, &share) in synth.iter().enumerate() {
-        let _ = write!(
-            steps,
-            " L{:.2},{:.2} L{:.2},{:.2}",
-            frame.px(edge(i)),
-            frame.py(share),
-            frame.px(edge(i + 1)),
-            frame.py(share)
-        );
-    }
-    let _ = write!(steps, " L{:.2},{:.2}", frame.px(bounds.hi), frame.py(0.0));
-    let _ = writeln!(
-        svg,
-        "<path d=\"{steps}\" fill=\"none\" stroke=\"{SYNTH_COLOUR}\" stroke-width=\"1.6\"/>"
-    );
-    frame.axes(&mut svg, &bounds.column, "share of rows per bin");
-    legend(&mut svg, frame.left + frame.width - 150.0, 16.0);
-    let _ = writeln!(
-        svg,
-        "<text x=\"{:.1}\" y=\"16\" {FONT} font-weight=\"bold\">{}</text>\n</svg>",
-        frame.left,
-        escape(&bounds.column)
-    );
+    let names: Vec<&str> = panels
+        .first()
+        .map(|panel| panel.synths.iter().map(|series| series.name).collect())
+        .unwrap_or_default();
+    legend(&mut svg, left, 16.0, &names);
+    svg += "</svg>\n";
     svg
 }
 
-fn legend(svg: &mut String, x: f64, y: f64) {
+/// "real" as a bar swatch, then each synthetic table as a line swatch, in one row.
+fn legend(svg: &mut String, x: f64, y: f64, synths: &[&str]) {
     let _ = writeln!(
         svg,
         "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"12\" height=\"10\" fill=\"{REAL_COLOUR}\" fill-opacity=\"0.55\"/>\
-         <text x=\"{:.1}\" y=\"{y:.1}\" {FONT}>real</text>\
-         <line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{SYNTH_COLOUR}\" stroke-width=\"1.6\"/>\
-         <text x=\"{:.1}\" y=\"{y:.1}\" {FONT}>synthetic</text>",
+         <text x=\"{:.1}\" y=\"{y:.1}\" {FONT}>real</text>",
         y - 9.0,
-        x + 16.0,
-        x + 60.0,
-        y - 4.0,
-        x + 74.0,
-        y - 4.0,
-        x + 78.0
+        x + 16.0
+    );
+    let mut at = x + 60.0;
+    for (k, name) in synths.iter().enumerate() {
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{at:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{}\" stroke-width=\"1.8\"/>\
+             <text x=\"{:.1}\" y=\"{y:.1}\" {FONT}>{}</text>",
+            y - 4.0,
+            at + 14.0,
+            y - 4.0,
+            SYNTH_COLOURS[k % SYNTH_COLOURS.len()],
+            at + 18.0,
+            escape(name)
+        );
+        at += 30.0 + 6.5 * name.chars().count() as f64;
+    }
+}
+
+/// An axis of a density panel: the column and the window shown (column units).
+pub struct Axis<'a> {
+    pub name: &'a str,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+/// Side of a density panel (pixels).
+const DENSITY_PANEL: f64 = 250.0;
+
+fn mix(stops: &[(u8, u8, u8)], t: f64) -> String {
+    let t = t.clamp(0.0, 1.0) * (stops.len() - 1) as f64;
+    let i = (t.floor() as usize).min(stops.len() - 2);
+    let f = t - i as f64;
+    let channel = |a: u8, b: u8| (f64::from(a) + (f64::from(b) - f64::from(a)) * f).round() as u8;
+    let (a, b) = (stops[i], stops[i + 1]);
+    format!(
+        "#{:02x}{:02x}{:02x}",
+        channel(a.0, b.0),
+        channel(a.1, b.1),
+        channel(a.2, b.2)
+    )
+}
+
+/// A vertical colour bar at (x, top) of the panel's height, from `lo` (bottom) to `hi`.
+fn colour_bar(
+    svg: &mut String,
+    x: f64,
+    top: f64,
+    colour: impl Fn(f64) -> String,
+    lo: f64,
+    hi: f64,
+    title: &str,
+) {
+    const STEPS: usize = 48;
+    let step = DENSITY_PANEL / STEPS as f64;
+    for i in 0..STEPS {
+        let t = (i as f64 + 0.5) / STEPS as f64;
+        let _ = writeln!(
+            svg,
+            "<rect x=\"{x:.1}\" y=\"{:.2}\" width=\"12\" height=\"{:.2}\" fill=\"{}\"/>",
+            top + DENSITY_PANEL - (i + 1) as f64 * step,
+            step + 0.3,
+            colour(t)
+        );
+    }
+    let _ = writeln!(
+        svg,
+        "<rect x=\"{x:.1}\" y=\"{top:.1}\" width=\"12\" height=\"{DENSITY_PANEL}\" fill=\"none\" stroke=\"#888\"/>"
+    );
+    for (t, value) in [(0.0, lo), (0.5, 0.5 * (lo + hi)), (1.0, hi)] {
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" {FONT}>{}</text>",
+            x + 16.0,
+            top + DENSITY_PANEL * (1.0 - t) + 4.0,
+            super::format::sig(value)
+        );
+    }
+    let _ = writeln!(
+        svg,
+        "<text x=\"{x:.1}\" y=\"{:.1}\" {FONT}>{}</text>",
+        top - 6.0,
+        escape(title)
     );
 }
 
-/// The 2-D densities of columns (x, y), real beside synthetic: `real` and `synth` are shares of rows in
-/// `side` × `side` cells, row-major with x most significant. Shade ∝ share, one scale for both panels.
-pub fn density_pair(
-    x: &ColumnBounds,
-    y: &ColumnBounds,
+/// The 2-D densities of columns (x, y) over their windows: real, synthetic, and real − synthetic, each
+/// with its colour bar. `real` and `synth` are shares of all rows in `side` × `side` cells, row-major with
+/// x most significant; the first two panels share one scale (shade ∝ √share, so sparse regions show).
+pub fn density_panels(
+    x: &Axis,
+    y: &Axis,
     side: usize,
     real: &[f64],
     synth: &[f64],
+    synth_name: &str,
 ) -> String {
-    let panel = 260.0;
-    let (left, gap, top) = (64.0, 80.0, 30.0);
-    let (width, height) = (left + 2.0 * panel + gap + 16.0, top + panel + 48.0);
+    let panel = DENSITY_PANEL;
+    // Each gap holds the colour bar (12 px) and its labels.
+    let (left, gap, top) = (64.0, 120.0, 40.0);
+    let (width, height) = (left + 3.0 * panel + 3.0 * gap, top + panel + 50.0);
     let top_share = real
         .iter()
         .chain(synth)
         .copied()
         .fold(0.0, f64::max)
         .max(1e-12);
+    let difference: Vec<f64> = real.iter().zip(synth).map(|(r, s)| r - s).collect();
+    let top_difference = difference
+        .iter()
+        .map(|d| d.abs())
+        .fold(0.0, f64::max)
+        .max(1e-12);
     let mut svg = String::new();
-    let title = format!("{} vs {}: real beside synthetic", y.column, x.column);
+    let title = format!(
+        "{} vs {}: real, {synth_name}, and the difference",
+        y.name, x.name
+    );
     open(&mut svg, width, height, &title);
-    for (index, (name, shares)) in [("real", real), ("synthetic", synth)].iter().enumerate() {
+    let panels: [(String, &[f64]); 3] = [
+        ("real".into(), real),
+        (synth_name.to_string(), synth),
+        (format!("real − {synth_name}"), &difference),
+    ];
+    for (index, (name, values)) in panels.iter().enumerate() {
         let frame = Frame {
             left: left + index as f64 * (panel + gap),
             top,
@@ -230,30 +383,54 @@ pub fn density_pair(
             y: (y.lo, y.hi),
         };
         let cell = panel / side as f64;
-        for (i, &share) in shares.iter().enumerate().filter(|(_, &share)| share > 0.0) {
+        for (i, &value) in values.iter().enumerate().filter(|(_, &value)| value != 0.0) {
+            let fill = if index < 2 {
+                mix(&DENSITY_STOPS, (value / top_share).sqrt())
+            } else {
+                mix(&DIFFERENCE_STOPS, 0.5 + 0.5 * value / top_difference)
+            };
             let (ix, iy) = (i / side, i % side);
             let _ = writeln!(
                 svg,
-                "<rect x=\"{:.2}\" y=\"{:.2}\" width=\"{:.2}\" height=\"{:.2}\" fill=\"#1f3d7a\" fill-opacity=\"{:.3}\"/>",
+                "<rect x=\"{:.2}\" y=\"{:.2}\" width=\"{:.2}\" height=\"{:.2}\" fill=\"{fill}\"/>",
                 frame.left + ix as f64 * cell,
                 frame.top + panel - (iy + 1) as f64 * cell,
-                cell,
-                cell,
-                (share / top_share).sqrt()
+                cell + 0.2,
+                cell + 0.2
             );
         }
-        frame.axes(&mut svg, &x.column, &y.column);
+        frame.axes(&mut svg, x.name, if index == 0 { y.name } else { "" });
         let _ = writeln!(
             svg,
-            "<text x=\"{:.1}\" y=\"18\" {FONT} font-weight=\"bold\">{name}</text>",
-            frame.left
+            "<text x=\"{:.1}\" y=\"{:.1}\" {FONT} font-weight=\"bold\">{}</text>",
+            frame.left,
+            top - 10.0,
+            escape(name)
         );
+        let bar = frame.left + panel + 12.0;
+        if index < 2 {
+            colour_bar(
+                &mut svg,
+                bar,
+                top,
+                |t| mix(&DENSITY_STOPS, t.sqrt()),
+                0.0,
+                top_share,
+                "share",
+            );
+        } else {
+            colour_bar(
+                &mut svg,
+                bar,
+                top,
+                |t| mix(&DIFFERENCE_STOPS, t),
+                -top_difference,
+                top_difference,
+                "real has more",
+            );
+        }
     }
-    let _ = writeln!(
-        svg,
-        "<text x=\"{:.1}\" y=\"18\" text-anchor=\"end\" {FONT}>shade: sqrt(share / max share)</text>\n</svg>",
-        width - 16.0
-    );
+    svg += "</svg>\n";
     svg
 }
 
@@ -283,22 +460,53 @@ mod tests {
 
     #[test]
     fn plots_are_well_formed_and_escape_column_names() {
-        let bounds = ColumnBounds::new("a<b & \"c\"", 0.0, 10.0).unwrap();
-        let svg = histogram(&bounds, &[0.5, 0.0, 0.5], &[0.25, 0.5, 0.25]);
+        let name = "a<b & \"c\"";
+        let panel = |title: &str| HistogramPanel {
+            title: title.into(),
+            lo: 0.0,
+            hi: 10.0,
+            real: &[0.5, 0.0, 0.5],
+            synths: vec![
+                Series {
+                    name: "one",
+                    shares: &[0.25, 0.5, 0.25],
+                },
+                Series {
+                    name: "two",
+                    shares: &[0.0, 1.0, 0.0],
+                },
+            ],
+        };
+        let svg = histogram(name, &[panel("all"), panel("zoom")]);
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert!(svg.contains("a&lt;b &amp; &quot;c&quot;") && !svg.contains("a<b"));
         assert_eq!(
             svg.matches("fill-opacity=\"0.55\"").count(),
-            2 + 1,
-            "two bars and the legend"
+            2 * 2 + 1,
+            "two bars per panel and the legend"
         );
-        let other = ColumnBounds::new("y", -1.0, 1.0).unwrap();
-        let svg = density_pair(&bounds, &other, 2, &[1.0, 0.0, 0.0, 0.0], &[0.25; 4]);
         assert_eq!(
-            svg.matches("<rect x=").count(),
-            2 + 1 + 4,
-            "two frames and the non-empty cells"
+            svg.matches("<path").count(),
+            4,
+            "one line per table and panel"
         );
-        assert!(svg.contains("fill-opacity=\"1.000\"") && svg.contains("fill-opacity=\"0.500\""));
+        let (x, y) = (
+            Axis {
+                name,
+                lo: 0.0,
+                hi: 10.0,
+            },
+            Axis {
+                name: "y",
+                lo: -1.0,
+                hi: 1.0,
+            },
+        );
+        let svg = density_panels(&x, &y, 2, &[1.0, 0.0, 0.0, 0.0], &[0.25; 4], "synthetic");
+        assert!(svg.trim_end().ends_with("</svg>"));
+        // Darkest stop for the largest share, white-ish for none; the difference is symmetric.
+        assert!(svg.contains("fill=\"#08306b\""));
+        assert!(svg.contains("fill=\"#2166ac\"") && svg.contains("real − synthetic"));
+        assert_eq!(mix(&DIFFERENCE_STOPS, 0.5), "#f7f7f7");
     }
 }

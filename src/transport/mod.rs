@@ -3,7 +3,7 @@
 //! Problem: minimise Σ_e cost_e·flow_e subject to 0 ≤ flow_e ≤ capacity_e and, at every node v,
 //! Σ_{e out of v} flow_e − Σ_{e into v} flow_e = supply_v (Σ supply = 0; demands are negative supplies).
 //!
-//! Why: the W1 estimators (`metrics::w1`) and PSMM's bounded-Lipschitz projection are transportation
+//! Why: the W1 estimators (`eval::w1`) and PSMM's bounded-Lipschitz projection are transportation
 //! problems whose sparse king-move formulation reaches 10^6 nodes and 10^7 arcs. Two exact algorithms, both
 //! re-derived here from the designs of LEMON's `NetworkSimplex` and `CostScaling`:
 //! - primal network simplex, block-search pivoting, strongly feasible spanning-tree basis (thread /
@@ -658,7 +658,7 @@ pub(crate) mod tests {
         assert!(feasible >= 10, "only {feasible} feasible instances");
     }
 
-    /// All orderings of 0..n (brute-force oracles here and in metrics::w1).
+    /// All orderings of 0..n (brute-force oracles here and in eval::w1).
     pub(crate) fn permutations(n: usize) -> Vec<Vec<usize>> {
         if n == 0 {
             return vec![Vec::new()];

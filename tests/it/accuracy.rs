@@ -9,7 +9,7 @@ use std::path::Path;
 
 use dpsynth::binner::AxisPlan;
 use dpsynth::geometry::bounds::ColumnBounds;
-use dpsynth::metrics::w1::{dyadic_upper_bound, lower_bound_marginals, w1_exact_1d, Sample};
+use dpsynth::eval::w1::{dyadic_upper_bound, lower_bound_marginals, w1_exact_1d, Sample};
 use dpsynth::geometry::partition::{CellGeometry, MAX_DEPTH};
 use dpsynth::mechanism::pmm::schedule::bound_minimising_depth;
 use dpsynth::options::{MechanismOptions, PmmOptions};

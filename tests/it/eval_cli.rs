@@ -414,7 +414,7 @@ fn report_dir_has_the_page_the_plots_and_the_json() {
     assert_eq!(same["w1"], json["w1"]);
     let html = std::fs::read_to_string(report.join("index.html")).unwrap();
     assert_eq!(html.matches("<svg").count(), 3, "every plot inline");
-    assert!(html.contains(&format!("{:.6}", number(&json, &["w1", "value"]))));
+    assert!(html.contains(&dpsynth::eval::format::sig(number(&json, &["w1", "value"]))));
     let markdown = std::fs::read_to_string(report.join("index.md")).unwrap();
     for name in &names[..] {
         if name.ends_with(".svg") {
@@ -485,4 +485,304 @@ fn dropped_rows_leave_exactly_the_valid_rows_across_row_groups() {
     );
     assert_eq!(number(&json, &["w1", "value"]), 0.0);
     assert_eq!(number(&json, &["covariance_error", "max_abs"]), 0.0);
+}
+
+/// A run report with the keys eval reads, as `dpsynth synth --report` writes them.
+fn write_run_report(path: &Path, mechanism: &str, epsilon: f64, depth: u32, rows: usize) {
+    let report = serde_json::json!({
+        "mechanism": mechanism,
+        "guarantee": {"epsilon": epsilon, "delta": 0.0, "neighbours": "add-remove: datasets differ by one row",
+                      "fit_for_release": false},
+        "parameters": {"depth": depth},
+        "release": {"synthetic_rows": rows},
+    });
+    std::fs::write(path, serde_json::to_string(&report).unwrap()).unwrap();
+}
+
+#[test]
+fn several_synthetic_tables_are_ranked_on_the_same_real_subsamples_with_their_runs() {
+    // `close` is another sample of the real law, `far` the real rows shifted by 0.2 along x: the subsample
+    // estimate must put `close` near the real-vs-real floor and `far` well above it.
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name);
+    let points = random_points(7, 800, 0.8);
+    write_xy(&path("real.parquet"), &points);
+    write_xy(&path("close.parquet"), &random_points(8, 800, 0.8));
+    let shifted: Vec<(f64, f64)> = points.iter().map(|&(x, y)| (x + 0.2, y)).collect();
+    write_xy(&path("far.parquet"), &shifted);
+    write_run_report(&path("close.json"), "pmm", 1.0, 12, 800);
+    write_run_report(&path("far.json"), "pmm", 0.1, 9, 799);
+    let files = [
+        "real.parquet",
+        "close.parquet",
+        "far.parquet",
+        "close.json",
+        "far.json",
+    ]
+    .map(path);
+    let [real, close, far, close_run, far_run] = files.each_ref().map(|p| path_str(p));
+    let mut args = vec![
+        "--real",
+        real,
+        "--synth",
+        close,
+        "--run-report",
+        close_run,
+        "--synth",
+        far,
+        "--run-report",
+        far_run,
+        "--subsample-rows",
+        "200",
+        "--subsample-repeats",
+        "4",
+        "--seed",
+        "3",
+    ];
+    args.extend_from_slice(&XY_BOUNDS);
+    let json = eval_json(dir.path(), &args);
+
+    // The top level is the first table's report, every key of a single comparison included.
+    let comparisons = json["comparisons"].as_array().unwrap();
+    assert_eq!(comparisons.len(), 2);
+    for key in [
+        "real",
+        "synth",
+        "units",
+        "columns",
+        "w1",
+        "sandwich",
+        "grid",
+        "mean_error",
+    ] {
+        assert_eq!(json[key], comparisons[0][key], "{key}");
+    }
+    assert_eq!(json["synth"]["file"], close);
+    assert_eq!(comparisons[1]["synth"]["file"], far);
+    assert_eq!(comparisons[0]["label"], "pmm, ε = 1, depth 12");
+    assert_eq!(number(&comparisons[1], &["run", "epsilon"]), 0.1);
+    assert_eq!(
+        comparisons[1]["run"]["neighbours"],
+        "add-remove: datasets differ by one row"
+    );
+
+    let subsample =
+        |k: usize, key: &str| number(&comparisons[k]["subsample_transport"], &[key, "mean"]);
+    assert_eq!(
+        number(&comparisons[0]["subsample_transport"], &["rows_per_sample"]),
+        200.0
+    );
+    assert_eq!(
+        subsample(0, "floor"),
+        subsample(1, "floor"),
+        "one real floor for every table"
+    );
+    assert!(subsample(0, "w1") < 1.6 * subsample(0, "floor"), "{json}");
+    assert!(subsample(1, "w1") > 0.19 && subsample(1, "w1") > 3.0 * subsample(0, "w1"));
+    // The x column carries the shift: every 2-D pair and the marginals see it, and only `far` is warned
+    // about (its run report claims 799 rows for a table of 800).
+    let pairs = &comparisons[1]["pairwise_w1"];
+    assert!((number(pairs, &["max"]) - 0.2).abs() <= number(pairs, &["max_error_bound"]) + 1e-9);
+    assert_eq!(pairs["pairs"][0]["columns"], serde_json::json!(["x", "y"]));
+    let equal = comparisons[1]["marginals_equal_grid"].as_array().unwrap();
+    assert_eq!(equal.len(), 2);
+    assert!(equal.iter().all(|marginal| marginal["side"] == 16));
+    assert!(number(&equal[0], &["max_tv"]) <= number(&equal[1], &["max_tv"]));
+    assert!(number(&comparisons[0], &["correlation_error", "max_abs"]) < 0.2);
+    assert_eq!(comparisons[0]["warnings"], serde_json::json!([]));
+    let warnings = comparisons[1]["warnings"].to_string();
+    assert!(
+        warnings.contains("799") && warnings.contains("far.json"),
+        "{warnings}"
+    );
+
+    // The same seed gives the same numbers on one thread; another seed draws other rows.
+    let mut again = args.clone();
+    again.extend_from_slice(&["--threads", "1"]);
+    let one_thread = eval_json(dir.path(), &again);
+    for k in 0..2 {
+        assert_eq!(
+            one_thread["comparisons"][k]["subsample_transport"],
+            comparisons[k]["subsample_transport"]
+        );
+        assert_eq!(
+            one_thread["comparisons"][k]["pairwise_w1"],
+            comparisons[k]["pairwise_w1"]
+        );
+    }
+    let seed = args.iter().position(|&arg| arg == "3").unwrap();
+    args[seed] = "4";
+    let other = eval_json(dir.path(), &args);
+    assert_ne!(
+        other["subsample_transport"]["w1"]["values"],
+        json["subsample_transport"]["w1"]["values"]
+    );
+
+    // The summary has one line per table side by side.
+    let mut summary_args = vec!["eval", "--quiet"];
+    summary_args.extend_from_slice(&args);
+    let output = dpsynth(&summary_args);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains("side by side") && text.contains("pmm, ε = 0.1, depth 9:"),
+        "{text}"
+    );
+}
+
+#[test]
+fn run_reports_and_outputs_are_checked_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real.parquet");
+    write_xy(&real, &random_points(9, 30, 1.0));
+    let not_json = dir.path().join("notes.txt");
+    std::fs::write(&not_json, "not a report").unwrap();
+    let inputs = [real.clone(), not_json.clone()];
+    let (r, n) = (path_str(&real), path_str(&not_json));
+    let base = vec![
+        "--real", r, "--synth", r, "--bounds", "x=0:100", "--bounds", "y=-1:1",
+    ];
+    let with = |extra: &[&'static str]| [base.clone(), extra.to_vec()].concat();
+    assert_rejected(
+        dir.path(),
+        &inputs,
+        &[base.clone(), vec!["--run-report", n]].concat(),
+        &["notes.txt", "not a JSON run report"],
+    );
+    assert_rejected(
+        dir.path(),
+        &inputs,
+        &[base.clone(), vec!["--run-report", n, "--run-report", n]].concat(),
+        &["--run-report is given 2 times for 1 --synth"],
+    );
+    assert_rejected(
+        dir.path(),
+        &inputs,
+        &with(&["--subsample-rows", "5000"]),
+        &["--subsample-rows", "2048"],
+    );
+    // An output path that is an input (here the real table) is refused and the input left as it was.
+    let before = std::fs::read(&real).unwrap();
+    let mut args = vec!["eval", "--quiet", "--json", r];
+    args.extend_from_slice(&with(&[]));
+    let output = dpsynth(&args);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("is an input"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(std::fs::read(&real).unwrap(), before);
+    let mut expected = inputs.to_vec();
+    expected.sort();
+    assert_eq!(files_in(dir.path()), expected);
+}
+
+/// The first of `names` found on PATH.
+fn find_on_path(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .flat_map(|dir| names.iter().map(move |name| dir.join(name)))
+        .find(|candidate| candidate.is_file())
+}
+
+#[test]
+fn the_report_page_renders_in_a_headless_browser() {
+    // A real browser draws the page: the screenshot must have the window's size and enough non-white
+    // pixels (tables, bars, densities), some of them coloured (plots, not only text). CI (CI=true)
+    // installs chromium and must run this; elsewhere it is skipped when no browser is installed.
+    let Some(browser) = find_on_path(&["chromium", "chromium-browser", "google-chrome"]) else {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "CI must run the browser test: install chromium (.ci/run does)"
+        );
+        eprintln!("SKIPPED: no chromium on PATH for the report-page screenshot test");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (real, synth, run) = (
+        dir.path().join("real.parquet"),
+        dir.path().join("synth.parquet"),
+        dir.path().join("run.json"),
+    );
+    // A skewed x (mass near the bottom of wide bounds) to exercise the zoomed panels.
+    let skewed = |seed| -> Vec<(f64, f64)> {
+        random_points(seed, 2500, 1.0)
+            .into_iter()
+            .map(|(x, y)| (0.1 * x * x, y))
+            .collect()
+    };
+    write_xy(&real, &skewed(10));
+    write_xy(&synth, &skewed(11));
+    write_run_report(&run, "pmm", 1.0, 14, 2500);
+    let report = dir.path().join("report");
+    let mut args = vec![
+        "--real",
+        path_str(&real),
+        "--synth",
+        path_str(&synth),
+        "--run-report",
+        path_str(&run),
+        "--report-dir",
+        path_str(&report),
+    ];
+    args.extend_from_slice(&XY_BOUNDS);
+    eval_json(dir.path(), &args);
+    let html = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(html.contains("zoom:") && html.contains("pmm, ε = 1, depth 14"));
+
+    let (width, height) = (1280u32, 3000u32);
+    let shot = dir.path().join("shot.png");
+    let profile = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(&browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("--window-size={width},{height}"))
+        .arg(format!("file://{}", report.join("index.html").display()))
+        .output()
+        .expect("the browser starts");
+    assert!(
+        shot.exists(),
+        "no screenshot: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let mut decoder =
+        png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+    decoder.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
+    let mut reader = decoder.read_info().unwrap();
+    let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut pixels).unwrap();
+    assert_eq!((info.width, info.height), (width, height));
+    let channels = info.color_type.samples();
+    assert!(channels >= 3, "{:?}", info.color_type);
+    let (mut ink, mut coloured) = (0usize, 0usize);
+    for pixel in pixels[..info.buffer_size()].chunks_exact(channels) {
+        let (r, g, b) = (
+            i32::from(pixel[0]),
+            i32::from(pixel[1]),
+            i32::from(pixel[2]),
+        );
+        ink += usize::from(r.min(g).min(b) < 235);
+        coloured += usize::from((r - g).abs().max((g - b).abs()).max((r - b).abs()) > 40);
+    }
+    let total = (width * height) as usize;
+    assert!(
+        ink * 20 > total,
+        "only {ink} of {total} pixels are not blank"
+    );
+    assert!(
+        coloured * 100 > total,
+        "only {coloured} of {total} pixels are coloured"
+    );
 }

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use dpsynth::geometry::bounds::ColumnBounds;
-use dpsynth::metrics::w1::{grid_histogram, w1_grid, Sample};
+use dpsynth::eval::w1::{grid_histogram, w1_grid, Sample};
 use dpsynth::options::{MechanismOptions, PsmmOptions};
 use dpsynth::privacy::{Neighbours, DEFAULT_NOISY_N_SHARE};
 use dpsynth::progress::Progress;

@@ -300,7 +300,7 @@ mod tests {
     fn the_metric_projection_never_increases_the_distance_to_the_data() {
         // Proposition 3.2 (Prop 4.8 in the dissertation): W1(μ_Y, μ_X'') ≤ W1(μ_X, μ_X'') for data X in the
         // cube, unclamped synthetic X'' and Y = the clamped X'' from `lift`. Exact W1 on small random sets.
-        use crate::metrics::w1::{w1_exact_small, Sample};
+        use crate::eval::w1::{w1_exact_small, Sample};
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
         let mut unit = move || {
             state ^= state << 13;

@@ -15,8 +15,7 @@ pub use plan::PsmmPlan;
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::geometry::grid::RegularGrid;
-use crate::metrics::w1::add_king_move_arcs;
+use crate::geometry::grid::{add_king_move_arcs, RegularGrid};
 use crate::noise::discrete_laplace::{sample_discrete_laplace, RationalScale};
 use crate::privacy::streams::NOISE_CHUNK_CELLS;
 use crate::privacy::{noise_scale, Neighbours, NoiseKey, NoiseStream, NoisyRowCount};

@@ -12,6 +12,7 @@
 
 use std::fmt;
 
+use crate::geometry::grid::add_king_move_arcs;
 use crate::transport::{
     solve_min_cost_flow, FlowNetwork, NodeId, TransportError, INFINITE_CAPACITY,
 };
@@ -534,46 +535,6 @@ fn king_move_network(supplies: &[i64], side: usize, dims: usize, arcs: usize) ->
     let nodes: Vec<NodeId> = supplies.iter().map(|&s| net.add_node(s)).collect();
     add_king_move_arcs(&mut net, &nodes, side, dims);
     net
-}
-
-/// Links every cell of the side^d grid (`nodes` in row-major order, coordinate 0 most significant) to its
-/// 3^d − 1 neighbours, uncapacitated, at cost 1.
-pub(crate) fn add_king_move_arcs(net: &mut FlowNetwork, nodes: &[NodeId], side: usize, dims: usize) {
-    // Offsets in {−1, 0, 1}^d \ {0}, as per-axis steps and as an index delta.
-    let strides: Vec<isize> = (0..dims)
-        .map(|k| side.pow((dims - 1 - k) as u32) as isize)
-        .collect();
-    let mut offsets: Vec<(Vec<isize>, isize)> = Vec::new();
-    for code in 0..3usize.pow(dims as u32) {
-        let steps: Vec<isize> = (0..dims)
-            .map(|k| (code / 3usize.pow(k as u32) % 3) as isize - 1)
-            .collect();
-        if steps.iter().any(|&s| s != 0) {
-            let delta = steps.iter().zip(&strides).map(|(s, t)| s * t).sum();
-            offsets.push((steps, delta));
-        }
-    }
-    let mut coords = vec![0usize; dims];
-    for cell in 0..nodes.len() {
-        for (steps, delta) in &offsets {
-            let inside = coords
-                .iter()
-                .zip(steps)
-                .all(|(&c, &s)| (s >= 0 || c > 0) && (s <= 0 || c + 1 < side));
-            if inside {
-                let to = (cell as isize + delta) as usize;
-                net.add_arc(nodes[cell], nodes[to], INFINITE_CAPACITY, 1);
-            }
-        }
-        // Advance the mixed-radix coordinates (last coordinate fastest).
-        for c in coords.iter_mut().rev() {
-            *c += 1;
-            if *c < side {
-                break;
-            }
-            *c = 0;
-        }
-    }
 }
 
 /// Rounds counts/total to integers summing to `units` (floor, then +1 to the largest remainders).

@@ -1,3 +1,0 @@
-//! Distances between a real and a synthetic table.
-
-pub mod w1;
