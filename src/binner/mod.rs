@@ -22,7 +22,7 @@ pub use scan::{scan_leaf_counts, scan_quantised_rows, ScanStats};
 use crate::geometry::bounds::ColumnBounds;
 use crate::error::Result;
 use crate::geometry::partition::CellGeometry;
-use crate::io::source::column::NumericValues;
+use crate::io::source::column::{AsF64, NumericValues};
 
 /// A row flag: some coordinate was outside its bounds and was clamped.
 pub const ROW_CLAMPED: u8 = 1;
@@ -142,16 +142,6 @@ pub fn quantize_values(
     }
     clamped
 }
-
-/// A native column value as f64 (integers beyond 2^53 round to the nearest f64).
-pub trait AsF64: Copy {
-    fn as_f64(self) -> f64;
-}
-
-macro_rules! as_f64 {
-    ($($t:ty),*) => { $(impl AsF64 for $t { #[inline(always)] fn as_f64(self) -> f64 { self as f64 } })* };
-}
-as_f64!(f32, f64, i8, i16, i32, i64, u8, u16, u32, u64);
 
 fn quantize_slice<T: AsF64>(
     values: &[T],

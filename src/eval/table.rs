@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use arrow::array::Array;
 use rayon::prelude::*;
 
-use crate::binner::{AsF64, NullPolicy};
+use crate::binner::NullPolicy;
+use crate::io::source::column::AsF64;
 use crate::geometry::bounds::ColumnBounds;
 use crate::error::{Error, Result};
 use crate::io::source::column::NumericValues;

@@ -142,9 +142,18 @@ pub fn build_array(
     }
 }
 
+/// A native column value as f64 (integers beyond 2^53 round to the nearest f64).
+pub trait AsF64: Copy {
+    fn as_f64(self) -> f64;
+}
+
+macro_rules! as_f64 {
+    ($($t:ty),*) => { $(impl AsF64 for $t { #[inline(always)] fn as_f64(self) -> f64 { self as f64 } })* };
+}
+as_f64!(f32, f64, i8, i16, i32, i64, u8, u16, u32, u64);
+
 /// One value of a decoded numeric array as f64 (for error messages).
 pub fn value_as_f64(array: &dyn Array, row: usize) -> f64 {
-    use crate::binner::AsF64;
     match NumericValues::of(array) {
         Some(NumericValues::F32(values)) => values[row].as_f64(),
         Some(NumericValues::F64(values)) => values[row],
