@@ -15,14 +15,14 @@ use crate::binner::pass::DataPass;
 use crate::binner::{AxisPlan, Binner};
 use crate::error::{Error, Result};
 use crate::geometry::grid::RegularGrid;
-use crate::mechanism::pmm::plan::{root_count_is, TreeSize};
+use crate::mechanism::pmm::plan::{check_depth_fits, root_count_is, TreeSize};
 use crate::mechanism::pmm::PmmPlan;
 use crate::mechanism::psmm::plan::{default_cells, grid_for, BINNING, DEFAULT_MAX_CELLS};
 use crate::mechanism::psmm::{Normaliser, PsmmPlan};
 use crate::mechanism::{
     AccuracyBound, MechanismParameters, PublicInputs, Release, ReleasedMeasure, NORMALISED_UNITS,
 };
-use crate::options::{InnerOptions, LowdimOptions, TargetDim};
+use crate::options::{InnerOptions, LowdimOptions, PmmOptions, TargetDim};
 use crate::privacy::{Budget, Neighbours, NoisyRowCount, RunSeeds};
 use crate::progress::Timings;
 
@@ -65,10 +65,9 @@ impl LowdimPlan {
                 )));
             }
         }
-        if let InnerOptions::Pmm(pmm) = &options.inner {
-            // Refuse a --depth that cannot fit before reading any data (d' is not known yet; the check
-            // does not depend on it).
-            PmmPlan::with_size(public, 1, budget.subroutine, TreeSize::Public(2), pmm, "")?;
+        if let InnerOptions::Pmm(PmmOptions { depth: Some(depth), .. }) = &options.inner {
+            // Before reading any data: the inner PMM's memory does not depend on d'.
+            check_depth_fits(public, *depth)?;
         }
         let row_count = match budget.noisy_n {
             Some(epsilon_n) => Some(NoisyRowCount::plan(epsilon_n)?),

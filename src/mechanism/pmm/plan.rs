@@ -115,13 +115,7 @@ impl PmmPlan {
         };
         let (depth, depth_rule) = match (options.depth, size) {
             (Some(depth), _) => {
-                if depth > MAX_DEPTH || depth > memory_depth {
-                    return Err(Error::bad_input(format!(
-                        "--depth {depth} is too large: this machine's memory allows at most {} (cells need {} bytes at depth {depth})",
-                        memory_depth.min(MAX_DEPTH),
-                        cell_memory_bytes(depth, public.threads)
-                    )));
-                }
+                check_depth_fits(public, depth)?;
                 (Depth::Known(schedule(depth)?), "given by --depth".to_string())
             }
             (None, TreeSize::Public(n)) => {
@@ -331,6 +325,19 @@ impl PmmPlan {
                 .collect(),
         }
     }
+}
+
+/// Refuses a `--depth` whose cell arrays would not fit in the run's memory limit.
+pub fn check_depth_fits(public: &PublicInputs, depth: u32) -> Result<()> {
+    let memory_depth = max_depth_for_memory(public.memory_limit, public.threads);
+    if depth > MAX_DEPTH || depth > memory_depth {
+        return Err(Error::bad_input(format!(
+            "--depth {depth} is too large: this machine's memory allows at most {} (cells need {} bytes at depth {depth})",
+            memory_depth.min(MAX_DEPTH),
+            cell_memory_bytes(depth, public.threads)
+        )));
+    }
+    Ok(())
 }
 
 /// What the released total is, in the report's words.
