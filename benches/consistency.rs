@@ -6,8 +6,9 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use dpsynth::mechanism::pmm::consistency::{enforce_consistency, ConsistencyRule};
-use dpsynth::noise::{add_level_noise, NoiseKey};
-use dpsynth::privacy::{LevelSchedule, Neighbours, RootNoise};
+use dpsynth::mechanism::pmm::noise::add_level_noise;
+use dpsynth::mechanism::pmm::schedule::{LevelSchedule, RootNoise};
+use dpsynth::privacy::{Neighbours, NoiseKey};
 use dpsynth::geometry::tree::CountTree;
 
 /// Leaf depths timed: 2^16 and 2^22 leaves (a cache-resident and a memory-bound tree).

@@ -17,7 +17,8 @@ use dpsynth::geometry::bounds::ColumnBounds;
 use dpsynth::generate::{write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS};
 use dpsynth::binner::device::DeviceChoice;
 use dpsynth::progress::Progress;
-use dpsynth::synth::report::MechanismParameters;
+use dpsynth::mechanism::MechanismParameters;
+use dpsynth::options::{MechanismOptions, PmmOptions};
 use dpsynth::io::source::ParquetSource;
 use dpsynth::{synthesize, OutputPaths, SynthOptions};
 use rayon::prelude::*;
@@ -102,7 +103,10 @@ fn main() {
             let mut options = SynthOptions::new(1.0, bounds);
             options.threads = threads;
             options.seed = Some(7);
-            options.device = DeviceChoice::Cpu;
+            options.mechanism = MechanismOptions::Pmm(PmmOptions {
+                device: DeviceChoice::Cpu,
+                ..PmmOptions::DEFAULT
+            });
             let outputs = OutputPaths {
                 table: dir.join("synth-out.parquet"),
                 report: None,

@@ -77,6 +77,14 @@ impl RationalScale {
         self.den
     }
 
+    /// (t, s) with t/s = σ after dividing out the common power of two of `num` and `den` (all common
+    /// factors when `den` is a power of two, as from `round_up`): keeps t small, t = σ for an
+    /// integral σ.
+    pub fn reduced(&self) -> (u64, u64) {
+        let common_twos = (self.num | self.den).trailing_zeros();
+        (self.num >> common_twos, self.den >> common_twos)
+    }
+
     /// σ in floating point (rounded), for reports only: the sampler never uses it.
     pub fn to_f64(&self) -> f64 {
         self.num as f64 / self.den as f64
@@ -96,24 +104,8 @@ impl RationalScale {
 /// The result is conditioned on |Z| ≤ i64::MAX (a larger magnitude restarts the draw); for
 /// num/den < 2^32 the excluded event has probability below exp(−2^31).
 pub fn sample_discrete_laplace<R: Rng + ?Sized>(rng: &mut R, scale: RationalScale) -> i64 {
-    // Lap_Z(t/s) depends on t/s only; dividing out the common power of two (all common factors when
-    // den is a power of two, as from `round_up`) keeps t small: t = σ for an integral σ, so U takes
-    // one 32-bit word, and none at σ = 1.
-    let common_twos = (scale.num | scale.den).trailing_zeros();
-    let t = scale.num >> common_twos;
-    let s = scale.den >> common_twos;
     loop {
-        let y = if t < s {
-            u128::from(geometric_by_trials(rng, s, t))
-        } else {
-            let x = geometric_in_blocks(rng, t);
-            // s is a power of two for every scale from `round_up`: a shift, not a 128-bit division.
-            if s.is_power_of_two() {
-                x >> s.trailing_zeros()
-            } else {
-                x / u128::from(s)
-            }
-        };
+        let y = sample_geometric(rng, scale);
         let negative = rng.next_u32() & 1 == 1;
         if negative && y == 0 {
             continue; // "−0": without this rejection zero would be twice as likely as it should.
@@ -122,6 +114,25 @@ pub fn sample_discrete_laplace<R: Rng + ?Sized>(rng: &mut R, scale: RationalScal
             continue;
         };
         return if negative { -magnitude } else { magnitude };
+    }
+}
+
+/// Y with P(Y = y) = (1 − q)·q^y for y ≥ 0, q = e^{−den/num}: the magnitude of a discrete Laplace
+/// draw before its sign, drawn exactly in whichever of the two ways described above stays cheap.
+pub fn sample_geometric<R: Rng + ?Sized>(rng: &mut R, scale: RationalScale) -> u128 {
+    // Lap_Z(t/s) depends on t/s only; the reduced pair keeps t small, so U takes one 32-bit word for
+    // an integral σ, and none at σ = 1.
+    let (t, s) = scale.reduced();
+    if t < s {
+        u128::from(geometric_by_trials(rng, s, t))
+    } else {
+        let x = geometric_in_blocks(rng, t);
+        // s is a power of two for every scale from `round_up`: a shift, not a 128-bit division.
+        if s.is_power_of_two() {
+            x >> s.trailing_zeros()
+        } else {
+            x / u128::from(s)
+        }
     }
 }
 
@@ -220,14 +231,10 @@ fn uniform_below<R: Rng + ?Sized>(rng: &mut R, bound: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::noise::law_checks::*;
     use rand::SeedableRng;
     use rand_chacha::ChaCha12Rng;
     use std::collections::BTreeMap;
-
-    /// Below this p-value a goodness-of-fit test fails.
-    const MIN_P_VALUE: f64 = 1e-4;
-    /// Moment checks allow this many standard errors.
-    const STANDARD_ERRORS: f64 = 4.5;
 
     fn scale(sigma: f64) -> RationalScale {
         RationalScale::round_up(sigma).expect("a valid test scale")
@@ -239,97 +246,6 @@ mod tests {
         (0..count)
             .map(|_| sample_discrete_laplace(&mut rng, scale))
             .collect()
-    }
-
-    /// The exact law, evaluated in f64 from the closed form (an independent oracle for the sampler).
-    struct Law {
-        q: f64,
-    }
-
-    impl Law {
-        fn new(sigma: f64) -> Self {
-            Law {
-                q: (-1.0 / sigma).exp(),
-            }
-        }
-        fn pmf(&self, z: i64) -> f64 {
-            (1.0 - self.q) / (1.0 + self.q) * self.q.powi(z.unsigned_abs() as i32)
-        }
-        /// P(Z ≥ c) for c ≥ 1.
-        fn upper_tail(&self, c: i64) -> f64 {
-            self.q.powi(c as i32) / (1.0 + self.q)
-        }
-        fn variance(&self) -> f64 {
-            2.0 * self.q / (1.0 - self.q).powi(2)
-        }
-        fn mean_abs(&self) -> f64 {
-            2.0 * self.q / (1.0 - self.q * self.q)
-        }
-        /// E Z^4 by summing the pmf until the terms vanish.
-        fn fourth_moment(&self) -> f64 {
-            (1..)
-                .map(|z: i64| 2.0 * self.pmf(z) * (z as f64).powi(4))
-                .take_while(|term| *term > 0.0)
-                .take(1 << 24)
-                .sum()
-        }
-    }
-
-    /// Upper tail of the standard normal, 0.5·erfc(z/√2) (Numerical Recipes erfc, relative error < 1.2e-7).
-    fn normal_upper_tail(z: f64) -> f64 {
-        let x = z / std::f64::consts::SQRT_2;
-        let t = 1.0 / (1.0 + 0.5 * x.abs());
-        let poly = -x * x - 1.26551223
-            + t * (1.00002368
-                + t * (0.37409196
-                    + t * (0.09678418
-                        + t * (-0.18628806
-                            + t * (0.27886807
-                                + t * (-1.13520398
-                                    + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
-        let erfc = t * poly.exp();
-        0.5 * if x >= 0.0 { erfc } else { 2.0 - erfc }
-    }
-
-    /// P(χ²_dof ≥ statistic) by the Wilson–Hilferty cube-root normal approximation.
-    fn chi_square_p_value(statistic: f64, dof: usize) -> f64 {
-        let k = dof as f64;
-        let spread = 2.0 / (9.0 * k);
-        let z = ((statistic / k).cbrt() - (1.0 - spread)) / spread.sqrt();
-        normal_upper_tail(z)
-    }
-
-    /// Pearson's χ² of `samples` against `law`, outcomes merged left to right so every bin expects ≥ 5.
-    fn goodness_of_fit_p_value(samples: &[i64], law: &Law) -> f64 {
-        let n = samples.len() as f64;
-        let mut cutoff = 1;
-        while n * law.upper_tail(cutoff + 1) >= 5.0 {
-            cutoff += 1;
-        }
-        // Atoms in order: Z ≤ −cutoff, each z strictly between, Z ≥ cutoff.
-        let mut counts: BTreeMap<i64, u64> = BTreeMap::new();
-        for &z in samples {
-            *counts.entry(z.clamp(-cutoff, cutoff)).or_default() += 1;
-        }
-        let tail = law.upper_tail(cutoff);
-        let atoms = (-cutoff..=cutoff).map(|z| {
-            let p = if z.abs() == cutoff { tail } else { law.pmf(z) };
-            (n * p, counts.get(&z).copied().unwrap_or(0) as f64)
-        });
-        let mut bins: Vec<(f64, f64)> = Vec::new();
-        let mut open = (0.0, 0.0);
-        for (expected, observed) in atoms {
-            open = (open.0 + expected, open.1 + observed);
-            if open.0 >= 5.0 {
-                bins.push(open);
-                open = (0.0, 0.0);
-            }
-        }
-        let last = bins.last_mut().expect("at least one bin");
-        *last = (last.0 + open.0, last.1 + open.1);
-        assert!(bins.len() >= 3, "too few bins for a meaningful test");
-        let statistic: f64 = bins.iter().map(|(e, o)| (o - e) * (o - e) / e).sum();
-        chi_square_p_value(statistic, bins.len() - 1)
     }
 
     const FIT_SCALES: [f64; 5] = [0.3, 1.0, 2.5, 10.0, 37.7];

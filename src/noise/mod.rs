@@ -2,3 +2,6 @@
 //! [`crate::privacy`] (the run's key and the registry of streams).
 
 pub mod discrete_laplace;
+pub mod laplace_table;
+#[cfg(test)]
+mod law_checks;

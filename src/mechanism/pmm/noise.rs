@@ -5,7 +5,8 @@
 use rayon::prelude::*;
 
 use crate::geometry::tree::CountTree;
-use crate::noise::discrete_laplace::{sample_discrete_laplace, RationalScale};
+use crate::noise::discrete_laplace::RationalScale;
+use crate::noise::laplace_table::ScaleSampler;
 use crate::privacy::seeds::NoiseKey;
 use crate::privacy::streams::{NoiseStream, NOISE_CHUNK_CELLS};
 
@@ -14,13 +15,14 @@ use crate::privacy::streams::{NoiseStream, NOISE_CHUNK_CELLS};
 pub fn add_level_noise(tree: &mut CountTree, scales: &[Option<RationalScale>], key: &NoiseKey) {
     for (level, scale) in scales.iter().enumerate() {
         let Some(scale) = *scale else { continue };
+        let sampler = ScaleSampler::new(scale);
         tree.level_mut(level as u32)
             .par_chunks_mut(NOISE_CHUNK_CELLS)
             .enumerate()
             .for_each(|(chunk, cells)| {
                 let mut rng = key.stream(NoiseStream::PmmLevel(level as u32), chunk as u64);
                 for count in cells {
-                    *count = (*count + sample_discrete_laplace(&mut rng, scale)).max(0);
+                    *count = (*count + sampler.sample(&mut rng)).max(0);
                 }
             });
     }
