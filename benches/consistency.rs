@@ -5,11 +5,11 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
+use dpsynth::geometry::tree::CountTree;
 use dpsynth::mechanism::pmm::consistency::{enforce_consistency, ConsistencyRule};
 use dpsynth::mechanism::pmm::noise::add_level_noise;
 use dpsynth::mechanism::pmm::schedule::{LevelSchedule, RootNoise};
 use dpsynth::privacy::{Neighbours, NoiseKey};
-use dpsynth::geometry::tree::CountTree;
 
 /// Leaf depths timed: 2^16 and 2^22 leaves (a cache-resident and a memory-bound tree).
 const DEPTHS: [u32; 2] = [16, 22];

@@ -13,13 +13,13 @@ use std::time::Instant;
 
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::Float64Type;
-use dpsynth::geometry::bounds::ColumnBounds;
-use dpsynth::generate::{write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS};
 use dpsynth::binner::device::DeviceChoice;
-use dpsynth::progress::Progress;
+use dpsynth::generate::{write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS};
+use dpsynth::geometry::bounds::ColumnBounds;
+use dpsynth::io::source::ParquetSource;
 use dpsynth::mechanism::MechanismParameters;
 use dpsynth::options::{MechanismOptions, PmmOptions};
-use dpsynth::io::source::ParquetSource;
+use dpsynth::progress::Progress;
 use dpsynth::{synthesize, OutputPaths, SynthOptions};
 use rayon::prelude::*;
 

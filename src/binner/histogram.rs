@@ -28,14 +28,19 @@ impl SpillingHistogram {
         &mut self.counts
     }
 
-    /// Adds everything counted into `totals` (one entry per cell).
-    pub fn add_into(mut self, totals: &mut [u64]) {
-        self.spill();
-        if let Some(own) = self.totals {
-            totals
+    /// Adds everything counted into `totals` (one entry per cell), in parallel over cells and without
+    /// spilling first: a spill would allocate a u64 array per worker and fill it on one thread.
+    pub fn add_into(self, totals: &mut [u64]) {
+        let counts = self.counts.par_iter();
+        match &self.totals {
+            Some(spilled) => totals
                 .par_iter_mut()
-                .zip(own.par_iter())
-                .for_each(|(total, own)| *total += own);
+                .zip(counts.zip(spilled.par_iter()))
+                .for_each(|(total, (&count, &spilled))| *total += u64::from(count) + spilled),
+            None => totals
+                .par_iter_mut()
+                .zip(counts)
+                .for_each(|(total, &count)| *total += u64::from(count)),
         }
     }
 

@@ -19,7 +19,9 @@ impl CountTree {
             1usize << depth,
             "a depth-{depth} tree needs 2^{depth} leaves"
         );
-        let leaves: Vec<i64> = leaves.into_par_iter().map(|count| count as i64).collect();
+        // Sequential on purpose: a by-value map between same-sized types reuses the allocation, where a
+        // parallel collect would allocate and fill a second 8-byte-per-leaf array.
+        let leaves: Vec<i64> = leaves.into_iter().map(|count| count as i64).collect();
         let mut levels = vec![leaves];
         for _ in 0..depth {
             let children = levels.last().expect("the leaf level is always there");

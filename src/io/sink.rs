@@ -7,13 +7,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::datatypes::{Field, Schema, SchemaRef};
-use arrow::record_batch::RecordBatch;
+use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnWriter, ArrowRowGroupWriterFactory};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::writer::SerializedFileWriter;
+use rayon::prelude::*;
 
-use crate::geometry::bounds::ColumnBounds;
 use crate::error::{Error, Result};
+use crate::geometry::bounds::ColumnBounds;
 use crate::io::source::column::build_array;
 use crate::io::source::NumericColumn;
 
@@ -24,10 +26,18 @@ pub const OUTPUT_COMPRESSION: Compression = Compression::UNCOMPRESSED;
 /// Rows per output row group.
 pub const OUTPUT_ROW_GROUP_ROWS: usize = 1 << 20;
 
+/// The table being written: each column of the open row group has its own encoder, and the encoders of
+/// a batch run in parallel; finished row groups are appended in column order, so the bytes do not
+/// depend on the thread count.
 pub struct ParquetSink {
     target: PathBuf,
     temporary: PathBuf,
-    writer: Option<ArrowWriter<File>>,
+    file: Option<SerializedFileWriter<File>>,
+    row_groups: ArrowRowGroupWriterFactory,
+    /// One encoder per column of the open row group.
+    encoders: Vec<ArrowColumnWriter>,
+    rows_in_group: usize,
+    groups_written: usize,
     schema: SchemaRef,
     columns: Vec<NumericColumn>,
     bounds: Vec<ColumnBounds>,
@@ -57,44 +67,93 @@ impl ParquetSink {
             .set_statistics_enabled(EnabledStatistics::None)
             .set_max_row_group_row_count(Some(OUTPUT_ROW_GROUP_ROWS))
             .build();
-        let writer = ArrowWriter::try_new(file, schema.clone(), Some(properties));
-        let mut sink = ParquetSink {
+        let cannot_start =
+            |error| Error::in_file(target, format!("cannot start the Parquet writer: {error}"));
+        // ArrowWriter stores the Arrow schema in the footer; its lower-level parts encode in parallel.
+        let (file, row_groups) = ArrowWriter::try_new(file, schema.clone(), Some(properties))
+            .and_then(ArrowWriter::into_serialized_writer)
+            .map_err(cannot_start)?;
+        let encoders = row_groups.create_column_writers(0).map_err(cannot_start)?;
+        Ok(ParquetSink {
             target: target.to_path_buf(),
             temporary,
-            writer: None,
+            file: Some(file),
+            row_groups,
+            encoders,
+            rows_in_group: 0,
+            groups_written: 0,
             schema,
             columns: columns.to_vec(),
             bounds: bounds.to_vec(),
-        };
-        sink.writer = Some(writer.map_err(|error| {
-            Error::in_file(target, format!("cannot start the Parquet writer: {error}"))
-        })?);
-        Ok(sink)
+        })
     }
 
     /// Appends rows given per column in normalised units [0,1]; they are mapped back to each column's
-    /// bounds and type (integers rounded).
+    /// bounds and type (integers rounded). Columns are converted and encoded in parallel.
     pub fn write_normalised(&mut self, unit_columns: &[Vec<f64>]) -> Result<()> {
-        let mut arrays = Vec::with_capacity(unit_columns.len());
-        for ((units, column), bounds) in unit_columns.iter().zip(&self.columns).zip(&self.bounds) {
-            arrays.push(build_array(&column.data_type, units, |unit| {
-                bounds.denormalise(unit)
-            }));
+        let rows = unit_columns.first().map_or(0, Vec::len);
+        let mut start = 0;
+        while start < rows {
+            let end = rows.min(start + OUTPUT_ROW_GROUP_ROWS - self.rows_in_group);
+            let fields = self.schema.fields();
+            self.encoders
+                .par_iter_mut()
+                .zip(unit_columns)
+                .zip(fields.par_iter().zip(&self.columns).zip(&self.bounds))
+                .try_for_each(|((encoder, units), ((field, column), bounds))| {
+                    let array = build_array(&column.data_type, &units[start..end], |unit| {
+                        bounds.denormalise(unit)
+                    });
+                    for leaf in compute_leaves(field, &array)? {
+                        encoder.write(&leaf)?;
+                    }
+                    Ok(())
+                })
+                .map_err(|error: parquet::errors::ParquetError| self.write_error(error))?;
+            self.rows_in_group += end - start;
+            start = end;
+            if self.rows_in_group == OUTPUT_ROW_GROUP_ROWS {
+                self.finish_row_group()?;
+            }
         }
-        let batch = RecordBatch::try_new(self.schema.clone(), arrays)
-            .map_err(|error| Error::internal(format!("building an output batch: {error}")))?;
-        let target = &self.target;
-        self.writer
-            .as_mut()
-            .expect("the writer lives until commit")
-            .write(&batch)
-            .map_err(|error| Error::in_file(target, format!("cannot write the output: {error}")))
+        Ok(())
+    }
+
+    /// Closes the open row group's encoders and appends their chunks to the file, in column order.
+    fn finish_row_group(&mut self) -> Result<()> {
+        self.groups_written += 1;
+        let next = self
+            .row_groups
+            .create_column_writers(self.groups_written)
+            .map_err(|error| self.write_error(error))?;
+        let encoders = std::mem::replace(&mut self.encoders, next);
+        let chunks = encoders
+            .into_par_iter()
+            .map(ArrowColumnWriter::close)
+            .collect::<parquet::errors::Result<Vec<_>>>()
+            .map_err(|error| self.write_error(error))?;
+        let file = self.file.as_mut().expect("the file lives until commit");
+        let appended = file.next_row_group().and_then(|mut row_group| {
+            for chunk in chunks {
+                chunk.append_to_row_group(&mut row_group)?;
+            }
+            row_group.close().map(drop)
+        });
+        self.rows_in_group = 0;
+        appended.map_err(|error| self.write_error(error))
+    }
+
+    fn write_error(&self, error: parquet::errors::ParquetError) -> Error {
+        Error::in_file(&self.target, format!("cannot write the output: {error}"))
     }
 
     /// Finishes the file and moves it into place.
     pub fn commit(mut self) -> Result<()> {
-        let writer = self.writer.take().expect("the writer lives until commit");
-        writer.close().map_err(|error| {
+        if self.rows_in_group > 0 {
+            self.finish_row_group()?;
+        }
+        let file = self.file.take().expect("the file lives until commit");
+        file.close().map_err(|error| {
             Error::in_file(&self.target, format!("cannot finish the output: {error}"))
         })?;
         std::fs::rename(&self.temporary, &self.target).map_err(|error| {
@@ -109,8 +168,8 @@ impl ParquetSink {
 impl Drop for ParquetSink {
     /// An uncommitted sink removes its temporary file: nothing half-written survives a failed run.
     fn drop(&mut self) {
-        if self.writer.is_some() {
-            self.writer = None;
+        if self.file.is_some() {
+            self.file = None;
             let _ = std::fs::remove_file(&self.temporary);
         }
     }
@@ -138,4 +197,77 @@ fn temporary_path(target: &Path) -> Result<PathBuf> {
         file_name.to_string_lossy(),
         std::process::id()
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::source::{ColumnKind, ParquetSource};
+    use arrow::array::AsArray;
+    use arrow::datatypes::{DataType, Float64Type, Int32Type};
+
+    fn columns() -> (Vec<NumericColumn>, Vec<ColumnBounds>) {
+        let column = |name: &str, schema_index, kind, data_type| NumericColumn {
+            name: name.to_string(),
+            schema_index,
+            kind,
+            data_type,
+        };
+        (
+            vec![
+                column("x", 0, ColumnKind::Float, DataType::Float64),
+                column("k", 1, ColumnKind::Integer, DataType::Int32),
+            ],
+            vec![
+                ColumnBounds::new("x", -1.0, 1.0).unwrap(),
+                ColumnBounds::new("k", 0.0, 1000.0).unwrap(),
+            ],
+        )
+    }
+
+    /// Batches that straddle row-group boundaries, written on `threads` threads; returns the file.
+    fn write(path: &Path, threads: usize, rows: usize) -> Vec<u8> {
+        let (columns, bounds) = columns();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let mut sink = ParquetSink::create(path, &columns, &bounds).unwrap();
+            let units: Vec<f64> = (0..rows).map(|row| (row % 1001) as f64 / 1000.0).collect();
+            for batch in units.chunks(OUTPUT_ROW_GROUP_ROWS / 3 + 17) {
+                sink.write_normalised(&[batch.to_vec(), batch.to_vec()])
+                    .unwrap();
+            }
+            sink.commit().unwrap();
+        });
+        std::fs::read(path).unwrap()
+    }
+
+    #[test]
+    fn row_groups_hold_every_row_in_order_and_the_bytes_ignore_the_thread_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = 2 * OUTPUT_ROW_GROUP_ROWS + 12_345;
+        let path = dir.path().join("out.parquet");
+        let one_thread = write(&path, 1, rows);
+        assert_eq!(write(&path, 3, rows), one_thread);
+        let source = ParquetSource::open(&path).unwrap();
+        assert_eq!(source.row_group_count(), 3);
+        let (columns, _) = columns();
+        let mut row = 0usize;
+        for group in 0..source.row_group_count() {
+            for batch in source.row_group_reader(group, &columns).unwrap() {
+                let batch = batch.unwrap();
+                let x = batch.column(0).as_primitive::<Float64Type>();
+                let k = batch.column(1).as_primitive::<Int32Type>();
+                for (x, k) in x.values().iter().zip(k.values()) {
+                    let unit = (row % 1001) as f64 / 1000.0;
+                    assert_eq!(*x, -1.0 + 2.0 * unit, "row {row}");
+                    assert_eq!(*k, (row % 1001) as i32, "row {row}");
+                    row += 1;
+                }
+            }
+        }
+        assert_eq!(row, rows);
+    }
 }

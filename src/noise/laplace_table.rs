@@ -123,7 +123,8 @@ impl LaplaceTable {
             .map(|bucket| {
                 let smallest_w = bucket << (W_BITS - GUIDE_BITS);
                 let largest_w = smallest_w + (1 << (W_BITS - GUIDE_BITS)) - 1;
-                let first_at_most = |w: u64| upper.partition_point(|&threshold| threshold > w) as u32;
+                let first_at_most =
+                    |w: u64| upper.partition_point(|&threshold| threshold > w) as u32;
                 (first_at_most(largest_w), first_at_most(smallest_w))
             })
             .collect();
@@ -310,14 +311,27 @@ mod tests {
         // low/2^128 ≤ e^{-1} ≤ high/2^128, with the 40-digit value ±10^-40.
         assert!(&low * &scale <= (&digits + 1u32) << 128u32);
         assert!(&high * &scale >= (&digits - 1u32) << 128u32);
-        assert!(&high - &low <= BigUint::from(64u32), "bounds too loose: {}", &high - &low);
-        for (a, b) in [(3u64, 7u64), (29, 4), (1, 1000), (123_456, 10_000), (5, 1 << 32)] {
+        assert!(
+            &high - &low <= BigUint::from(64u32),
+            "bounds too loose: {}",
+            &high - &low
+        );
+        for (a, b) in [
+            (3u64, 7u64),
+            (29, 4),
+            (1, 1000),
+            (123_456, 10_000),
+            (5, 1 << 32),
+        ] {
             let (low, high) = exp_neg_bounds(&BigUint::from(a), &BigUint::from(b), 100);
             let exact = (-(a as f64) / b as f64).exp();
             assert!(low <= high);
             assert!(ratio(&low, 100) <= exact * (1.0 + 1e-14), "e^-{a}/{b}");
             assert!(ratio(&high, 100) >= exact * (1.0 - 1e-14), "e^-{a}/{b}");
-            assert!(&high - &low <= BigUint::from(1u32 << 10), "e^-{a}/{b} loose");
+            assert!(
+                &high - &low <= BigUint::from(1u32 << 10),
+                "e^-{a}/{b} loose"
+            );
         }
     }
 
@@ -330,9 +344,18 @@ mod tests {
             for m in (0..table.len()).step_by(table.len().div_ceil(200)) {
                 // Bounds 64 bits finer than the table's grid: the table's must lie outside them.
                 let (low, high) = threshold_bounds(m, scale, W_BITS + 64);
-                assert!(BigUint::from(table.lower[m]) << 64u32 <= low, "σ {sigma}, m {m}");
-                assert!(BigUint::from(table.upper[m]) << 64u32 >= high, "σ {sigma}, m {m}");
-                assert!(table.upper[m] - table.lower[m] <= 2, "σ {sigma}, m {m}: loose");
+                assert!(
+                    BigUint::from(table.lower[m]) << 64u32 <= low,
+                    "σ {sigma}, m {m}"
+                );
+                assert!(
+                    BigUint::from(table.upper[m]) << 64u32 >= high,
+                    "σ {sigma}, m {m}"
+                );
+                assert!(
+                    table.upper[m] - table.lower[m] <= 2,
+                    "σ {sigma}, m {m}: loose"
+                );
             }
             let last = table.upper[table.len() - 1];
             assert!(last < 1 << (W_BITS - TAIL_BITS) || table.len() == MAX_ENTRIES);
@@ -354,7 +377,10 @@ mod tests {
                 let certain = (table.lower[m - 1] - table.upper[m]) as f64 * unit;
                 let exact = 2.0 * law.pmf(m as i64);
                 assert!(certain <= exact * (1.0 + 1e-12), "σ {sigma}, m {m}");
-                assert!(certain + 6.0 * unit >= exact * (1.0 - 1e-12), "σ {sigma}, m {m}");
+                assert!(
+                    certain + 6.0 * unit >= exact * (1.0 - 1e-12),
+                    "σ {sigma}, m {m}"
+                );
             }
         }
     }
@@ -403,7 +429,10 @@ mod tests {
                 law.variance()
             );
             let mean = samples.iter().sum::<i64>() as f64 / n;
-            assert!(mean.abs() <= STANDARD_ERRORS * (law.variance() / n).sqrt(), "σ = {sigma}");
+            assert!(
+                mean.abs() <= STANDARD_ERRORS * (law.variance() / n).sqrt(),
+                "σ = {sigma}"
+            );
         }
     }
 
@@ -448,7 +477,11 @@ mod tests {
             };
             match table.sample(&mut rng) {
                 z if z == m as i64 => above += 1,
-                z => assert_eq!(z, m as i64 + 1, "an undecided word may give only m or m + 1"),
+                z => assert_eq!(
+                    z,
+                    m as i64 + 1,
+                    "an undecided word may give only m or m + 1"
+                ),
             }
         }
         let observed = above as f64 / trials as f64;
@@ -461,8 +494,17 @@ mod tests {
 
     #[test]
     fn scale_sampler_uses_the_table_only_where_it_reaches_its_tail() {
-        assert!(matches!(ScaleSampler::new(scale(0.1)), ScaleSampler::Direct(_)));
-        assert!(matches!(ScaleSampler::new(scale(30.0)), ScaleSampler::Table(_)));
-        assert!(matches!(ScaleSampler::new(scale(1e5)), ScaleSampler::Direct(_)));
+        assert!(matches!(
+            ScaleSampler::new(scale(0.1)),
+            ScaleSampler::Direct(_)
+        ));
+        assert!(matches!(
+            ScaleSampler::new(scale(30.0)),
+            ScaleSampler::Table(_)
+        ));
+        assert!(matches!(
+            ScaleSampler::new(scale(1e5)),
+            ScaleSampler::Direct(_)
+        ));
     }
 }

@@ -98,4 +98,3 @@ pub fn goodness_of_fit_p_value(samples: &[i64], law: &Law) -> f64 {
     let statistic: f64 = bins.iter().map(|(e, o)| (o - e) * (o - e) / e).sum();
     chi_square_p_value(statistic, bins.len() - 1)
 }
-
