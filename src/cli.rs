@@ -200,15 +200,24 @@ fn run_synth(args: SynthArgs) -> Result<()> {
         } else {
             format!("the proven W1 bound ({bound:.2}) is vacuous at this size")
         };
-        eprintln!(
-            "wrote {} synthetic rows to {} (ε = {}, {}, {}, {accuracy}){}",
-            report.release.synthetic_rows,
-            outputs.table.display(),
-            report.guarantee.epsilon,
-            options.neighbours.describe().split(':').next().unwrap_or_default(),
-            report.parameters.summary(),
-            if report.guarantee.fit_for_release { "" } else { "; seeded run: NOT fit for release" },
-        );
+        if report.guarantee.anonymity.is_some() {
+            eprintln!(
+                "wrote {} synthetic rows to {} ({}; anonymity, NOT differential privacy)",
+                report.release.synthetic_rows,
+                outputs.table.display(),
+                report.parameters.summary(),
+            );
+        } else {
+            eprintln!(
+                "wrote {} synthetic rows to {} (ε = {}, {}, {}, {accuracy}){}",
+                report.release.synthetic_rows,
+                outputs.table.display(),
+                report.guarantee.epsilon,
+                options.neighbours.describe().split(':').next().unwrap_or_default(),
+                report.parameters.summary(),
+                if report.guarantee.fit_for_release { "" } else { "; seeded run: NOT fit for release" },
+            );
+        }
         let diagnostics = &outcome.diagnostics;
         eprintln!(
             "NOT PRIVATE (owner only): {} rows binned, {} dropped, {} clamped; {:.2}s",

@@ -40,36 +40,54 @@ impl ParquetSink {
         columns: &[NumericColumn],
         bounds: &[ColumnBounds],
     ) -> Result<Self> {
-        let temporary = temporary_path(target)?;
-        let file = File::create(&temporary).map_err(|error| {
-            Error::in_file(target, format!("cannot create the output: {error}"))
-        })?;
         let schema: SchemaRef = Arc::new(Schema::new(
             columns
                 .iter()
                 .map(|column| Field::new(column.name.clone(), column.data_type.clone(), false))
                 .collect::<Vec<_>>(),
         ));
-        let properties = WriterProperties::builder()
-            .set_compression(OUTPUT_COMPRESSION)
-            .set_dictionary_enabled(false)
-            // Min/max statistics of synthetic columns cost more to compute than they save readers.
-            .set_statistics_enabled(EnabledStatistics::None)
-            .set_max_row_group_row_count(Some(OUTPUT_ROW_GROUP_ROWS))
-            .build();
-        let writer = ArrowWriter::try_new(file, schema.clone(), Some(properties));
+        Self::open(target, schema, columns.to_vec(), bounds.to_vec())
+    }
+
+    fn open(
+        target: &Path,
+        schema: SchemaRef,
+        columns: Vec<NumericColumn>,
+        bounds: Vec<ColumnBounds>,
+    ) -> Result<Self> {
+        let temporary = temporary_path(target)?;
+        let file = File::create(&temporary).map_err(|error| {
+            Error::in_file(target, format!("cannot create the output: {error}"))
+        })?;
+        let writer = ArrowWriter::try_new(file, schema.clone(), Some(output_properties()));
         let mut sink = ParquetSink {
             target: target.to_path_buf(),
             temporary,
             writer: None,
             schema,
-            columns: columns.to_vec(),
-            bounds: bounds.to_vec(),
+            columns,
+            bounds,
         };
         sink.writer = Some(writer.map_err(|error| {
             Error::in_file(target, format!("cannot start the Parquet writer: {error}"))
         })?);
         Ok(sink)
+    }
+
+    /// Opens a temporary file beside `target` for batches of `schema` written whole by the caller
+    /// ([`ParquetSink::write_batch`]): the encoded mechanisms' Boolean, categorical and binned columns.
+    pub fn create_with_schema(target: &Path, schema: SchemaRef) -> Result<Self> {
+        Self::open(target, schema, Vec::new(), Vec::new())
+    }
+
+    /// Appends one batch of the sink's schema (made by [`ParquetSink::create_with_schema`]).
+    pub fn write_batch(&mut self, batch: &RecordBatch) -> Result<()> {
+        let target = &self.target;
+        self.writer
+            .as_mut()
+            .expect("the writer lives until commit")
+            .write(batch)
+            .map_err(|error| Error::in_file(target, format!("cannot write the output: {error}")))
     }
 
     /// Appends rows given per column in normalised units [0,1]; they are mapped back to each column's
@@ -83,12 +101,7 @@ impl ParquetSink {
         }
         let batch = RecordBatch::try_new(self.schema.clone(), arrays)
             .map_err(|error| Error::internal(format!("building an output batch: {error}")))?;
-        let target = &self.target;
-        self.writer
-            .as_mut()
-            .expect("the writer lives until commit")
-            .write(&batch)
-            .map_err(|error| Error::in_file(target, format!("cannot write the output: {error}")))
+        self.write_batch(&batch)
     }
 
     /// Finishes the file and moves it into place.
@@ -114,6 +127,16 @@ impl Drop for ParquetSink {
             let _ = std::fs::remove_file(&self.temporary);
         }
     }
+}
+
+fn output_properties() -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(OUTPUT_COMPRESSION)
+        .set_dictionary_enabled(false)
+        // Min/max statistics of synthetic columns cost more to compute than they save readers.
+        .set_statistics_enabled(EnabledStatistics::None)
+        .set_max_row_group_row_count(Some(OUTPUT_ROW_GROUP_ROWS))
+        .build()
 }
 
 /// Writes `bytes` to `path` through a temporary file and a rename (for reports).
