@@ -238,11 +238,16 @@ fn category_lists_come_from_the_config_never_from_the_data() {
     assert!(result.status.success(), "{}", stderr(&result));
     let json = report_json(&report);
     assert_eq!(json["parameters"]["bits"], 6, "5 listed categories + 1 bit, whatever the data holds");
-    assert_eq!(json["input"]["columns"][0]["encoding"], "one-hot over 5 public categories");
+    // Columns come in the file's order: flag, then carrier.
+    assert_eq!(json["input"]["columns"][1]["name"], "carrier");
+    assert_eq!(json["input"]["columns"][1]["encoding"], "one-hot over 5 public categories");
     // At ε = 0.05 the noisy centroids give the absent categories mass: they appear in the output.
     let seen: std::collections::BTreeSet<String> = batches(&output)
         .iter()
-        .flat_map(|batch| batch.column(0).as_string::<i32>().iter().map(|v| v.unwrap().to_string()).collect::<Vec<_>>())
+        .flat_map(|batch| {
+            let carrier = batch.column_by_name("carrier").unwrap();
+            carrier.as_string::<i32>().iter().map(|v| v.unwrap().to_string()).collect::<Vec<_>>()
+        })
         .collect();
     assert!(seen.contains("ZZ") || seen.contains("DL"), "{seen:?}");
 }
