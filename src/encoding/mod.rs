@@ -2,7 +2,7 @@
 //! used column becomes one bit or a one-hot block of bits, from **public** inputs only, and a synthetic
 //! row in [0,1]^p decodes back to the input's column names and types.
 //!
-//! - a boolean column, or an integer column holding only 0 and 1: one bit;
+//! - a boolean column, or a numeric column holding only 0 and 1: one bit;
 //! - a categorical column (string, dictionary or integer) with a public category list
 //!   (`[categories] carrier = ["AA", "B6"]` in the config, or `--categories carrier=AA,B6`): one bit per
 //!   listed category, plus an "other" bit with `--unlisted other` (a value outside the list is otherwise
@@ -101,7 +101,7 @@ pub struct EncodingSpec {
 /// How one column is encoded.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ColumnEncoding {
-    /// One bit (a boolean, or an integer column of 0/1).
+    /// One bit (a boolean, or a numeric column holding only 0 and 1).
     Bit,
     /// One bit per listed category, plus an "other" bit when `other`.
     Categorical { categories: Vec<String>, other: bool },
@@ -126,7 +126,7 @@ impl ColumnEncoding {
 
     pub fn describe(&self) -> String {
         match self {
-            ColumnEncoding::Bit => "one bit (boolean or 0/1 integer)".to_string(),
+            ColumnEncoding::Bit => "one bit (boolean or 0/1 number)".to_string(),
             ColumnEncoding::Categorical { categories, other } => format!(
                 "one-hot over {} public categories{}",
                 categories.len(),
@@ -243,7 +243,7 @@ impl Encoding {
                     ColumnEncoding::Binned { bounds, bins: bins.bins }
                 }
                 (None, None) => {
-                    if !(data_type == DataType::Boolean || is_integer_type(&data_type)) {
+                    if !(data_type == DataType::Boolean || ColumnKind::of(&data_type).is_some()) {
                         return Err(Error::in_column(
                             path,
                             name,

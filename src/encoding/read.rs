@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, Float64Type, Int64Type};
+use arrow::datatypes::{DataType, Float64Type};
 use rayon::prelude::*;
 
 use super::{ColumnEncoding, EncodedColumn, Encoding};
@@ -173,16 +173,15 @@ fn encode_column(
     let first = place.column.first_bit;
     match &place.column.encoding {
         ColumnEncoding::Bit => {
-            let values = place.cast(array, &DataType::Int64)?;
-            for (row, &value) in values.as_primitive::<Int64Type>().values().iter().enumerate() {
-                match value {
-                    0 => {}
-                    1 => chunk.set(first, row),
-                    other => {
-                        return Err(place.error(format!(
-                            "value {other} is not a bit (0 or 1); give the column a category list or --bins"
-                        )))
-                    }
+            // Through f64, exact for booleans, integers up to 2^53 and floats: only 0 and 1 pass.
+            let values = place.cast(array, &DataType::Float64)?;
+            for (row, &value) in values.as_primitive::<Float64Type>().values().iter().enumerate() {
+                if value == 1.0 {
+                    chunk.set(first, row);
+                } else if value != 0.0 {
+                    return Err(place.error(format!(
+                        "value {value} is not a bit (0 or 1); give the column a category list or --bins"
+                    )));
                 }
             }
         }

@@ -288,3 +288,45 @@ fn integer_categories_and_zero_one_integers_round_trip_their_types() {
     assert_eq!(result.status.code(), Some(2));
     assert!(stderr(&result).contains("value 2 is not a bit"), "{}", stderr(&result));
 }
+
+#[test]
+fn eval_marginals_scores_a_generated_latent_class_table_and_its_synthetic_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real.parquet");
+    let result = dpsynth(&[
+        "generate", real.to_str().unwrap(), "--rows", "20000", "--dims", "6", "--law", "latent-class:3", "--seed", "5",
+    ]);
+    assert!(result.status.success(), "{}", stderr(&result));
+    let columns = "x0,x1,x2,x3,x4,x5";
+    let mut outputs = Vec::new();
+    for (name, extra) in [
+        ("microagg", vec!["--mechanism", "microagg", "--k", "100", "--cells-from", "k"]),
+        ("covloss", vec!["--mechanism", "covloss", "--epsilon", "1", "--neighbours", "replace", "--damping", "cells"]),
+    ] {
+        let output = dir.path().join(format!("{name}.parquet"));
+        let mut args = vec!["synth", real.to_str().unwrap(), "--output", output.to_str().unwrap(), "--quiet", "--columns", columns, "--seed", "1"];
+        args.extend(extra);
+        let result = dpsynth(&args);
+        assert!(result.status.success(), "{name}: {}", stderr(&result));
+        outputs.push(output);
+    }
+    let json_path = dir.path().join("marginals.json");
+    let result = dpsynth(&[
+        "eval", "--real", real.to_str().unwrap(), "--synth", real.to_str().unwrap(), "--synth", outputs[0].to_str().unwrap(),
+        "--synth", outputs[1].to_str().unwrap(), "--marginals", "--columns", columns, "--json", json_path.to_str().unwrap(), "--quiet",
+    ]);
+    assert!(result.status.success(), "{}", stderr(&result));
+    let json = report_json(&json_path);
+    let mse = |comparison: usize, degree: usize| {
+        json["comparisons"][comparison]["marginals"]["degrees"][degree - 1]["mse"].as_f64().unwrap()
+    };
+    assert_eq!((mse(0, 1), mse(0, 2), mse(0, 3)), (0.0, 0.0, 0.0), "a table against itself");
+    // Both mechanisms keep the pairwise marginals of a 3-class table to a few percent (√MSE_2 < 0.05);
+    // a broken rounding or centroid (bits 0 or ½ everywhere) is off by ~0.2.
+    for comparison in [1, 2] {
+        for degree in [1, 2, 3] {
+            assert!(mse(comparison, degree) < 0.05f64.powi(2), "comparison {comparison}, d = {degree}: {}", mse(comparison, degree));
+        }
+        assert_eq!(json["comparisons"][comparison]["marginals"]["degrees"][2]["sampled"], false);
+    }
+}
