@@ -168,12 +168,6 @@ impl LatticeNet {
             }
         }
     }
-
-    /// Whether `vector` (integer lattice coordinates) is a net point (tests).
-    pub fn contains(&self, vector: &[i64]) -> bool {
-        let norm: i64 = vector.iter().map(|a| a * a).sum();
-        norm as f64 <= self.radius_squared
-    }
 }
 
 /// The paper's DP net parameters from the public n (Algorithm 2 step 3, (5.14) [RECONSTRUCTED]):
