@@ -19,8 +19,6 @@ pub struct LatticeNet {
     pub alpha: f64,
     /// h = α/√t, the lattice step.
     step: f64,
-    /// ‖a‖² ≤ t/α² for a net point a.
-    radius_squared: f64,
     /// M = ⌊√t/α⌋: every net vector lies in [−M, M]^t.
     bound: i64,
     points: Vec<Vec<i64>>,
@@ -68,7 +66,6 @@ impl LatticeNet {
             t,
             alpha,
             step,
-            radius_squared,
             bound,
             points,
             index,
