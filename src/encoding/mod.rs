@@ -222,11 +222,11 @@ impl Encoding {
                     }
                 }
                 (None, Some(bins)) => {
-                    if ColumnKind::of(&data_type).is_none() {
+                    if !is_plain_number(&data_type) {
                         return Err(Error::in_column(
                             path,
                             name,
-                            format!("--bins needs a numeric column, the type is {data_type}"),
+                            format!("--bins needs an integer or float column, the type is {data_type}"),
                         ));
                     }
                     let bounds = spec
@@ -243,7 +243,7 @@ impl Encoding {
                     ColumnEncoding::Binned { bounds, bins: bins.bins }
                 }
                 (None, None) => {
-                    if !(data_type == DataType::Boolean || ColumnKind::of(&data_type).is_some()) {
+                    if !(data_type == DataType::Boolean || is_plain_number(&data_type)) {
                         return Err(Error::in_column(
                             path,
                             name,
@@ -297,6 +297,11 @@ impl Encoding {
 fn is_integer_type(data_type: &DataType) -> bool {
     use DataType::*;
     matches!(data_type, Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 | UInt64)
+}
+
+/// Integers and floats (not dates or timestamps: their values do not decode back through a float).
+fn is_plain_number(data_type: &DataType) -> bool {
+    is_integer_type(data_type) || ColumnKind::of(data_type) == Some(ColumnKind::Float)
 }
 
 fn is_categorical_type(data_type: &DataType) -> bool {
