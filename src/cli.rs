@@ -7,6 +7,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::binner::NullPolicy;
 use crate::config::config_arguments;
+use crate::encoding::{BinCount, CategoryList, Unlisted};
 use crate::error::{Error, Result, EXIT_INTERNAL, EXIT_OK};
 use crate::eval::EvalOptions;
 use crate::geometry::bounds::ColumnBounds;
@@ -90,6 +91,19 @@ struct EvalArgs {
     /// No notes on stderr.
     #[arg(long)]
     quiet: bool,
+    /// Instead of W1: MSE_d of d-way marginals (d = 1, 2, 3) and their max error on the Boolean / one-hot
+    /// encoding of --columns (as covloss and microagg encode them: --categories, --bins, --bounds).
+    #[arg(long)]
+    marginals: bool,
+    /// --marginals: public category list COLUMN=V1,V2,... (repeatable; or [categories] in the config).
+    #[arg(long = "categories", value_name = "COLUMN=V1,V2,...")]
+    categories: Vec<CategoryList>,
+    /// --marginals: K equal bins of a numeric column's public --bounds (repeatable).
+    #[arg(long = "bins", value_name = "COLUMN=K")]
+    bins: Vec<BinCount>,
+    /// --marginals: a value outside its category list is an error or an 'other' bit [default: error].
+    #[arg(long, value_enum)]
+    unlisted: Option<Unlisted>,
 }
 
 #[derive(Args, Debug)]
@@ -200,15 +214,24 @@ fn run_synth(args: SynthArgs) -> Result<()> {
         } else {
             format!("the proven W1 bound ({bound:.2}) is vacuous at this size")
         };
-        eprintln!(
-            "wrote {} synthetic rows to {} (ε = {}, {}, {}, {accuracy}){}",
-            report.release.synthetic_rows,
-            outputs.table.display(),
-            report.guarantee.epsilon,
-            options.neighbours.describe().split(':').next().unwrap_or_default(),
-            report.parameters.summary(),
-            if report.guarantee.fit_for_release { "" } else { "; seeded run: NOT fit for release" },
-        );
+        if report.guarantee.anonymity.is_some() {
+            eprintln!(
+                "wrote {} synthetic rows to {} ({}; anonymity, NOT differential privacy)",
+                report.release.synthetic_rows,
+                outputs.table.display(),
+                report.parameters.summary(),
+            );
+        } else {
+            eprintln!(
+                "wrote {} synthetic rows to {} (ε = {}, {}, {}, {accuracy}){}",
+                report.release.synthetic_rows,
+                outputs.table.display(),
+                report.guarantee.epsilon,
+                options.neighbours.describe().split(':').next().unwrap_or_default(),
+                report.parameters.summary(),
+                if report.guarantee.fit_for_release { "" } else { "; seeded run: NOT fit for release" },
+            );
+        }
         let diagnostics = &outcome.diagnostics;
         eprintln!(
             "NOT PRIVATE (owner only): {} rows binned, {} dropped, {} clamped; {:.2}s",
@@ -226,6 +249,12 @@ fn run_synth(args: SynthArgs) -> Result<()> {
 }
 
 fn run_eval(args: EvalArgs) -> Result<()> {
+    if args.marginals {
+        return run_eval_marginals(args);
+    }
+    if !args.categories.is_empty() || !args.bins.is_empty() || args.unlisted.is_some() {
+        return Err(Error::bad_input("--categories, --bins and --unlisted apply to eval --marginals only"));
+    }
     let bounds = last_bounds_per_column(args.bounds);
     let mut options = EvalOptions::new(bounds_for_columns(args.columns.as_deref(), &bounds)?);
     if options.bounds.is_empty() {
@@ -270,6 +299,58 @@ fn run_eval(args: EvalArgs) -> Result<()> {
             for warning in done.output.comparisons.iter().flat_map(|report| &report.warnings) {
                 eprintln!("warning: {warning}");
             }
+            eprintln!("NOT PRIVATE (owner only): these numbers are computed from the real data");
+        }
+        Ok(())
+    })
+}
+
+/// `eval --marginals`: the covariance-loss paper's MSE_d on the encoded columns of each synthetic table.
+fn run_eval_marginals(args: EvalArgs) -> Result<()> {
+    use crate::encoding::read::read_bits;
+    use crate::encoding::{Encoding, EncodingSpec};
+    let spec = EncodingSpec {
+        columns: args
+            .columns
+            .clone()
+            .ok_or_else(|| Error::bad_input("eval --marginals needs --columns"))?,
+        categories: args.categories.clone(),
+        bins: args.bins.clone(),
+        bounds: last_bounds_per_column(args.bounds.clone()),
+        unlisted: args.unlisted.unwrap_or(Unlisted::Error),
+    };
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.max(1))
+        .build()
+        .map_err(|error| Error::internal(format!("cannot start {threads} threads: {error}")))?;
+    let progress = Progress::hidden();
+    pool.install(|| {
+        let read = |path: &std::path::Path| -> Result<_> {
+            let source = crate::io::source::ParquetSource::open(path)?;
+            let encoding = Encoding::resolve(&source, &spec)?;
+            read_bits(&source, &encoding, &progress)
+        };
+        let real = read(&args.real)?;
+        let mut comparisons = Vec::new();
+        for synth in &args.synth {
+            let synthetic = read(synth)?;
+            if synthetic.bits != real.bits {
+                return Err(Error::in_file(synth, "encodes to another number of bits than the real table"));
+            }
+            let report = crate::eval::marginals::marginal_errors(&real, &synthetic, args.seed.unwrap_or(0));
+            comparisons.push(serde_json::json!({ "synth": synth.display().to_string(), "marginals": report }));
+        }
+        let json = serde_json::json!({ "real": args.real.display().to_string(), "comparisons": comparisons });
+        let text = serde_json::to_string_pretty(&json)
+            .map_err(|error| Error::internal(format!("serialising the marginal errors: {error}")))?;
+        match &args.json {
+            Some(path) => crate::io::sink::write_file_atomically(path, text.as_bytes())?,
+            None => println!("{text}"),
+        }
+        if !args.quiet {
             eprintln!("NOT PRIVATE (owner only): these numbers are computed from the real data");
         }
         Ok(())

@@ -1,5 +1,6 @@
 //! Config files: a TOML file of options, each under its flag's name (`epsilon = 1`, `root-share = 0.1`,
-//! `neighbours = "replace"`), bounds in a `[bounds]` table (`column = [lo, hi]`). The file is read as extra
+//! `neighbours = "replace"`), bounds in a `[bounds]` table (`column = [lo, hi]`), public category lists in
+//! a `[categories]` table (`carrier = ["AA", "B6"]`). The file is read as extra
 //! command-line arguments placed before the real ones, so every option is declared once (as a flag) and
 //! parsed, validated and documented once; an option given on the command line wins over the file's.
 
@@ -75,6 +76,25 @@ pub fn config_arguments(
                     })?;
                 arguments.push(flag.clone().into());
                 arguments.push(format!("{column}={}:{}", pair.0, pair.1).into());
+            }
+            continue;
+        }
+        if key == "categories" {
+            // Public category lists: `[categories] carrier = ["AA", "B6"]`, one --categories per column
+            // (a list given on the command line for the same column comes later and wins).
+            let columns = value
+                .as_table()
+                .ok_or_else(|| invalid(key, "expected a table of column = [\"category\", ...]"))?;
+            for (column, list) in columns {
+                let names = list
+                    .as_array()
+                    .and_then(|items| items.iter().map(|item| item.as_str().map(str::to_string)).collect::<Option<Vec<_>>>())
+                    .filter(|names| !names.is_empty() && names.iter().all(|name| !name.contains(',')))
+                    .ok_or_else(|| {
+                        invalid(key, &format!("column '{column}': expected a non-empty list of strings without commas"))
+                    })?;
+                arguments.push(flag.clone().into());
+                arguments.push(format!("{column}={}", names.join(",")).into());
             }
             continue;
         }

@@ -10,7 +10,7 @@
 //! Every column lies in [0, 1] by construction, so [`bounds_toml`] can state public bounds without
 //! looking at the data. Only the Gaussian tails of [`Law::Mixture`] are clipped (see there).
 
-use std::f64::consts::TAU;
+use std::f64::consts::{FRAC_PI_2, TAU};
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -61,6 +61,10 @@ pub enum Law {
     /// uniform noise of half-width [`SUBSPACE_NOISE`]: data for the low-dimensional mechanism.
     /// Needs `1 <= dim < dims`.
     Subspace { dim: usize },
+    /// 0/1 values from a latent-class model with `classes` classes (Dirichlet(1) mixing weights,
+    /// Beta(½, ½) item probabilities, fixed by the seed): a low-rank Boolean law for the covariance-loss
+    /// mechanisms (note on seed 004, §3.6). Needs `classes >= 1`.
+    LatentClass { classes: usize },
 }
 
 /// Page compression of the written file.
@@ -144,10 +148,18 @@ impl FromStr for Law {
             "uniform" => Ok(Law::Uniform),
             "mixture" => Ok(Law::Mixture),
             "skewed" => Ok(Law::Skewed),
+            _ if name.starts_with("latent-class:") => {
+                match name["latent-class:".len()..].trim().parse::<usize>() {
+                    Ok(classes) if classes >= 1 => Ok(Law::LatentClass { classes }),
+                    _ => Err(GenerateError::InvalidSpec(format!(
+                        "law '{text}': the number of classes must be a whole number of at least 1, as in latent-class:4"
+                    ))),
+                }
+            }
             _ => {
                 let dim = name.strip_prefix("subspace:").ok_or_else(|| {
                     GenerateError::InvalidSpec(format!(
-                        "unknown law '{text}': expected uniform, mixture, skewed or subspace:DIM"
+                        "unknown law '{text}': expected uniform, mixture, skewed, subspace:DIM or latent-class:K"
                     ))
                 })?;
                 match dim.trim().parse::<usize>() {
@@ -168,6 +180,7 @@ impl fmt::Display for Law {
             Law::Mixture => f.write_str("mixture"),
             Law::Skewed => f.write_str("skewed"),
             Law::Subspace { dim } => write!(f, "subspace:{dim}"),
+            Law::LatentClass { classes } => write!(f, "latent-class:{classes}"),
         }
     }
 }
@@ -384,6 +397,11 @@ enum Sampler {
         basis: Vec<Vec<f64>>,
         half_width: f64,
     },
+    LatentClass {
+        /// Item probabilities, one row of `dims` per class.
+        profiles: Vec<Vec<f64>>,
+        cumulative_weights: Vec<f64>,
+    },
 }
 
 impl Sampler {
@@ -456,6 +474,28 @@ impl Sampler {
                     half_width: room / reach,
                 }
             }
+            Law::LatentClass { classes } => {
+                if classes == 0 {
+                    return Err(GenerateError::InvalidSpec("latent-class needs at least 1 class".into()));
+                }
+                // Beta(½, ½) is the law of sin²(πU/2); Dirichlet(1) weights are normalised exponentials.
+                let profiles = (0..classes)
+                    .map(|_| (0..dims).map(|_| (FRAC_PI_2 * unit(&mut rng)).sin().powi(2)).collect())
+                    .collect();
+                let raw: Vec<f64> = (0..classes).map(|_| -(1.0 - unit(&mut rng)).ln()).collect();
+                let total: f64 = raw.iter().sum();
+                let cumulative_weights = raw
+                    .iter()
+                    .scan(0.0, |sum, weight| {
+                        *sum += weight / total;
+                        Some(*sum)
+                    })
+                    .collect();
+                Sampler::LatentClass {
+                    profiles,
+                    cumulative_weights,
+                }
+            }
         })
     }
 
@@ -505,6 +545,19 @@ impl Sampler {
                 }
                 for value in row.iter_mut() {
                     *value += SUBSPACE_NOISE * (2.0 * unit(&mut rng) - 1.0);
+                }
+            }),
+            Sampler::LatentClass {
+                profiles,
+                cumulative_weights,
+            } => row_wise(profiles[0].len(), rows, |row| {
+                let pick = unit(&mut rng);
+                let class = cumulative_weights
+                    .iter()
+                    .position(|&edge| pick < edge)
+                    .unwrap_or(profiles.len() - 1);
+                for (value, &probability) in row.iter_mut().zip(&profiles[class]) {
+                    *value = f64::from(u8::from(unit(&mut rng) < probability));
                 }
             }),
         };

@@ -8,6 +8,7 @@
 //! | read Parquet columns (mmap, projected, row groups in parallel); write Parquet atomically | [`io`] |
 //! | public bounds and [0,1]^d, dyadic cell codes, the regular grid, the tree of counts | [`geometry`] |
 //! | leaf histograms (CPU, or GPU with the `gpu` feature); the data pass mechanisms read through | [`binner`] |
+//! | Boolean / one-hot / binned encoding of columns for the covariance-loss mechanisms | [`encoding`] |
 //! | exact noise samplers | [`noise`] |
 //! | relations, scale rounding, budget composition, noise streams, seeds, the n̂ release | [`privacy`] |
 //! | the mechanisms, each a plan from public inputs and a release: PMM, PSMM, private-PCA lowdim | [`mechanism`] |
@@ -22,6 +23,7 @@
 pub mod binner;
 pub mod cli;
 pub mod config;
+pub mod encoding;
 pub mod error;
 pub mod eval;
 pub mod generate;

@@ -13,8 +13,10 @@ use serde::Deserialize;
 
 use crate::binner::device::DeviceChoice;
 use crate::binner::NullPolicy;
+use crate::encoding::{BinCount, CategoryList, EncodingSpec, Unlisted};
 use crate::error::{Error, Result};
 use crate::geometry::bounds::ColumnBounds;
+use crate::mechanism::covloss::{CellsFrom, CovlossSettings, Damping};
 use crate::mechanism::pmm::consistency::{ConsistencyRule, DEFAULT_CONSISTENCY};
 use crate::privacy::{check_epsilon, Neighbours, DEFAULT_NOISY_N_SHARE};
 use crate::sampler::Placement;
@@ -37,6 +39,17 @@ pub enum Mechanism {
     Psmm,
     /// Private PCA down to d' dimensions, then PMM (or PSMM) there.
     Lowdim,
+    /// Spectral microaggregation of Boolean/one-hot encoded columns: (n/k)-anonymous, NOT differentially private.
+    Microagg,
+    /// Damped covariance-loss microaggregation of Boolean/one-hot encoded columns: ε-DP under replace.
+    Covloss,
+}
+
+impl Mechanism {
+    /// Whether the mechanism reads Boolean encodings of the columns (bits, categories, bins).
+    pub fn is_encoded(self) -> bool {
+        matches!(self, Mechanism::Microagg | Mechanism::Covloss)
+    }
 }
 
 /// The mechanism `lowdim` runs on the projected coordinates.
@@ -148,6 +161,34 @@ pub struct SynthArgs {
     /// No progress bars or summaries.
     #[arg(long)]
     pub quiet: bool,
+    /// microagg: number of groups k; each released centroid averages at least ⌊n/k⌋ rows.
+    #[arg(long)]
+    pub k: Option<u64>,
+    /// microagg: the net's cell budget, ⌊√k⌋ as the proof needs or k as the printed algorithm [default: sqrt-k].
+    #[arg(long, value_enum)]
+    pub cells_from: Option<CellsFrom>,
+    /// covloss and microagg: public category list of a column, COLUMN=V1,V2,... (repeatable; or a
+    /// `[categories]` table in the config). Never read from the data.
+    #[arg(long = "categories", value_name = "COLUMN=V1,V2,...")]
+    pub categories: Vec<CategoryList>,
+    /// covloss and microagg: one-hot a numeric column over K equal bins of its public --bounds (repeatable).
+    #[arg(long = "bins", value_name = "COLUMN=K")]
+    pub bins: Vec<BinCount>,
+    /// covloss and microagg: a value outside its category list is an error, or goes to an 'other' bit [default: error].
+    #[arg(long, value_enum)]
+    pub unlisted: Option<Unlisted>,
+    /// covloss: mesh α of the lattice net [default: (ln n)^(-1/4)].
+    #[arg(long)]
+    pub covloss_alpha: Option<f64>,
+    /// covloss: dimension t of the spectral subspace [default: ⌊ln √n / ln(7/α)⌋, at most p].
+    #[arg(long)]
+    pub covloss_t: Option<usize>,
+    /// covloss: damping threshold b, `paper` ((p√n/ε)^(1/2)), `cells` (n/(2s)) or a number [default: paper].
+    #[arg(long, value_name = "paper|cells|B")]
+    pub damping: Option<Damping>,
+    /// covloss: relative ε shares of the second moment, the weights and the centroids [default: 1,1,1].
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
+    pub covloss_shares: Option<Vec<f64>>,
 }
 
 /// Everything a `synth` run needs besides its input and output paths, typed per mechanism.
@@ -176,6 +217,22 @@ pub enum MechanismOptions {
     Pmm(PmmOptions),
     Psmm(PsmmOptions),
     Lowdim(LowdimOptions),
+    Microagg(MicroaggOptions),
+    Covloss(CovlossOptions),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct MicroaggOptions {
+    pub encoding: EncodingSpec,
+    /// Number of groups k.
+    pub groups: u64,
+    pub cells_from: CellsFrom,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CovlossOptions {
+    pub encoding: EncodingSpec,
+    pub settings: CovlossSettings,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -218,6 +275,8 @@ impl MechanismOptions {
             MechanismOptions::Pmm(_) => "pmm",
             MechanismOptions::Psmm(_) => "psmm",
             MechanismOptions::Lowdim(_) => "lowdim",
+            MechanismOptions::Microagg(_) => "microagg",
+            MechanismOptions::Covloss(_) => "covloss",
         }
     }
 }
@@ -250,7 +309,31 @@ impl SynthOptions {
 
     /// The checks that need no data.
     pub fn validate(&self) -> Result<()> {
+        if let MechanismOptions::Microagg(_) = self.mechanism {
+            return self.validate_encoded();
+        }
         check_epsilon(self.epsilon)?;
+        if let MechanismOptions::Covloss(covloss) = &self.mechanism {
+            if self.neighbours != Neighbours::Replace {
+                return Err(Error::bad_input(
+                    "--mechanism covloss needs --neighbours replace: its parameters (alpha, t, the damping b) and its \
+                     sensitivities use the row count n, which is public only under replace (SPEC §1); the paper does \
+                     not cover add-remove",
+                ));
+            }
+            let shares = covloss.settings.shares;
+            if shares.iter().any(|share| !(share.is_finite() && *share > 0.0)) {
+                return Err(Error::bad_input(format!(
+                    "--covloss-shares must be three finite numbers > 0, got {shares:?}"
+                )));
+            }
+            if let Some(alpha) = covloss.settings.alpha {
+                if !(alpha > 0.0 && alpha <= 1.0) {
+                    return Err(Error::bad_input(format!("--covloss-alpha must be in (0, 1], got {alpha}")));
+                }
+            }
+            return self.validate_encoded();
+        }
         if self.bounds.is_empty() {
             return Err(Error::bad_input("no columns: give --columns with --bounds for each (or a config file with [bounds])"));
         }
@@ -281,6 +364,8 @@ impl SynthOptions {
                     check_cells(psmm)?;
                 }
             }
+            // Checked by validate_encoded above.
+            MechanismOptions::Microagg(_) | MechanismOptions::Covloss(_) => {}
         }
         if self.threads == Some(0) {
             return Err(Error::bad_input("--threads must be at least 1"));
@@ -289,6 +374,22 @@ impl SynthOptions {
             return Err(Error::bad_input(
                 "--nulls drop cannot be used with --neighbours replace: dropping rows makes n depend on the data, \
                  while replace treats n as public; use --neighbours add-remove, or clean the file first",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl SynthOptions {
+    /// The checks of the encoded mechanisms that need no data.
+    fn validate_encoded(&self) -> Result<()> {
+        if self.threads == Some(0) {
+            return Err(Error::bad_input("--threads must be at least 1"));
+        }
+        if self.nulls == NullPolicy::Drop {
+            return Err(Error::bad_input(
+                "--nulls drop does not apply to --mechanism covloss or microagg: a null is an error (give it a \
+                 category of its own before the run)",
             ));
         }
         Ok(())
@@ -309,11 +410,24 @@ impl SynthArgs {
     /// The typed options, with every default applied and every option checked against the mechanism
     /// it belongs to.
     pub fn resolve(self) -> Result<SynthRequest> {
-        let epsilon = self
-            .epsilon
-            .ok_or_else(|| Error::bad_input("--epsilon is required"))?;
-        let bounds = bounds_for_columns(self.columns.as_deref(), &last_bounds_per_column(self.bounds))?;
         let mechanism = self.mechanism.unwrap_or(Mechanism::Pmm);
+        let epsilon = match (mechanism, self.epsilon) {
+            (Mechanism::Microagg, Some(_)) => {
+                return Err(Error::bad_input(
+                    "--epsilon does not apply to --mechanism microagg: it is (n/k)-anonymous, NOT differentially \
+                     private (use --mechanism covloss for an epsilon-DP release)",
+                ))
+            }
+            // No ε: the report's epsilon is null (serialised from infinity) and its guarantee says why.
+            (Mechanism::Microagg, None) => f64::INFINITY,
+            (_, epsilon) => epsilon.ok_or_else(|| Error::bad_input("--epsilon is required"))?,
+        };
+        let all_bounds = last_bounds_per_column(self.bounds);
+        let bounds = if mechanism.is_encoded() {
+            all_bounds.clone()
+        } else {
+            bounds_for_columns(self.columns.as_deref(), &all_bounds)?
+        };
         let inner = self.inner_mechanism.unwrap_or(InnerMechanism::Pmm);
         let uses_pmm = |mechanism| {
             mechanism == Mechanism::Pmm
@@ -360,6 +474,36 @@ impl SynthArgs {
                 self.device == Some(DeviceChoice::Gpu) && !uses_pmm(mechanism),
                 "--device gpu applies to the inner PMM; the inner psmm bins its regular grid on the CPU",
             ),
+            (
+                (self.k.is_some() || self.cells_from.is_some()) && mechanism != Mechanism::Microagg,
+                "--k and --cells-from apply to --mechanism microagg only",
+            ),
+            (
+                self.k.is_none() && mechanism == Mechanism::Microagg,
+                "--mechanism microagg needs --k K, the number of groups (each of at least n/k rows)",
+            ),
+            (
+                (self.covloss_alpha.is_some()
+                    || self.covloss_t.is_some()
+                    || self.damping.is_some()
+                    || self.covloss_shares.is_some())
+                    && mechanism != Mechanism::Covloss,
+                "--covloss-alpha, --covloss-t, --damping and --covloss-shares apply to --mechanism covloss only",
+            ),
+            (
+                (!self.categories.is_empty() || !self.bins.is_empty() || self.unlisted.is_some())
+                    && !mechanism.is_encoded(),
+                "--categories, --bins and --unlisted apply to --mechanism covloss and microagg only",
+            ),
+            (
+                self.root_share.is_some() && mechanism.is_encoded(),
+                "--root-share applies to --mechanism pmm and psmm; covloss runs under replace (n public) and microagg releases no noise",
+            ),
+            (
+                self.columns.is_none() && mechanism.is_encoded(),
+                "--mechanism covloss and microagg need --columns (bits, categorical columns with --categories, \
+                 numeric columns with --bins and --bounds)",
+            ),
         ];
         if let Some((_, message)) = refusals.iter().find(|(refused, _)| *refused) {
             return Err(Error::bad_input(*message));
@@ -385,6 +529,41 @@ impl SynthArgs {
                     InnerMechanism::Psmm => InnerOptions::Psmm(psmm),
                 },
             }),
+            Mechanism::Microagg | Mechanism::Covloss => {
+                let encoding = EncodingSpec {
+                    columns: self.columns.clone().unwrap_or_default(),
+                    categories: self.categories.clone(),
+                    bins: self.bins.clone(),
+                    bounds: all_bounds,
+                    unlisted: self.unlisted.unwrap_or(Unlisted::Error),
+                };
+                if mechanism == Mechanism::Microagg {
+                    MechanismOptions::Microagg(MicroaggOptions {
+                        encoding,
+                        groups: self.k.expect("refused above without --k"),
+                        cells_from: self.cells_from.unwrap_or(CellsFrom::SqrtK),
+                    })
+                } else {
+                    let shares = match self.covloss_shares.as_deref() {
+                        None => CovlossSettings::DEFAULT.shares,
+                        Some(&[a, b, c]) => [a, b, c],
+                        Some(other) => {
+                            return Err(Error::bad_input(format!(
+                                "--covloss-shares needs three numbers (second moment, weights, centroids), got {other:?}"
+                            )))
+                        }
+                    };
+                    MechanismOptions::Covloss(CovlossOptions {
+                        encoding,
+                        settings: CovlossSettings {
+                            alpha: self.covloss_alpha,
+                            t: self.covloss_t,
+                            damping: self.damping.unwrap_or(Damping::Paper),
+                            shares,
+                        },
+                    })
+                }
+            }
         };
         let memory_limit = match self.memory_limit_mib {
             Some(mib) => Some(mib.checked_mul(1 << 20).ok_or_else(|| {

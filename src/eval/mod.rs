@@ -14,6 +14,7 @@
 pub mod command;
 pub mod distance;
 pub mod format;
+pub mod marginals;
 pub mod page;
 pub mod pairwise;
 pub mod report_dir;

@@ -3,10 +3,13 @@
 //! run leaves nothing behind.
 
 use std::fs::File;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use arrow::array::ArrayRef;
 use arrow::datatypes::{Field, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
 use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnWriter, ArrowRowGroupWriterFactory};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
@@ -50,27 +53,35 @@ impl ParquetSink {
         columns: &[NumericColumn],
         bounds: &[ColumnBounds],
     ) -> Result<Self> {
-        let temporary = temporary_path(target)?;
-        let file = File::create(&temporary).map_err(|error| {
-            Error::in_file(target, format!("cannot create the output: {error}"))
-        })?;
         let schema: SchemaRef = Arc::new(Schema::new(
             columns
                 .iter()
                 .map(|column| Field::new(column.name.clone(), column.data_type.clone(), false))
                 .collect::<Vec<_>>(),
         ));
-        let properties = WriterProperties::builder()
-            .set_compression(OUTPUT_COMPRESSION)
-            .set_dictionary_enabled(false)
-            // Min/max statistics of synthetic columns cost more to compute than they save readers.
-            .set_statistics_enabled(EnabledStatistics::None)
-            .set_max_row_group_row_count(Some(OUTPUT_ROW_GROUP_ROWS))
-            .build();
+        Self::open(target, schema, columns.to_vec(), bounds.to_vec())
+    }
+
+    /// Opens a temporary file beside `target` for batches of `schema` written whole by the caller
+    /// ([`ParquetSink::write_batch`]): the encoded mechanisms' Boolean, categorical and binned columns.
+    pub fn create_with_schema(target: &Path, schema: SchemaRef) -> Result<Self> {
+        Self::open(target, schema, Vec::new(), Vec::new())
+    }
+
+    fn open(
+        target: &Path,
+        schema: SchemaRef,
+        columns: Vec<NumericColumn>,
+        bounds: Vec<ColumnBounds>,
+    ) -> Result<Self> {
+        let temporary = temporary_path(target)?;
+        let file = File::create(&temporary).map_err(|error| {
+            Error::in_file(target, format!("cannot create the output: {error}"))
+        })?;
         let cannot_start =
             |error| Error::in_file(target, format!("cannot start the Parquet writer: {error}"));
         // ArrowWriter stores the Arrow schema in the footer; its lower-level parts encode in parallel.
-        let (file, row_groups) = ArrowWriter::try_new(file, schema.clone(), Some(properties))
+        let (file, row_groups) = ArrowWriter::try_new(file, schema.clone(), Some(output_properties()))
             .and_then(ArrowWriter::into_serialized_writer)
             .map_err(cannot_start)?;
         let encoders = row_groups.create_column_writers(0).map_err(cannot_start)?;
@@ -83,8 +94,15 @@ impl ParquetSink {
             rows_in_group: 0,
             groups_written: 0,
             schema,
-            columns: columns.to_vec(),
-            bounds: bounds.to_vec(),
+            columns,
+            bounds,
+        })
+    }
+
+    /// Appends one batch of the sink's schema (made by [`ParquetSink::create_with_schema`]).
+    pub fn write_batch(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.write_columns(batch.num_rows(), |column, rows| {
+            batch.column(column).slice(rows.start, rows.len())
         })
     }
 
@@ -92,19 +110,33 @@ impl ParquetSink {
     /// bounds and type (integers rounded). Columns are converted and encoded in parallel.
     pub fn write_normalised(&mut self, unit_columns: &[Vec<f64>]) -> Result<()> {
         let rows = unit_columns.first().map_or(0, Vec::len);
+        let (columns, bounds) = (self.columns.clone(), self.bounds.clone());
+        self.write_columns(rows, |column, rows| {
+            build_array(
+                &columns[column].data_type,
+                &unit_columns[column][rows],
+                |unit| bounds[column].denormalise(unit),
+            )
+        })
+    }
+
+    /// Appends `rows` rows whose column c over a range of rows is `column(c, range)`: each piece that fits
+    /// the open row group is made and encoded on the rayon pool, one task per column.
+    fn write_columns(
+        &mut self,
+        rows: usize,
+        column: impl Fn(usize, Range<usize>) -> ArrayRef + Sync,
+    ) -> Result<()> {
         let mut start = 0;
         while start < rows {
             let end = rows.min(start + OUTPUT_ROW_GROUP_ROWS - self.rows_in_group);
             let fields = self.schema.fields();
             self.encoders
                 .par_iter_mut()
-                .zip(unit_columns)
-                .zip(fields.par_iter().zip(&self.columns).zip(&self.bounds))
-                .try_for_each(|((encoder, units), ((field, column), bounds))| {
-                    let array = build_array(&column.data_type, &units[start..end], |unit| {
-                        bounds.denormalise(unit)
-                    });
-                    for leaf in compute_leaves(field, &array)? {
+                .zip(fields.par_iter())
+                .enumerate()
+                .try_for_each(|(index, (encoder, field))| {
+                    for leaf in compute_leaves(field, &column(index, start..end))? {
                         encoder.write(&leaf)?;
                     }
                     Ok(())
@@ -163,6 +195,16 @@ impl ParquetSink {
             )
         })
     }
+}
+
+fn output_properties() -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(OUTPUT_COMPRESSION)
+        .set_dictionary_enabled(false)
+        // Min/max statistics of synthetic columns cost more to compute than they save readers.
+        .set_statistics_enabled(EnabledStatistics::None)
+        .set_max_row_group_row_count(Some(OUTPUT_ROW_GROUP_ROWS))
+        .build()
 }
 
 impl Drop for ParquetSink {

@@ -10,6 +10,7 @@
 //! The synth driver then checks the budget (one place for every mechanism), samples the released
 //! measure, writes the table and the reports. A new mechanism is a folder here and one arm of [`Plan`].
 
+pub mod covloss;
 pub mod lowdim;
 pub mod pmm;
 pub mod psmm;
@@ -61,6 +62,12 @@ impl Plan {
             MechanismOptions::Psmm(psmm) => Plan::Psmm(psmm::PsmmPlan::new(public, psmm)?),
             MechanismOptions::Lowdim(lowdim) => {
                 Plan::Lowdim(lowdim::LowdimPlan::new(public, lowdim)?)
+            }
+            // Their plans need the encoding (bits from the schema), built by crate::synth::encoded.
+            MechanismOptions::Microagg(_) | MechanismOptions::Covloss(_) => {
+                return Err(crate::error::Error::internal(
+                    "covloss and microagg are planned by synth::encoded, on the encoded columns",
+                ))
             }
         })
     }
@@ -167,6 +174,8 @@ pub enum MechanismParameters {
     Pmm(PmmParameters),
     Lowdim(Box<LowdimParameters>),
     Psmm(PsmmParameters),
+    Covloss(Box<covloss::CovlossParameters>),
+    Microagg(covloss::MicroaggParameters),
 }
 
 impl MechanismParameters {
@@ -192,6 +201,14 @@ impl MechanismParameters {
             MechanismParameters::Psmm(psmm) => {
                 format!("{} cells ({} per axis)", psmm.cells, psmm.cells_per_axis)
             }
+            MechanismParameters::Covloss(covloss) => format!(
+                "p = {} bits, t = {}, {} cells, damping b = {}",
+                covloss.bits, covloss.t, covloss.cells, covloss.damping
+            ),
+            MechanismParameters::Microagg(microagg) => format!(
+                "k = {} groups of at least {} rows, t = {}, {} cells",
+                microagg.k, microagg.anonymity, microagg.t, microagg.cells
+            ),
         }
     }
 }

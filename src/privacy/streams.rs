@@ -25,6 +25,12 @@ pub enum NoiseStream {
     PsmmCells,
     /// The noisy row count n̂ released first under add-remove.
     RowCount,
+    /// covloss: the pair counts of the second moment.
+    CovlossSecondMoment,
+    /// covloss: the cell counts (weights).
+    CovlossWeights,
+    /// covloss: the damped centroids.
+    CovlossCentroids,
 }
 
 impl NoiseStream {
@@ -38,6 +44,9 @@ impl NoiseStream {
             NoiseStream::LowdimInnerPsmmCells => 42,
             NoiseStream::PsmmCells => 62,
             NoiseStream::RowCount => 63,
+            NoiseStream::CovlossSecondMoment => 120,
+            NoiseStream::CovlossWeights => 121,
+            NoiseStream::CovlossCentroids => 122,
         }
     }
 
@@ -49,6 +58,9 @@ impl NoiseStream {
             NoiseStream::LowdimInnerPsmmCells,
             NoiseStream::PsmmCells,
             NoiseStream::RowCount,
+            NoiseStream::CovlossSecondMoment,
+            NoiseStream::CovlossWeights,
+            NoiseStream::CovlossCentroids,
         ])
     }
 }

@@ -5,6 +5,7 @@
 //! runs its release, checks what the release spent against ε ([`crate::privacy::Budget::check`], the
 //! one place), samples the released measure, writes the table and commits the outputs together.
 
+pub mod encoded;
 pub mod memory;
 pub mod report;
 
@@ -16,7 +17,7 @@ use crate::geometry::bounds::ColumnBounds;
 use crate::io::sink::{write_file_atomically, ParquetSink};
 use crate::io::source::{ColumnKind, NumericColumn, ParquetSource};
 use crate::mechanism::{Plan, PublicInputs, Release};
-use crate::options::SynthOptions;
+use crate::options::{MechanismOptions, SynthOptions};
 use crate::progress::{Progress, Timings};
 use crate::sampler::{RowGenerator, SAMPLE_BLOCK_ROWS};
 use memory::{peak_memory_bytes, physical_memory_bytes};
@@ -50,6 +51,12 @@ pub fn synthesize(
 ) -> Result<SynthOutcome> {
     options.validate()?;
     refuse_to_overwrite_input(input, outputs)?;
+    if matches!(
+        options.mechanism,
+        MechanismOptions::Covloss(_) | MechanismOptions::Microagg(_)
+    ) {
+        return encoded::synthesize_encoded(input, outputs, options, progress);
+    }
     let source = ParquetSource::open(input)?;
     let names: Vec<String> = options
         .bounds
@@ -71,13 +78,7 @@ pub fn synthesize(
     for (column, bounds) in columns.iter().zip(&bounds) {
         check_bounds_fit_type(&source, column, bounds)?;
     }
-    let threads = options
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|error| Error::internal(format!("cannot start {threads} threads: {error}")))?;
+    let (threads, pool) = thread_pool(options)?;
     let public = PublicInputs {
         dims: columns.len(),
         epsilon: options.epsilon,
@@ -126,6 +127,18 @@ pub fn synthesize(
     })
 }
 
+/// The run's worker threads and their pool.
+fn thread_pool(options: &SynthOptions) -> Result<(usize, rayon::ThreadPool)> {
+    let threads = options
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|error| Error::internal(format!("cannot start {threads} threads: {error}")))?;
+    Ok((threads, pool))
+}
+
 /// The public facts of a run that its report states.
 struct RunFacts<'a> {
     source: &'a ParquetSource,
@@ -159,6 +172,7 @@ impl RunFacts<'_> {
                         data_type: column.data_type.to_string(),
                         lo: bounds.lo,
                         hi: bounds.hi,
+                        encoding: None,
                     })
                     .collect(),
             },
@@ -191,6 +205,7 @@ impl RunFacts<'_> {
             public_inputs,
             fit_for_release: options.seed.is_none(),
             noise: "exact discrete Laplace (Canonne-Kamath-Steinke) on integer counts, ChaCha12 keyed from the OS",
+            anonymity: None,
         }
     }
 }

@@ -47,9 +47,14 @@ pub struct Guarantee {
     pub neighbours: String,
     /// What the guarantee treats as public.
     pub public_inputs: Vec<String>,
-    /// False for a run with `--seed`: its noise is reproducible by anyone who knows the seed.
+    /// False for a run with `--seed` (its noise is reproducible by anyone who knows the seed), and for a
+    /// release that is not differentially private (`microagg`).
     pub fit_for_release: bool,
     pub noise: &'static str,
+    /// Set only for a release whose guarantee is anonymity, NOT differential privacy (`microagg`: then
+    /// `epsilon`, `delta` and `epsilon_spent` are null).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anonymity: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -64,6 +69,9 @@ pub struct ColumnInfo {
     pub data_type: String,
     pub lo: f64,
     pub hi: f64,
+    /// How an encoded mechanism (covloss, microagg) turned the column into bits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]

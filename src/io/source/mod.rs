@@ -128,11 +128,19 @@ impl ParquetSource {
         row_group: usize,
         columns: &[NumericColumn],
     ) -> Result<ParquetRecordBatchReader> {
+        self.row_group_reader_of(row_group, columns.iter().map(|column| column.schema_index))
+    }
+
+    /// A reader of one row group, projected to the columns at `schema_indices` (of any type; the batch
+    /// columns come in schema order).
+    pub fn row_group_reader_of(
+        &self,
+        row_group: usize,
+        schema_indices: impl IntoIterator<Item = usize>,
+    ) -> Result<ParquetRecordBatchReader> {
         let mask = ProjectionMask::roots(
             self.metadata.parquet_schema(),
-            columns
-                .iter()
-                .map(|column| self.root_index(column.schema_index)),
+            schema_indices.into_iter().map(|index| self.root_index(index)),
         );
         ParquetRecordBatchReaderBuilder::new_with_metadata(self.data.clone(), self.metadata.clone())
             .with_projection(mask)

@@ -1,0 +1,69 @@
+//! Covariance-loss microaggregation (seed 004, Boedihardjo–Strohmer–Vershynin; docs/mechanisms/covloss.md)
+//! on Boolean encodings of a table ([`crate::encoding`]): two mechanisms that keep low-order marginals on
+//! average.
+//!
+//! - `microagg` ([`microagg`]): Algorithm 1, (n/k)-anonymous (every released centroid is the mean of at
+//!   least ⌊n/k⌋ rows). **Not differentially private.**
+//! - `covloss` ([`private`]): Algorithm 2, pure ε-DP under replace (n public), ε split in three releases.
+//!
+//! Shared pieces: [`moments`] (exact pair counts by AND + popcount, projections, group sums), [`net`] (the
+//! lattice α-net and its nearest point), [`partition`] (the spectral net partition) and [`points`] (the
+//! released weighted points and their synthetic rows).
+
+pub mod microagg;
+pub mod moments;
+pub mod net;
+pub mod partition;
+pub mod points;
+pub mod private;
+
+pub use microagg::{CellsFrom, MicroaggParameters, MicroaggPlan};
+pub use private::{CovlossParameters, CovlossPlan};
+
+/// The damping threshold b of Algorithm 2.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Damping {
+    /// The paper's b = (p√n/ε)^{1/2} [RECONSTRUCTED]: its centroids are mostly noise at feasible n.
+    Paper,
+    /// b = n/(2s): data-independent, since s depends on the public n only (note §3.6).
+    Cells,
+    /// A given b > 0.
+    Fixed(f64),
+}
+
+impl std::str::FromStr for Damping {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        match text {
+            "paper" => Ok(Damping::Paper),
+            "cells" => Ok(Damping::Cells),
+            number => match number.parse::<f64>() {
+                Ok(b) if b.is_finite() && b > 0.0 => Ok(Damping::Fixed(b)),
+                _ => Err(format!("damping must be 'paper', 'cells' or a number > 0, got '{text}'")),
+            },
+        }
+    }
+}
+
+/// Algorithm 2's settings; `None` takes the paper's value from the public n, p, ε.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CovlossSettings {
+    pub alpha: Option<f64>,
+    pub t: Option<usize>,
+    pub damping: Damping,
+    /// Relative shares of ε for (second moment, weights, centroids); normalised to sum to ε.
+    pub shares: [f64; 3],
+}
+
+impl CovlossSettings {
+    pub const DEFAULT: CovlossSettings = CovlossSettings {
+        alpha: None,
+        t: None,
+        damping: Damping::Paper,
+        shares: [1.0, 1.0, 1.0],
+    };
+}
+
+#[cfg(test)]
+mod tests;
