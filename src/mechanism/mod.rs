@@ -11,6 +11,7 @@
 //! measure, writes the table and the reports. A new mechanism is a folder here and one arm of [`Plan`].
 
 pub mod lowdim;
+pub mod online;
 pub mod pmm;
 pub mod psmm;
 

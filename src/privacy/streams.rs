@@ -25,6 +25,9 @@ pub enum NoiseStream {
     PsmmCells,
     /// The noisy row count n̂ released first under add-remove.
     RowCount,
+    /// One cell of the online tree (chunk = the cell's heap index 2^depth + code): its thresholds,
+    /// checks, Binary Mechanism and level totals, drawn in order and resumed from a saved position.
+    OnlineCell,
 }
 
 impl NoiseStream {
@@ -38,6 +41,7 @@ impl NoiseStream {
             NoiseStream::LowdimInnerPsmmCells => 42,
             NoiseStream::PsmmCells => 62,
             NoiseStream::RowCount => 63,
+            NoiseStream::OnlineCell => 100,
         }
     }
 
@@ -49,6 +53,7 @@ impl NoiseStream {
             NoiseStream::LowdimInnerPsmmCells,
             NoiseStream::PsmmCells,
             NoiseStream::RowCount,
+            NoiseStream::OnlineCell,
         ])
     }
 }
