@@ -119,7 +119,8 @@ fn resuming_gives_the_same_bytes_as_one_run_whatever_the_threads() {
     let (two_out, two_state) = (dir.path().join("two"), dir.path().join("two.state"));
     let mut args = releases.to_vec();
     args.extend(["--threads", "2"]);
-    for inputs in [&[&first][..], &[&later][..]] {
+    for inputs in [[first.as_path()], [later.as_path()]] {
+        let inputs = &inputs[..];
         let output = stream(inputs, &two_state, &two_out, &args);
         assert!(output.status.success(), "{}", stderr(&output));
     }
