@@ -39,6 +39,8 @@ enum Command {
     Inspect { input: PathBuf },
     /// Write a synthetic test table (not private data: a generator for tests and benchmarks).
     Generate(GenerateArgs),
+    /// Continual ε-DP release over a growing table: synthetic copies at chosen times t, resumable.
+    Stream(crate::stream::StreamArgs),
 }
 
 #[derive(Args, Debug)]
@@ -197,6 +199,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Eval(args) => run_eval(args),
         Command::Generate(args) => run_generate(args),
+        Command::Stream(args) => crate::stream::run_command(args),
     }
 }
 

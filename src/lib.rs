@@ -15,6 +15,7 @@
 //! | exact min-cost flow (PSMM's projection, eval's W1) | [`transport`] |
 //! | synthetic points from released cell counts | [`sampler`] |
 //! | the driver (plan → release → budget check → sample → write → commit) and the reports | [`synth`] |
+//! | continual release over a growing table, resumable (`dpsynth stream`) | [`stream`] |
 //! | owner-side evaluation: W1 estimates, moments, marginals, plots (`dpsynth eval`) | [`eval`] |
 //! | options declared once, config files, the CLI | [`options`], [`config`], [`cli`] |
 //!
@@ -36,6 +37,7 @@ pub mod options;
 pub mod privacy;
 pub mod progress;
 pub mod sampler;
+pub mod stream;
 pub mod synth;
 pub mod transport;
 

@@ -37,6 +37,15 @@ impl CountTree {
         CountTree { levels }
     }
 
+    /// A tree from its levels, level j holding 2^j counts (the online mechanism's counter outputs).
+    pub fn from_levels(levels: Vec<Vec<i64>>) -> Self {
+        assert!(!levels.is_empty(), "a tree has at least its root level");
+        for (level, counts) in levels.iter().enumerate() {
+            assert_eq!(counts.len(), 1usize << level, "level {level} needs 2^{level} cells");
+        }
+        CountTree { levels }
+    }
+
     /// The leaf depth r.
     pub fn depth(&self) -> u32 {
         (self.levels.len() - 1) as u32

@@ -12,6 +12,7 @@
 
 pub mod covloss;
 pub mod lowdim;
+pub mod online;
 pub mod pmm;
 pub mod psmm;
 

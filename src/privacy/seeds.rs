@@ -30,6 +30,16 @@ impl NoiseKey {
         NoiseKey(key)
     }
 
+    /// The key's bytes, for a state file that must resume the same streams (as secret as the key).
+    pub fn to_bytes(&self) -> [u8; 32] {
+        self.0
+    }
+
+    /// A key saved by [`NoiseKey::to_bytes`].
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        NoiseKey(bytes)
+    }
+
     /// The generator of one chunk of cells of one release; streams never overlap (2^64 blocks each).
     pub fn stream(&self, stream: NoiseStream, chunk: u64) -> ChaCha12Rng {
         let mut rng = ChaCha12Rng::from_seed(self.0);

@@ -31,6 +31,9 @@ pub enum NoiseStream {
     CovlossWeights,
     /// covloss: the damped centroids.
     CovlossCentroids,
+    /// One cell of the online tree (chunk = the cell's heap index 2^depth + code): its thresholds,
+    /// checks, Binary Mechanism and level totals, drawn in order and resumed from a saved position.
+    OnlineCell,
 }
 
 impl NoiseStream {
@@ -47,6 +50,7 @@ impl NoiseStream {
             NoiseStream::CovlossSecondMoment => 120,
             NoiseStream::CovlossWeights => 121,
             NoiseStream::CovlossCentroids => 122,
+            NoiseStream::OnlineCell => 100,
         }
     }
 
@@ -61,6 +65,7 @@ impl NoiseStream {
             NoiseStream::CovlossSecondMoment,
             NoiseStream::CovlossWeights,
             NoiseStream::CovlossCentroids,
+            NoiseStream::OnlineCell,
         ])
     }
 }

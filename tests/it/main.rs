@@ -13,4 +13,5 @@ mod lowdim;
 mod privacy_loss;
 mod psmm;
 mod seeded_runs;
+mod stream;
 mod synth_end_to_end;

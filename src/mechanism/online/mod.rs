@@ -1,0 +1,346 @@
+//! Online synthesis (docs/mechanisms/online.md): the continual-release algorithm of He–Vershynin–Zhu
+//! ("Online differentially private synthetic data generation", the dissertation's chapter 5), with the
+//! fixes of docs/mechanisms/online.md.
+//!
+//! A stream x_1, x_2, … of points of [0,1]^d (the rows of the input, in order) is counted on a binary
+//! hierarchical partition that deepens as t grows (depth j appears at t_j = ⌈2^j/ε⌉, [`plan`]); every
+//! cell of depth ≥ 1 runs its own private counter ([`counter`]) with the budget ε_{j,r} of its depth
+//! and the current time level. A release at time t makes the counters' outputs consistent with PMM's
+//! top-down step, the root set to the public t, and places exactly t points in the leaves. Counts are
+//! kept incrementally; the tree of outputs is built only when a release is asked. [`state`] saves and
+//! restores everything, so a stream can be fed over many runs.
+//!
+//! Privacy (replace relation: two streams differ in one element, t is public): an element of level r
+//! changes the counts of two root-to-leaf paths; each path costs Σ_j ε_{j,r} ≤ ε/2 (d ≥ 2), or at most
+//! (1/2 − 3/π²)ε for d = 1 (cells created later replay the history), so the whole infinite sequence of
+//! releases is ε-DP. Only the counters read the data; consistency and placement are post-processing.
+
+pub mod counter;
+pub mod plan;
+pub mod state;
+
+use rand_chacha::ChaCha12Rng;
+use rayon::prelude::*;
+
+use crate::error::Result;
+use crate::geometry::partition::CellGeometry;
+use crate::geometry::tree::CountTree;
+use crate::mechanism::pmm::consistency::{enforce_consistency, ConsistencyRule};
+use crate::noise::discrete_laplace::sample_discrete_laplace;
+use crate::privacy::{NoiseKey, NoiseStream};
+use counter::SparseCounter;
+pub use plan::{OnlinePlan, MAX_ONLINE_DEPTH};
+
+/// Steps processed per pass over the cells: each cell's noise stream is opened once per pass.
+const STEPS_PER_PASS: usize = 1 << 12;
+
+/// Cells handled per rayon task.
+const CELLS_PER_TASK: usize = 1 << 8;
+
+/// The consistency rule of the releases (the same default as PMM's).
+pub const ONLINE_CONSISTENCY: ConsistencyRule = ConsistencyRule::Uniform;
+
+/// One cell: its counter and how far its noise stream has been read.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Cell {
+    pub counter: SparseCounter,
+    /// ChaCha word position of the cell's stream ([`NoiseStream::OnlineCell`], chunk = heap index).
+    pub noise_words: u64,
+}
+
+/// The growing tree of counters: the mechanism's whole memory of the stream.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OnlineTree {
+    plan: OnlinePlan,
+    /// Elements read so far: the current time t.
+    position: u64,
+    /// cells[j − 1] holds the 2^j cells of depth j, in Morton order; its length is the tree's depth.
+    cells: Vec<Vec<Cell>>,
+    /// d = 1 only: the finest cell code of every element read, so that a cell created later can count
+    /// its history (the note's P4). 4 bytes per element; d ≥ 2 keeps none (O(εt) cells only).
+    history: Vec<u32>,
+}
+
+/// What a release at time t is made of (before placing points).
+pub struct OnlineRelease {
+    pub t: u64,
+    pub geometry: CellGeometry,
+    /// Consistent leaf counts summing to t.
+    pub leaf_counts: Vec<u64>,
+}
+
+impl OnlineTree {
+    pub fn new(plan: OnlinePlan) -> Self {
+        OnlineTree {
+            plan,
+            position: 0,
+            cells: Vec::new(),
+            history: Vec::new(),
+        }
+    }
+
+    /// Rebuilds a tree from the parts a state file holds (checked by the caller).
+    pub fn from_parts(plan: OnlinePlan, position: u64, cells: Vec<Vec<Cell>>, history: Vec<u32>) -> Self {
+        OnlineTree {
+            plan,
+            position,
+            cells,
+            history,
+        }
+    }
+
+    pub fn plan(&self) -> &OnlinePlan {
+        &self.plan
+    }
+
+    /// t: the number of elements read.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    pub fn depth(&self) -> u32 {
+        self.cells.len() as u32
+    }
+
+    pub fn cells(&self) -> &[Vec<Cell>] {
+        &self.cells
+    }
+
+    pub fn history(&self) -> &[u32] {
+        &self.history
+    }
+
+    /// Reads the next elements of the stream, given as their cell codes at depth
+    /// [`MAX_ONLINE_DEPTH`] (Morton order, `CellGeometry::new(d, MAX_ONLINE_DEPTH)`).
+    pub fn feed(&mut self, codes: &[u32], key: &NoiseKey) -> Result<()> {
+        self.plan.check_depth(self.position + codes.len() as u64)?;
+        let mut rest = codes;
+        while !rest.is_empty() {
+            let t = self.position + 1;
+            let level = self.plan.level_at(t);
+            let level_start = self.plan.level_start(level);
+            if t == level_start || self.position == 0 {
+                self.begin_level(level, key)?;
+            }
+            let level_left = self.plan.level_start(level + 1) - t;
+            let steps = rest.len().min(STEPS_PER_PASS).min(usize::try_from(level_left).unwrap_or(usize::MAX));
+            let (now, later) = rest.split_at(steps);
+            self.read_steps(now, level, t == level_start, key)?;
+            if self.plan.dims() == 1 {
+                self.history.extend_from_slice(now);
+            }
+            self.position += steps as u64;
+            rest = later;
+        }
+        Ok(())
+    }
+
+    /// At the first element of level `level`: finishes the previous level in every cell (S̃ update),
+    /// grows the tree to depth `level` and starts the level in every cell.
+    fn begin_level(&mut self, level: u32, key: &NoiseKey) -> Result<()> {
+        let plan = self.plan;
+        if self.position > 0 {
+            let previous = plan.level_at(self.position);
+            for (index, cells) in self.cells.iter_mut().enumerate() {
+                let depth = index as u32 + 1;
+                let noise = plan.cell_noise(depth, previous)?;
+                for_each_cell(cells, depth, key, |_, cell, rng| cell.counter.finish_level(&noise, rng));
+            }
+        }
+        for depth in self.depth() + 1..=level {
+            let mut cells = vec![Cell::default(); 1usize << depth];
+            if plan.dims() == 1 {
+                // A 1-D cell counts from level 0 (r0 = 0): its history enters S̃ as one noisy total
+                // per past non-empty level, each Lap_Z(2/ε_j) (the Algorithm 2 outputs of past levels
+                // were never released, so only their totals need replaying).
+                let mut counts = vec![0i64; 1usize << depth];
+                for &code in &self.history {
+                    counts[(code >> (MAX_ONLINE_DEPTH - depth)) as usize] += 1;
+                }
+                let mut past_noise = Vec::new();
+                for past in 0..level {
+                    if plan.level_length(past) > 0 {
+                        past_noise.push(plan.cell_noise(depth, past)?);
+                    }
+                }
+                for_each_cell(&mut cells, depth, key, |code, cell, rng| {
+                    cell.counter.noisy_past_levels = counts[code as usize]
+                        + past_noise
+                            .iter()
+                            .map(|noise| sample_discrete_laplace(rng, noise.level_total))
+                            .sum::<i64>();
+                });
+            }
+            self.cells.push(cells);
+        }
+        for (index, cells) in self.cells.iter_mut().enumerate() {
+            let depth = index as u32 + 1;
+            let noise = plan.cell_noise(depth, level)?;
+            for_each_cell(cells, depth, key, |_, cell, rng| cell.counter.start_level(&noise, rng));
+        }
+        Ok(())
+    }
+
+    /// Reads `codes` (steps of level `level`, none its last unless the level ends with them) into every
+    /// cell: the pending check of the previous step (none at the level's first step), then the read.
+    fn read_steps(&mut self, codes: &[u32], level: u32, starts_level: bool, key: &NoiseKey) -> Result<()> {
+        let plan = self.plan;
+        for (index, cells) in self.cells.iter_mut().enumerate() {
+            let depth = index as u32 + 1;
+            let noise = plan.cell_noise(depth, level)?;
+            // The steps at which each cell's bit is 1, grouped by cell (counting sort).
+            let shift = MAX_ONLINE_DEPTH - depth;
+            let mut starts = vec![0u32; cells.len() + 1];
+            for &code in codes {
+                starts[(code >> shift) as usize + 1] += 1;
+            }
+            for cell in 0..cells.len() {
+                starts[cell + 1] += starts[cell];
+            }
+            let mut hits = vec![0u32; codes.len()];
+            let mut fill = starts.clone();
+            for (step, &code) in codes.iter().enumerate() {
+                let cell = (code >> shift) as usize;
+                hits[fill[cell] as usize] = step as u32;
+                fill[cell] += 1;
+            }
+            let steps = codes.len();
+            for_each_cell(cells, depth, key, |code, cell, rng| {
+                let code = code as usize;
+                let mut ones = hits[starts[code] as usize..starts[code + 1] as usize].iter().peekable();
+                for step in 0..steps {
+                    if step > 0 || !starts_level {
+                        cell.counter.check(&noise, rng);
+                    }
+                    let bit = ones.next_if(|&&one| one as usize == step).is_some();
+                    cell.counter.read(bit);
+                }
+            });
+        }
+        Ok(())
+    }
+}
+
+impl OnlineTree {
+    /// The release at the current time t ≥ 1: every counter's output, clipped at 0, made consistent
+    /// top-down from the root t (PMM's consistency; the coins of its ties from `coin_seed`), and the
+    /// leaves of depth r(t).
+    pub fn release(&self, coin_seed: u64) -> OnlineRelease {
+        let t = self.position;
+        assert!(t >= 1, "a release needs at least one element");
+        let mut levels = vec![vec![t as i64]];
+        for cells in &self.cells {
+            levels.push(cells.par_iter().map(|cell| cell.counter.output().max(0)).collect());
+        }
+        let mut tree = CountTree::from_levels(levels);
+        enforce_consistency(&mut tree, ONLINE_CONSISTENCY, coin_seed);
+        OnlineRelease {
+            t,
+            geometry: CellGeometry::new(self.plan.dims(), self.depth()),
+            leaf_counts: tree.into_leaves().into_iter().map(|count| count as u64).collect(),
+        }
+    }
+}
+
+/// Runs `work(code, cell, rng)` on every cell of one depth in parallel, each cell with its own noise
+/// stream resumed where it stopped, so the draws do not depend on the thread count.
+fn for_each_cell(
+    cells: &mut [Cell],
+    depth: u32,
+    key: &NoiseKey,
+    work: impl Fn(u64, &mut Cell, &mut ChaCha12Rng) + Sync,
+) {
+    cells.par_chunks_mut(CELLS_PER_TASK).enumerate().for_each(|(task, chunk)| {
+        for (offset, cell) in chunk.iter_mut().enumerate() {
+            let code = (task * CELLS_PER_TASK + offset) as u64;
+            with_cell_stream(cell, depth, code, key, |cell, rng| work(code, cell, rng));
+        }
+    });
+}
+
+/// Opens the noise stream of the depth-`depth` cell `code` at its saved position, runs `work`, and saves
+/// the position back. The stream's chunk is the cell's heap index 2^depth + code: unique per cell.
+fn with_cell_stream(
+    cell: &mut Cell,
+    depth: u32,
+    code: u64,
+    key: &NoiseKey,
+    work: impl FnOnce(&mut Cell, &mut ChaCha12Rng),
+) {
+    let mut rng = key.stream(NoiseStream::OnlineCell, (1u64 << depth) | code);
+    rng.set_word_pos(u128::from(cell.noise_words));
+    work(cell, &mut rng);
+    cell.noise_words =
+        u64::try_from(rng.get_word_pos()).expect("a cell reads fewer than 2^64 noise words");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn codes(count: usize, dims: usize) -> Vec<u32> {
+        let geometry = CellGeometry::new(dims, MAX_ONLINE_DEPTH);
+        let mut point = vec![0u32; dims];
+        (0..count as u32)
+            .map(|i| {
+                for (axis, index) in point.iter_mut().enumerate() {
+                    let bits = geometry.axis_bits(axis);
+                    *index = i.wrapping_mul(2_654_435_761).rotate_left(7 * axis as u32) >> (32 - bits);
+                }
+                geometry.leaf_code(&point)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn feeding_in_pieces_is_feeding_at_once() {
+        for (dims, epsilon) in [(1, 1.0), (2, 0.5), (3, 4.0)] {
+            let plan = OnlinePlan::new(epsilon, dims).unwrap();
+            let key = NoiseKey::from_user_seed(3);
+            let stream = codes(1500, dims);
+            let mut whole = OnlineTree::new(plan);
+            whole.feed(&stream, &key).unwrap();
+            let mut pieces = OnlineTree::new(plan);
+            for piece in [&stream[..1], &stream[1..7], &stream[7..700], &stream[700..]] {
+                pieces.feed(piece, &key).unwrap();
+            }
+            assert_eq!(whole, pieces, "d = {dims}");
+            assert_eq!(whole.release(5).leaf_counts, pieces.release(5).leaf_counts);
+        }
+    }
+
+    #[test]
+    fn a_release_has_t_points_on_the_leaves_of_depth_r_of_t() {
+        for (dims, epsilon) in [(1, 2.0), (2, 1.0), (8, 0.3)] {
+            let plan = OnlinePlan::new(epsilon, dims).unwrap();
+            let key = NoiseKey::from_user_seed(8);
+            let stream = codes(900, dims);
+            let mut tree = OnlineTree::new(plan);
+            let mut fed = 0;
+            for t in [1usize, 2, 3, 50, 257, 900] {
+                tree.feed(&stream[fed..t], &key).unwrap();
+                fed = t;
+                let release = tree.release(t as u64);
+                assert_eq!(release.t, t as u64);
+                assert_eq!(release.geometry.depth(), plan.level_at(t as u64), "d={dims} t={t}");
+                assert_eq!(release.leaf_counts.len(), 1 << release.geometry.depth());
+                assert_eq!(release.leaf_counts.iter().sum::<u64>(), t as u64);
+            }
+            assert_eq!(tree.history().len(), if dims == 1 { 900 } else { 0 });
+        }
+    }
+
+    #[test]
+    fn the_tree_is_refused_past_its_deepest_level() {
+        let plan = OnlinePlan::new(1e6, 2).unwrap();
+        // t_31 = ⌈2^31/10^6⌉ = 2148: the tree would be deeper than 30 there.
+        let error = plan.check_depth(2148).unwrap_err();
+        assert!(error.to_string().contains("deeper than 30"));
+        assert!(plan.check_depth(2147).is_ok());
+        let mut tree = OnlineTree::new(plan);
+        tree.position = 2147;
+        let refused = tree.feed(&[0], &NoiseKey::from_user_seed(1)).unwrap_err();
+        assert!(matches!(refused, crate::error::Error::BadInput(_)));
+        assert_eq!(tree.position(), 2147, "nothing was read");
+    }
+}

@@ -1,0 +1,532 @@
+//! `dpsynth stream`: continual release over a growing table (docs/mechanisms/online.md).
+//!
+//! The inputs (files, and directories read as their files in name order) are concatenated, rows in file
+//! order: row i is the stream element x_i. They continue the stream held by `--state` (made on the first
+//! run), and at each requested time t the run writes `release-t.parquet` (exactly t rows, the input's
+//! column names and types) and its publishable report `release-t.json`. The state is saved atomically
+//! after each input file; it is refused if the parameters differ or if an input was already read.
+
+pub mod report;
+
+use std::collections::BTreeSet;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::binner::{quantize_values, AxisPlan, ROW_INVALID};
+use crate::error::{Error, Result};
+use crate::geometry::bounds::ColumnBounds;
+use crate::geometry::partition::CellGeometry;
+use crate::io::sink::{write_file_atomically, ParquetSink};
+use crate::io::source::column::NumericValues;
+use crate::io::source::{NumericColumn, ParquetSource};
+use crate::mechanism::online::state::{
+    fnv1a, FileFingerprint, OnlineState, StateColumn, StreamParameters, FOOTER_BYTES,
+};
+use crate::mechanism::online::{OnlinePlan, OnlineTree, MAX_ONLINE_DEPTH};
+use crate::mechanism::ReleasedMeasure;
+use crate::options::{bounds_for_columns, last_bounds_per_column};
+use crate::privacy::{check_epsilon, Budget, NoiseKey, RunSeeds};
+use crate::sampler::{Placement, SAMPLE_BLOCK_ROWS};
+use report::StreamReleaseReport;
+
+/// Rows sampled and written per batch of a release.
+const RELEASE_BATCH_ROWS: usize = 16 * SAMPLE_BLOCK_ROWS;
+
+/// `dpsynth stream`: every option, declared once.
+#[derive(Args, Debug, Clone, Default)]
+pub struct StreamArgs {
+    /// Parquet files or directories (their files in name order), in stream order.
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// The stream's state: made on the first run, continued by later ones. SENSITIVE (exact counts and
+    /// the noise key): keep it as private as the data.
+    #[arg(long)]
+    pub state: PathBuf,
+    /// Privacy budget ε (> 0) of the whole sequence of releases.
+    #[arg(long, allow_negative_numbers = true)]
+    pub epsilon: Option<f64>,
+    /// Columns to use (default: every column given public bounds).
+    #[arg(long, value_delimiter = ',')]
+    pub columns: Option<Vec<String>>,
+    /// Public bounds COLUMN=LO:HI, repeatable. Never derived from the data.
+    #[arg(long = "bounds", value_name = "COLUMN=LO:HI")]
+    pub bounds: Vec<ColumnBounds>,
+    /// Release at these times t (comma-separated stream positions).
+    #[arg(long = "release-at", value_delimiter = ',')]
+    pub release_at: Vec<u64>,
+    /// Release at every multiple of K.
+    #[arg(long = "release-every", value_name = "K")]
+    pub release_every: Option<u64>,
+    /// Release once the inputs are read.
+    #[arg(long = "release-at-end")]
+    pub release_at_end: bool,
+    /// Where release-t.parquet goes.
+    #[arg(long = "output-dir")]
+    pub output_dir: Option<PathBuf>,
+    /// Where release-t.json goes [default: the output directory].
+    #[arg(long = "report-dir")]
+    pub report_dir: Option<PathBuf>,
+    /// Where points go in their cell [default: uniform].
+    #[arg(long, value_enum)]
+    pub placement: Option<Placement>,
+    /// Reproducible stream (fixed when the state is made); its releases are not fit for release.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Worker threads [default: all cores]; the output does not depend on it.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// No notes on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// What a finished run did.
+#[derive(Debug)]
+pub struct StreamOutcome {
+    /// The times released, in order.
+    pub released: Vec<u64>,
+    /// The stream position after the run.
+    pub position: u64,
+    /// Owner-only: rows read in this run and rows with a value clamped to the bounds.
+    pub rows_read: u64,
+    pub rows_clamped: u64,
+    /// Requested times not released: already passed before this run, or not reached.
+    pub passed: Vec<u64>,
+    pub not_reached: Vec<u64>,
+}
+
+/// Runs the subcommand and prints its notes.
+pub fn run_command(args: StreamArgs) -> Result<()> {
+    let quiet = args.quiet;
+    let threads = match args.threads {
+        Some(0) => return Err(Error::bad_input("--threads must be at least 1")),
+        Some(threads) => threads,
+        None => std::thread::available_parallelism().map_or(1, usize::from),
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|error| Error::internal(format!("cannot start {threads} threads: {error}")))?;
+    let state_path = args.state.clone();
+    let outcome = pool.install(|| run(args))?;
+    if !quiet {
+        if !outcome.passed.is_empty() {
+            eprintln!("note: times {:?} were already passed before this run (the state is at a later t)", outcome.passed);
+        }
+        if !outcome.not_reached.is_empty() {
+            eprintln!(
+                "note: times {:?} are beyond t = {} and were not released: ask again when the stream reaches them",
+                outcome.not_reached, outcome.position
+            );
+        }
+        eprintln!(
+            "NOT PRIVATE (owner only): read {} rows ({} clamped to the bounds); the stream is at t = {}; state {} (sensitive)",
+            outcome.rows_read,
+            outcome.rows_clamped,
+            outcome.position,
+            state_path.display()
+        );
+    }
+    Ok(())
+}
+
+/// One input file, opened, with the columns the stream reads.
+struct StreamInput {
+    source: ParquetSource,
+    columns: Vec<NumericColumn>,
+    fingerprint: FileFingerprint,
+}
+
+/// The checked request: everything known before the first row is read.
+struct StreamRequest {
+    args: StreamArgs,
+    plan: OnlinePlan,
+    parameters: StreamParameters,
+    bounds: Vec<ColumnBounds>,
+    columns: Vec<NumericColumn>,
+    inputs: Vec<StreamInput>,
+    placement: Placement,
+}
+
+/// Reads the inputs into the stream held by `args.state`, releasing at the requested times.
+pub fn run(args: StreamArgs) -> Result<StreamOutcome> {
+    let request = check_request(args)?;
+    let mut state = match OnlineState::load(&request.args.state)? {
+        Some(state) => {
+            refuse_changes(&request, &state)?;
+            state
+        }
+        None => {
+            let seeds = RunSeeds::new(request.parameters.seed)?;
+            let state = OnlineState {
+                parameters: request.parameters.clone(),
+                noise_key: seeds.noise.to_bytes(),
+                consistency_seed: seeds.consistency(),
+                placement_seed: seeds.placement(),
+                consumed: Vec::new(),
+                tree: OnlineTree::new(request.plan),
+            };
+            // Saved before anything is released: a release is always reproducible from a saved key,
+            // so a run that fails half-way and is run again repeats the same noise, never new noise.
+            state.save(&request.args.state)?;
+            state
+        }
+    };
+    let start = state.tree.position();
+    let new_rows: u64 = request.inputs.iter().map(|input| input.fingerprint.rows).sum();
+    let end = start + new_rows;
+    request.plan.check_depth(end)?;
+    let schedule = ReleaseSchedule::new(&request.args, start, end);
+    if !schedule.times.is_empty() {
+        let directory = request.args.output_dir.as_ref().expect("checked with the release options");
+        std::fs::create_dir_all(directory)
+            .map_err(|error| Error::in_file(directory, format!("cannot create the output directory: {error}")))?;
+        if let Some(reports) = &request.args.report_dir {
+            std::fs::create_dir_all(reports)
+                .map_err(|error| Error::in_file(reports, format!("cannot create the report directory: {error}")))?;
+        }
+    }
+    let key = NoiseKey::from_bytes(state.noise_key);
+    let mut pending = schedule.times.iter().copied().peekable();
+    if start >= 1 {
+        // A release at the state's own t (only --release-at-end with no new rows reaches here).
+        if pending.next_if_eq(&start).is_some() {
+            write_release(&request, &state, start)?;
+        }
+    }
+    let mut rows_clamped = 0u64;
+    let geometry = CellGeometry::new(request.plan.dims(), MAX_ONLINE_DEPTH);
+    let axes = AxisPlan::for_geometry(&geometry, &request.bounds);
+    let mut expected_position = start;
+    for input in &request.inputs {
+        for row_group in 0..input.source.row_group_count() {
+            let reader = input.source.row_group_reader(row_group, &input.columns)?;
+            for batch in reader {
+                let batch = batch.map_err(|error| {
+                    Error::in_file(input.source.path(), format!("row group {row_group}: {error}"))
+                })?;
+                let (codes, clamped) = cell_codes(&batch, input, row_group, &geometry, &axes)?;
+                rows_clamped += clamped;
+                let mut rest = &codes[..];
+                while !rest.is_empty() {
+                    let position = state.tree.position();
+                    let until_release = pending.peek().map_or(u64::MAX, |&next| next - position);
+                    let take = rest.len().min(usize::try_from(until_release).unwrap_or(usize::MAX));
+                    state.tree.feed(&rest[..take], &key)?;
+                    rest = &rest[take..];
+                    if pending.next_if_eq(&state.tree.position()).is_some() {
+                        write_release(&request, &state, state.tree.position())?;
+                    }
+                }
+            }
+        }
+        expected_position += input.fingerprint.rows;
+        if state.tree.position() != expected_position {
+            return Err(Error::in_file(
+                input.source.path(),
+                "its footer's row count does not match the rows it holds",
+            ));
+        }
+        // A checkpoint per file: a run that fails later keeps this file read, so running again cannot
+        // feed it (and its releases' noise) twice.
+        state.consumed.push(input.fingerprint.clone());
+        state.save(&request.args.state)?;
+    }
+    Ok(StreamOutcome {
+        released: schedule.times,
+        position: state.tree.position(),
+        rows_read: new_rows,
+        rows_clamped,
+        passed: schedule.passed,
+        not_reached: schedule.not_reached,
+    })
+}
+
+/// The stream elements of one batch as cell codes at the finest depth; a null, NaN or infinite value is
+/// refused (the stream cannot drop a row: t is public). Returns the codes and the rows clamped.
+fn cell_codes(
+    batch: &arrow::record_batch::RecordBatch,
+    input: &StreamInput,
+    row_group: usize,
+    geometry: &CellGeometry,
+    axes: &[AxisPlan],
+) -> Result<(Vec<u32>, u64)> {
+    let rows = batch.num_rows();
+    let mut indices = vec![vec![0u32; rows]; axes.len()];
+    let mut flags = vec![0u8; rows];
+    let mut clamped_flags = vec![false; rows];
+    for (axis, (column, plan)) in input.columns.iter().zip(axes).enumerate() {
+        let array = batch.column(axis);
+        let values = NumericValues::of(array.as_ref()).ok_or_else(|| {
+            Error::in_column(input.source.path(), &column.name, "not a numeric column")
+        })?;
+        flags.fill(0);
+        quantize_values(&values, array.nulls(), plan, &mut indices[axis], &mut flags);
+        if flags.iter().any(|&flag| flag & ROW_INVALID != 0) {
+            return Err(Error::in_column(
+                input.source.path(),
+                &column.name,
+                format!(
+                    "row group {row_group}: a null, NaN or infinite value; a stream cannot skip rows (t is public), \
+                     so clean the file first"
+                ),
+            ));
+        }
+        for (clamped, &flag) in clamped_flags.iter_mut().zip(&flags) {
+            *clamped |= flag != 0;
+        }
+    }
+    let mut point = vec![0u32; axes.len()];
+    let codes = (0..rows)
+        .map(|row| {
+            for (axis, index) in point.iter_mut().enumerate() {
+                *index = indices[axis][row];
+            }
+            geometry.leaf_code(&point)
+        })
+        .collect();
+    Ok((codes, clamped_flags.iter().filter(|&&clamped| clamped).count() as u64))
+}
+
+/// Writes release-t.parquet and release-t.json for the stream at time t.
+fn write_release(request: &StreamRequest, state: &OnlineState, t: u64) -> Result<()> {
+    let plan = &request.plan;
+    let spent_per_path = plan.spent_per_path(state.tree.depth())?;
+    let mut budget = Budget::new(plan.epsilon());
+    budget.spend("the root-to-leaf path of the replaced element", spent_per_path);
+    budget.spend("the root-to-leaf path of the element replacing it", spent_per_path);
+    let spent = budget.check()?;
+    let mix = t.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let release = state.tree.release(state.consistency_seed ^ mix);
+    let measure = ReleasedMeasure::Leaves {
+        geometry: release.geometry,
+        counts: release.leaf_counts,
+    };
+    let generator = measure.rows(None, request.placement, state.placement_seed ^ mix);
+    debug_assert_eq!(generator.total_rows(), t);
+    let directory = request.args.output_dir.as_ref().expect("checked with the release options");
+    let table = directory.join(format!("release-{t}.parquet"));
+    let mut sink = ParquetSink::create(&table, &request.columns, &request.bounds)?;
+    let mut columns = vec![Vec::new(); request.columns.len()];
+    let mut start = 0u64;
+    while start < t {
+        let rows = (t - start).min(RELEASE_BATCH_ROWS as u64) as usize;
+        generator.sample_rows(start, rows, &mut columns);
+        sink.write_normalised(&columns)?;
+        start += rows as u64;
+    }
+    let report = StreamReleaseReport::new(request, state, t, spent_per_path, spent);
+    let report_directory = request.args.report_dir.as_ref().unwrap_or(directory);
+    let json = serde_json::to_string_pretty(&report)
+        .map_err(|error| Error::internal(format!("serialising the release report: {error}")))?;
+    write_file_atomically(&report_directory.join(format!("release-{t}.json")), json.as_bytes())?;
+    sink.commit()
+}
+
+/// The release times of one run, from the three options, sorted and without repeats.
+struct ReleaseSchedule {
+    /// Times in [max(start, 1), end] to release (start itself only for --release-at-end).
+    times: Vec<u64>,
+    passed: Vec<u64>,
+    not_reached: Vec<u64>,
+}
+
+impl ReleaseSchedule {
+    fn new(args: &StreamArgs, start: u64, end: u64) -> Self {
+        let mut times = BTreeSet::new();
+        let mut passed = Vec::new();
+        let mut not_reached = Vec::new();
+        for &t in &args.release_at {
+            if t <= start {
+                passed.push(t);
+            } else if t > end {
+                not_reached.push(t);
+            } else {
+                times.insert(t);
+            }
+        }
+        if let Some(every) = args.release_every {
+            let mut t = (start / every + 1) * every;
+            while t <= end {
+                times.insert(t);
+                t += every;
+            }
+        }
+        if args.release_at_end && end >= 1 {
+            times.insert(end);
+        }
+        ReleaseSchedule {
+            times: times.into_iter().collect(),
+            passed,
+            not_reached,
+        }
+    }
+}
+
+/// Checks the options and opens every input, before the state is read or anything is written.
+fn check_request(args: StreamArgs) -> Result<StreamRequest> {
+    let epsilon = args.epsilon.ok_or_else(|| Error::bad_input("--epsilon is required"))?;
+    check_epsilon(epsilon)?;
+    let wanted = bounds_for_columns(args.columns.as_deref(), &last_bounds_per_column(args.bounds.clone()))?;
+    if wanted.is_empty() {
+        return Err(Error::bad_input(
+            "no columns: give --bounds COLUMN=LO:HI for each column of the stream (bounds are never taken from the data)",
+        ));
+    }
+    if args.release_every == Some(0) {
+        return Err(Error::bad_input("--release-every must be at least 1"));
+    }
+    if args.release_at.contains(&0) {
+        return Err(Error::bad_input("--release-at: times start at 1 (t = 0 has no rows)"));
+    }
+    let releases = !args.release_at.is_empty() || args.release_every.is_some() || args.release_at_end;
+    if releases && args.output_dir.is_none() {
+        return Err(Error::bad_input("--output-dir is required to release"));
+    }
+    let names: Vec<String> = wanted.iter().map(|bounds| bounds.column.clone()).collect();
+    let mut inputs: Vec<StreamInput> = Vec::new();
+    for path in expand_inputs(&args.inputs)? {
+        let source = ParquetSource::open(&path)?;
+        let columns = source.numeric_columns(&names)?;
+        if let Some(first) = inputs.first() {
+            let describe = |columns: &[NumericColumn]| {
+                columns
+                    .iter()
+                    .map(|column| format!("{} {}", column.name, column.data_type))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            if describe(&columns) != describe(&first.columns) {
+                return Err(Error::in_file(
+                    &path,
+                    format!(
+                        "its columns ({}) differ from those of {} ({}): every file of a stream has the same columns",
+                        describe(&columns),
+                        first.source.path().display(),
+                        describe(&first.columns)
+                    ),
+                ));
+            }
+        }
+        let fingerprint = fingerprint(&source)?;
+        if let Some(earlier) = inputs.iter().find(|input| input.fingerprint.same_file(&fingerprint)) {
+            return Err(Error::in_file(
+                &path,
+                format!("given twice (the same file as {}): its rows would enter the stream twice", earlier.source.path().display()),
+            ));
+        }
+        inputs.push(StreamInput { source, columns, fingerprint });
+    }
+    let columns = inputs.first().expect("at least one input file").columns.clone();
+    let bounds: Vec<ColumnBounds> = columns
+        .iter()
+        .map(|column| {
+            wanted
+                .iter()
+                .find(|bounds| bounds.column == column.name)
+                .cloned()
+                .expect("every column was found from its bounds")
+        })
+        .collect();
+    let plan = OnlinePlan::new(epsilon, columns.len())?;
+    let parameters = StreamParameters {
+        epsilon,
+        columns: columns
+            .iter()
+            .zip(&bounds)
+            .map(|(column, bounds)| StateColumn {
+                name: column.name.clone(),
+                data_type: column.data_type.to_string(),
+                lo: bounds.lo,
+                hi: bounds.hi,
+            })
+            .collect(),
+        seed: args.seed,
+    };
+    Ok(StreamRequest {
+        placement: args.placement.unwrap_or(Placement::DEFAULT),
+        args,
+        plan,
+        parameters,
+        bounds,
+        columns,
+        inputs,
+    })
+}
+
+/// Refuses a state made with other parameters, or inputs it has already read. Nothing is written.
+fn refuse_changes(request: &StreamRequest, state: &OnlineState) -> Result<()> {
+    let differences = state.parameters.differences(&request.parameters);
+    if !differences.is_empty() {
+        return Err(Error::in_file(
+            &request.args.state,
+            format!(
+                "this stream was started with other parameters; a stream keeps them for life. Differs: {}",
+                differences.join("; ")
+            ),
+        ));
+    }
+    for input in &request.inputs {
+        if let Some(read) = state.consumed.iter().find(|read| read.same_file(&input.fingerprint)) {
+            return Err(Error::in_file(
+                input.source.path(),
+                format!(
+                    "already read into the stream of {} (as {}, {} rows): give only new files",
+                    request.args.state.display(),
+                    read.path,
+                    read.rows
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Files and directories (their regular, non-hidden files in name order), in the order given.
+fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for input in inputs {
+        let metadata = std::fs::metadata(input)
+            .map_err(|error| Error::in_file(input, format!("cannot read: {error}")))?;
+        if !metadata.is_dir() {
+            files.push(input.clone());
+            continue;
+        }
+        let mut found: Vec<PathBuf> = std::fs::read_dir(input)
+            .map_err(|error| Error::in_file(input, format!("cannot list the directory: {error}")))?
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .filter(|path| {
+                path.is_file()
+                    && !path.file_name().is_some_and(|name| name.to_string_lossy().starts_with('.'))
+            })
+            .collect();
+        if found.is_empty() {
+            return Err(Error::in_file(input, "the directory holds no files"));
+        }
+        found.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
+        files.extend(found);
+    }
+    Ok(files)
+}
+
+/// A file's identity: canonical path, size, rows and a hash of its last bytes (footer and metadata).
+fn fingerprint(source: &ParquetSource) -> Result<FileFingerprint> {
+    let path = source.path();
+    let canonical = std::fs::canonicalize(path)
+        .map_err(|error| Error::in_file(path, format!("cannot resolve the path: {error}")))?;
+    let cannot_read = |error: std::io::Error| Error::in_file(path, format!("cannot read: {error}"));
+    let mut file = std::fs::File::open(path).map_err(cannot_read)?;
+    let bytes = file.metadata().map_err(cannot_read)?.len();
+    let tail_length = bytes.min(FOOTER_BYTES as u64);
+    file.seek(SeekFrom::Start(bytes - tail_length)).map_err(cannot_read)?;
+    let mut tail = vec![0u8; tail_length as usize];
+    file.read_exact(&mut tail).map_err(cannot_read)?;
+    Ok(FileFingerprint {
+        path: canonical.to_string_lossy().into_owned(),
+        bytes,
+        rows: source.row_count(),
+        footer_hash: fnv1a(&tail),
+    })
+}
