@@ -28,6 +28,12 @@ impl ColumnBounds {
                 "bounds for column '{column}': lo {lo} must be below hi {hi}"
             )));
         }
+        if !(hi - lo).is_finite() {
+            return Err(Error::bad_input(format!(
+                "bounds for column '{column}': the width {hi} − ({lo}) overflows a 64-bit float; \
+                 give a narrower range"
+            )));
+        }
         Ok(ColumnBounds { column, lo, hi })
     }
 
@@ -89,7 +95,7 @@ mod tests {
     #[test]
     fn rejects_malformed_or_empty_ranges() {
         for text in [
-            "x", "x=1", "=0:1", "x=a:1", "x=1:1", "x=2:1", "x=0:inf", "x=nan:1",
+            "x", "x=1", "=0:1", "x=a:1", "x=1:1", "x=2:1", "x=0:inf", "x=nan:1", "x=-1e308:1e308",
         ] {
             let error = text.parse::<ColumnBounds>().unwrap_err();
             assert!(matches!(error, Error::BadInput(_)), "{text}");

@@ -3,7 +3,7 @@
 //! run leaves nothing behind.
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use arrow::datatypes::{Field, Schema, SchemaRef};
@@ -16,6 +16,7 @@ use crate::geometry::bounds::ColumnBounds;
 use crate::error::{Error, Result};
 use crate::io::source::column::build_array;
 use crate::io::source::NumericColumn;
+use crate::io::staging::StagedFile;
 
 /// Synthetic floats are uniform noise in their low bits and do not compress; measured on 10^7 rows,
 /// Snappy made `synth` about 30% slower for a few percent of size.
@@ -25,9 +26,8 @@ pub const OUTPUT_COMPRESSION: Compression = Compression::UNCOMPRESSED;
 pub const OUTPUT_ROW_GROUP_ROWS: usize = 1 << 20;
 
 pub struct ParquetSink {
-    target: PathBuf,
-    temporary: PathBuf,
-    writer: Option<ArrowWriter<File>>,
+    staged: StagedFile,
+    writer: ArrowWriter<File>,
     schema: SchemaRef,
     columns: Vec<NumericColumn>,
     bounds: Vec<ColumnBounds>,
@@ -40,8 +40,8 @@ impl ParquetSink {
         columns: &[NumericColumn],
         bounds: &[ColumnBounds],
     ) -> Result<Self> {
-        let temporary = temporary_path(target)?;
-        let file = File::create(&temporary).map_err(|error| {
+        let staged = StagedFile::new(target)?;
+        let file = File::create(staged.temporary()).map_err(|error| {
             Error::in_file(target, format!("cannot create the output: {error}"))
         })?;
         let schema: SchemaRef = Arc::new(Schema::new(
@@ -57,19 +57,16 @@ impl ParquetSink {
             .set_statistics_enabled(EnabledStatistics::None)
             .set_max_row_group_row_count(Some(OUTPUT_ROW_GROUP_ROWS))
             .build();
-        let writer = ArrowWriter::try_new(file, schema.clone(), Some(properties));
-        let mut sink = ParquetSink {
-            target: target.to_path_buf(),
-            temporary,
-            writer: None,
+        let writer = ArrowWriter::try_new(file, schema.clone(), Some(properties)).map_err(|error| {
+            Error::in_file(target, format!("cannot start the Parquet writer: {error}"))
+        })?;
+        Ok(ParquetSink {
+            staged,
+            writer,
             schema,
             columns: columns.to_vec(),
             bounds: bounds.to_vec(),
-        };
-        sink.writer = Some(writer.map_err(|error| {
-            Error::in_file(target, format!("cannot start the Parquet writer: {error}"))
-        })?);
-        Ok(sink)
+        })
     }
 
     /// Appends rows given per column in normalised units [0,1]; they are mapped back to each column's
@@ -83,59 +80,19 @@ impl ParquetSink {
         }
         let batch = RecordBatch::try_new(self.schema.clone(), arrays)
             .map_err(|error| Error::internal(format!("building an output batch: {error}")))?;
-        let target = &self.target;
+        let target = self.staged.target();
         self.writer
-            .as_mut()
-            .expect("the writer lives until commit")
             .write(&batch)
             .map_err(|error| Error::in_file(target, format!("cannot write the output: {error}")))
     }
 
-    /// Finishes the file and moves it into place.
-    pub fn commit(mut self) -> Result<()> {
-        let writer = self.writer.take().expect("the writer lives until commit");
+    /// Finishes the file; it is moved into place with the run's other outputs by
+    /// [`crate::io::staging::commit_all`]. On error (and if the result is dropped) the temporary goes.
+    pub fn finish(self) -> Result<StagedFile> {
+        let ParquetSink { staged, writer, .. } = self;
         writer.close().map_err(|error| {
-            Error::in_file(&self.target, format!("cannot finish the output: {error}"))
+            Error::in_file(staged.target(), format!("cannot finish the output: {error}"))
         })?;
-        std::fs::rename(&self.temporary, &self.target).map_err(|error| {
-            Error::in_file(
-                &self.target,
-                format!("cannot move the finished output into place: {error}"),
-            )
-        })
+        Ok(staged)
     }
-}
-
-impl Drop for ParquetSink {
-    /// An uncommitted sink removes its temporary file: nothing half-written survives a failed run.
-    fn drop(&mut self) {
-        if self.writer.is_some() {
-            self.writer = None;
-            let _ = std::fs::remove_file(&self.temporary);
-        }
-    }
-}
-
-/// Writes `bytes` to `path` through a temporary file and a rename (for reports).
-pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let temporary = temporary_path(path)?;
-    std::fs::write(&temporary, bytes)
-        .map_err(|error| Error::in_file(path, format!("cannot write: {error}")))?;
-    std::fs::rename(&temporary, path).map_err(|error| {
-        let _ = std::fs::remove_file(&temporary);
-        Error::in_file(path, format!("cannot move into place: {error}"))
-    })
-}
-
-/// A hidden file beside `target`, unique to this process, renamed onto `target` once complete. Being in
-/// the same directory keeps the rename atomic (same file system).
-fn temporary_path(target: &Path) -> Result<PathBuf> {
-    let file_name = target
-        .file_name()
-        .ok_or_else(|| Error::in_file(target, "needs a file name"))?;
-    Ok(target.with_file_name(format!(
-        ".{}.{}.tmp",
-        file_name.to_string_lossy(),
-        std::process::id()
-    )))
 }

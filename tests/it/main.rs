@@ -8,6 +8,8 @@ mod bad_input;
 mod binner_conformance;
 mod bundled_dataset;
 mod eval_cli;
+mod fuzz;
+mod hostile;
 mod lowdim;
 mod privacy_loss;
 mod psmm;
