@@ -123,6 +123,7 @@ struct GenerateArgs {
 
 /// Runs the CLI and returns the process exit code. Panics are caught and reported as internal errors.
 pub fn main() -> i32 {
+    crate::io::source::silence_decoder_panics();
     if let Err(error) = crate::io::staging::remove_temporaries_on_signal() {
         eprintln!("error: {error}");
         return error.exit_code();

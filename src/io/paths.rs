@@ -87,10 +87,14 @@ impl FileIdentity {
             Some(parent) if !parent.as_os_str().is_empty() => parent,
             _ => Path::new("."),
         };
+        // A directory not created yet has no canonical form: its absolute path still tells two
+        // spellings of one new file apart from two files.
+        let directory = directory
+            .canonicalize()
+            .or_else(|_| std::path::absolute(directory))
+            .ok();
         FileIdentity {
             canonical: directory
-                .canonicalize()
-                .ok()
                 .zip(path.file_name())
                 .map(|(directory, name)| directory.join(name)),
             inode: None,
@@ -137,6 +141,8 @@ mod tests {
         }
         let new = dir.path().join("new.json");
         assert!(same_file(&new, &sub.join("..").join("new.json")), "two paths to a file not yet written");
+        let unborn = dir.path().join("not-yet").join("eval.json");
+        assert!(same_file(&unborn, &unborn), "a file in a directory not yet created");
     }
 
     #[test]

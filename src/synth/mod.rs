@@ -322,8 +322,8 @@ fn check_bounds_fit_type(
             &column.name,
             format!(
                 "bounds {}:{} exceed the range of type {} ({}:{})",
-                bounds.lo,
-                bounds.hi,
+                compact_number(bounds.lo),
+                compact_number(bounds.hi),
                 column.data_type,
                 compact_number(min),
                 compact_number(max)

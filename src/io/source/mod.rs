@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, SchemaRef};
+use arrow::error::ArrowError;
+use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
@@ -52,10 +54,14 @@ impl ParquetSource {
             file: Arc::new(file),
             opened_length,
         };
-        let metadata =
-            ArrowReaderMetadata::load(&data, ArrowReaderOptions::new()).map_err(|error| {
-                Error::in_file(path, format!("not a readable Parquet file: {error}"))
-            })?;
+        // The footer decoder is guarded like the pages' (see RowGroupBatches).
+        let load = || ArrowReaderMetadata::load(&data, ArrowReaderOptions::new());
+        DECODING.with(|decoding| decoding.set(true));
+        let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(load));
+        DECODING.with(|decoding| decoding.set(false));
+        let metadata = loaded
+            .map_err(|_| Error::in_file(path, "not a readable Parquet file: its footer is corrupt"))?
+            .map_err(|error| Error::in_file(path, format!("not a readable Parquet file: {error}")))?;
         Ok(ParquetSource {
             path: path.to_path_buf(),
             data,
@@ -158,30 +164,79 @@ impl ParquetSource {
         page_header_has_crc(&header[..read])
     }
 
-    /// A reader of one row group, projected to `columns` (whose batch columns come in schema order).
+    /// The decoded batches of one row group, projected to `columns` (whose batch columns come in schema
+    /// order).
     pub fn row_group_reader(
         &self,
         row_group: usize,
         columns: &[NumericColumn],
-    ) -> Result<ParquetRecordBatchReader> {
+    ) -> Result<RowGroupBatches> {
         let mask = ProjectionMask::roots(
             self.metadata.parquet_schema(),
             columns
                 .iter()
                 .map(|column| self.root_index(column.schema_index)),
         );
-        ParquetRecordBatchReaderBuilder::new_with_metadata(self.data.clone(), self.metadata.clone())
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(self.data.clone(), self.metadata.clone())
             .with_projection(mask)
             .with_row_groups(vec![row_group])
             .with_batch_size(BATCH_ROWS)
             .build()
-            .map_err(|error| Error::in_file(&self.path, format!("row group {row_group}: {error}")))
+            .map_err(|error| Error::in_file(&self.path, format!("row group {row_group}: {error}")))?;
+        Ok(RowGroupBatches {
+            reader: Some(reader),
+        })
     }
 
     /// Arrow top-level fields map one-to-one onto Parquet root columns for the flat tables we accept.
     fn root_index(&self, schema_index: usize) -> usize {
         schema_index
     }
+}
+
+/// The batches of one row group. A panic of the decoder (arrow and parquet assert on some corrupt
+/// inputs: the fuzzing harness found one flipped byte of a zstd file that did) becomes an error for that
+/// row group, so corrupt input is bad input, never a crash.
+pub struct RowGroupBatches {
+    /// `None` once the decoder has failed.
+    reader: Option<ParquetRecordBatchReader>,
+}
+
+impl Iterator for RowGroupBatches {
+    type Item = std::result::Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let reader = self.reader.as_mut()?;
+        DECODING.with(|decoding| decoding.set(true));
+        let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reader.next()));
+        DECODING.with(|decoding| decoding.set(false));
+        match decoded {
+            Ok(batch) => batch,
+            Err(_) => {
+                self.reader = None;
+                Some(Err(ArrowError::ParquetError(
+                    "corrupt data made the Parquet decoder fail".to_string(),
+                )))
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// Set while this thread runs the page decoder, whose panics become errors.
+    static DECODING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Installs a panic hook that stays silent for the decoder panics [`RowGroupBatches`] turns into
+/// errors (the CLI's: a user should see the error, not a backtrace), and reports every other panic as
+/// the previous hook did.
+pub fn silence_decoder_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !DECODING.with(|decoding| decoding.get()) {
+            previous(info);
+        }
+    }));
 }
 
 /// Whether an Arrow type is one dpsynth reads as a number.
