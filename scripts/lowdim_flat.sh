@@ -21,7 +21,7 @@ w1() { python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["w1"
   for dims in 20 50 100; do
     for seed in $(seq 1 "$seeds"); do
       data="$work/flat-$dims-$seed.parquet"
-      "$bin" generate "$data" --rows "$rows" --dims "$dims" --law subspace:2 --seed "$seed" \
+      "$bin" generate "$data" --rows "$rows" --dims "$dims" --law subspace:2 --seed "$seed" --force \
         --schema "$work/bounds-$dims.toml" > /dev/null
       for eps in 1 4 16; do
         common=(--config "$work/bounds-$dims.toml" --epsilon "$eps" --neighbours replace --seed "$seed" --quiet)

@@ -8,13 +8,17 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use crate::binner::NullPolicy;
 use crate::config::config_arguments;
 use crate::encoding::{BinCount, CategoryList, Unlisted};
-use crate::error::{Error, Result, EXIT_INTERNAL, EXIT_OK};
+use crate::error::{compact_number, Error, Result, EXIT_INTERNAL, EXIT_OK};
 use crate::eval::EvalOptions;
 use crate::geometry::bounds::ColumnBounds;
 use crate::generate::{
     bounds_toml, write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS,
 };
-use crate::options::{bounds_for_columns, last_bounds_per_column, SynthArgs};
+use crate::io::paths::{check_output_paths, NamedPath};
+use crate::io::staging::write_file_atomically;
+use crate::options::{
+    bounds_for_columns, check_output_rows, check_threads, last_bounds_per_column, SynthArgs,
+};
 use crate::progress::Progress;
 use crate::synth::synthesize;
 
@@ -128,10 +132,18 @@ struct GenerateArgs {
     /// Also write the table's public bounds as a config file here.
     #[arg(long)]
     schema: Option<PathBuf>,
+    /// Replace existing files at OUTPUT and --schema (without it, an existing file is an error).
+    #[arg(long)]
+    force: bool,
 }
 
 /// Runs the CLI and returns the process exit code. Panics are caught and reported as internal errors.
 pub fn main() -> i32 {
+    crate::io::source::silence_decoder_panics();
+    if let Err(error) = crate::io::staging::remove_temporaries_on_signal() {
+        eprintln!("error: {error}");
+        return error.exit_code();
+    }
     let cli = match parse(std::env::args_os().collect()) {
         Ok(cli) => cli,
         Err(ParseFailure::Usage(error)) => {
@@ -204,8 +216,12 @@ fn run(cli: Cli) -> Result<()> {
 }
 
 fn run_synth(args: SynthArgs) -> Result<()> {
+    let config = args.config.clone();
     let request = args.resolve()?;
     let (options, outputs, quiet) = (&request.options, &request.outputs, request.quiet);
+    if let Some(config) = &config {
+        check_output_paths(&[NamedPath::new("the --config file", config)], &outputs.named())?;
+    }
     let progress = Progress::for_terminal(quiet);
     let outcome = synthesize(&request.input, outputs, options, &progress)?;
     if !quiet {
@@ -229,7 +245,7 @@ fn run_synth(args: SynthArgs) -> Result<()> {
                 "wrote {} synthetic rows to {} (ε = {}, {}, {}, {accuracy}){}",
                 report.release.synthetic_rows,
                 outputs.table.display(),
-                report.guarantee.epsilon,
+                compact_number(report.guarantee.epsilon),
                 options.neighbours.describe().split(':').next().unwrap_or_default(),
                 report.parameters.summary(),
                 if report.guarantee.fit_for_release { "" } else { "; seeded run: NOT fit for release" },
@@ -273,9 +289,7 @@ fn run_eval(args: EvalArgs) -> Result<()> {
     let threads = args
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
-    if threads == 0 {
-        return Err(Error::bad_input("--threads must be at least 1"));
-    }
+    check_threads(threads)?;
     let quiet = args.quiet;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
@@ -350,7 +364,7 @@ fn run_eval_marginals(args: EvalArgs) -> Result<()> {
         let text = serde_json::to_string_pretty(&json)
             .map_err(|error| Error::internal(format!("serialising the marginal errors: {error}")))?;
         match &args.json {
-            Some(path) => crate::io::sink::write_file_atomically(path, text.as_bytes())?,
+            Some(path) => write_file_atomically(path, text.as_bytes())?,
             None => println!("{text}"),
         }
         if !args.quiet {
@@ -369,9 +383,21 @@ fn run_generate(args: GenerateArgs) -> Result<()> {
         compression: args.compression,
         row_group_rows: args.row_group_rows,
     };
+    check_output_rows("--rows", Some(args.rows))?;
+    let mut outputs = vec![NamedPath::new("OUTPUT", &args.output)];
+    outputs.extend(args.schema.as_deref().map(|schema| NamedPath::new("--schema", schema)));
+    check_output_paths(&[], &outputs)?;
+    if !args.force {
+        if let Some(existing) = outputs.iter().find(|output| output.path.exists()) {
+            return Err(Error::in_file(
+                existing.path,
+                format!("{} exists; pass --force to replace it", existing.role),
+            ));
+        }
+    }
     write_table(&args.output, &spec).map_err(|error| Error::bad_input(error.to_string()))?;
     if let Some(schema) = &args.schema {
-        crate::io::sink::write_file_atomically(schema, bounds_toml(&spec).as_bytes())?;
+        write_file_atomically(schema, bounds_toml(&spec).as_bytes())?;
     }
     Ok(())
 }

@@ -60,3 +60,14 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// A number for a message: plain when it reads well, in exponent form when tiny or huge (ε = 1e-300
+/// would otherwise print 300 digits).
+pub fn compact_number(value: f64) -> String {
+    let magnitude = value.abs();
+    if magnitude != 0.0 && !(1e-4..1e15).contains(&magnitude) {
+        format!("{value:e}")
+    } else {
+        format!("{value}")
+    }
+}

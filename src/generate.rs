@@ -12,7 +12,7 @@
 
 use std::f64::consts::{FRAC_PI_2, TAU};
 use std::fmt;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -27,6 +27,8 @@ use parquet::errors::ParquetError;
 use parquet::file::properties::WriterProperties;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
+
+use crate::io::staging::{commit_all, StagedFile};
 
 /// Rows per row group unless the spec says otherwise: the Parquet writer's own default, large enough
 /// that per-group overhead vanishes, small enough that readers have many groups to split.
@@ -108,6 +110,8 @@ pub enum GenerateError {
     },
     /// Encoding or writing the Parquet data of `path` failed.
     Parquet { path: PathBuf, source: ParquetError },
+    /// The output cannot be staged or moved into place (the message names it).
+    Output(crate::error::Error),
 }
 
 impl fmt::Display for GenerateError {
@@ -124,6 +128,7 @@ impl fmt::Display for GenerateError {
                     path.display()
                 )
             }
+            GenerateError::Output(error) => write!(f, "{error}"),
         }
     }
 }
@@ -131,7 +136,7 @@ impl fmt::Display for GenerateError {
 impl std::error::Error for GenerateError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            GenerateError::InvalidSpec(_) => None,
+            GenerateError::InvalidSpec(_) | GenerateError::Output(_) => None,
             GenerateError::Io { source, .. } => Some(source),
             GenerateError::Parquet { source, .. } => Some(source),
         }
@@ -243,48 +248,29 @@ pub fn bounds_toml(spec: &GenerateSpec) -> String {
 /// `rows = 0` writes a valid table with the schema and no row groups.
 pub fn write_table(path: &Path, spec: &GenerateSpec) -> Result<GenerateSummary, GenerateError> {
     let sampler = Sampler::new(spec)?;
-    let temporary = temporary_path(path)?;
+    if path.file_name().is_none() {
+        return Err(GenerateError::InvalidSpec(format!(
+            "output path '{}' does not name a file",
+            path.display()
+        )));
+    }
+    // Removed on every error path (and by the signal handler) until committed.
+    let staged = StagedFile::new(path).map_err(GenerateError::Output)?;
     let file = OpenOptions::new()
         .write(true)
         .create_new(true)
-        .open(&temporary)
+        .open(staged.temporary())
         .map_err(|source| GenerateError::Io {
-            path: temporary.clone(),
+            path: staged.temporary().to_path_buf(),
             step: "cannot create temporary file",
             source,
         })?;
-    let written = write_row_groups(file, spec, &sampler)
-        .map_err(|source| GenerateError::Parquet {
-            path: path.to_path_buf(),
-            source,
-        })
-        .and_then(|summary| {
-            fs::rename(&temporary, path)
-                .map(|()| summary)
-                .map_err(|source| GenerateError::Io {
-                    path: path.to_path_buf(),
-                    step: "cannot move the finished table to",
-                    source,
-                })
-        });
-    if written.is_err() {
-        // Best effort: the temporary file is ours and incomplete; the original error is what matters.
-        let _ = fs::remove_file(&temporary);
-    }
-    written
-}
-
-/// A fresh name beside `path` (same directory, so the final rename stays on one file system).
-fn temporary_path(path: &Path) -> Result<PathBuf, GenerateError> {
-    let name = path.file_name().ok_or_else(|| {
-        GenerateError::InvalidSpec(format!(
-            "output path '{}' does not name a file",
-            path.display()
-        ))
+    let summary = write_row_groups(file, spec, &sampler).map_err(|source| GenerateError::Parquet {
+        path: path.to_path_buf(),
+        source,
     })?;
-    let mut temporary_name = name.to_os_string();
-    temporary_name.push(format!(".{}.tmp", std::process::id()));
-    Ok(path.with_file_name(temporary_name))
+    commit_all(vec![staged]).map_err(GenerateError::Output)?;
+    Ok(summary)
 }
 
 fn writer_properties(spec: &GenerateSpec) -> WriterProperties {
@@ -611,6 +597,7 @@ fn orthonormal_basis(rng: &mut Xoshiro256PlusPlus, dims: usize, count: usize) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     use parquet::basic::{Repetition, Type as PhysicalType};
     use parquet::file::reader::{FileReader, SerializedFileReader};

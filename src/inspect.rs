@@ -14,6 +14,11 @@ pub fn describe(path: &Path) -> Result<String> {
     let _ = writeln!(text, "file: {}", path.display());
     let _ = writeln!(text, "rows: {}", source.row_count());
     let _ = writeln!(text, "row groups: {}", source.row_group_count());
+    let _ = writeln!(
+        text,
+        "page checksums: {}",
+        if source.has_page_checksums() { "yes (verified when read)" } else { "none" }
+    );
     let _ = writeln!(text, "columns:");
     for (index, field) in source.schema().fields().iter().enumerate() {
         let compression = metadata

@@ -121,14 +121,14 @@ pub struct SynthArgs {
     #[arg(long, value_enum)]
     pub neighbours: Option<Neighbours>,
     /// pmm: leaf depth r [default: from the public n or the released n̂: ⌈log2(εn)⌉ − 1 for d ≥ 2, the
-    /// Theorem 3.9 bound's minimiser for d = 1].
+    /// depth minimising the Theorem 3.9 bound for d = 1; either capped by memory and at ⌈log2 n⌉ + 4].
     #[arg(long)]
     pub depth: Option<u32>,
     /// pmm and psmm under add-remove: share of ε spent on the noisy row count n̂ that fixes the depth or
     /// the grid [default: 1/16].
     #[arg(long, allow_negative_numbers = true)]
     pub root_share: Option<f64>,
-    /// Output rows (default: the released row count).
+    /// Output rows, at most 10^12 (default: the released row count).
     #[arg(long)]
     pub rows: Option<u64>,
     /// Reproducible run; the report then says it is not fit for release.
@@ -146,7 +146,7 @@ pub struct SynthArgs {
     /// pmm: binning device [default: auto].
     #[arg(long, value_enum)]
     pub device: Option<DeviceChoice>,
-    /// Worker threads [default: all cores].
+    /// Worker threads, at most 1024 and 64 per core [default: all cores].
     #[arg(long)]
     pub threads: Option<usize>,
     /// Memory the cell arrays may use, in MiB [default: half the machine].
@@ -367,9 +367,10 @@ impl SynthOptions {
             // Checked by validate_encoded above.
             MechanismOptions::Microagg(_) | MechanismOptions::Covloss(_) => {}
         }
-        if self.threads == Some(0) {
-            return Err(Error::bad_input("--threads must be at least 1"));
+        if let Some(threads) = self.threads {
+            check_threads(threads)?;
         }
+        check_output_rows("--rows", self.rows)?;
         if self.neighbours == Neighbours::Replace && self.nulls == NullPolicy::Drop {
             return Err(Error::bad_input(
                 "--nulls drop cannot be used with --neighbours replace: dropping rows makes n depend on the data, \
@@ -595,6 +596,41 @@ impl SynthArgs {
             options,
             quiet: self.quiet,
         })
+    }
+}
+
+/// The most worker threads a run starts: more only add scheduling and per-thread histograms
+/// (4000 threads on 1000 rows ran for over a minute).
+pub const MAX_THREADS: usize = 1024;
+/// And at most this many per core of the machine.
+pub const MAX_THREADS_PER_CORE: usize = 64;
+
+/// Refuses 0 threads, and more than [`MAX_THREADS`] or [`MAX_THREADS_PER_CORE`] × the machine's cores.
+pub fn check_threads(threads: usize) -> Result<()> {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let limit = MAX_THREADS.min(MAX_THREADS_PER_CORE.saturating_mul(cores));
+    if threads == 0 {
+        return Err(Error::bad_input("--threads must be at least 1"));
+    }
+    if threads > limit {
+        return Err(Error::bad_input(format!(
+            "--threads {threads} is above the limit of {limit} (at most {MAX_THREADS}, and at most \
+             {MAX_THREADS_PER_CORE} per core on this machine's {cores})"
+        )));
+    }
+    Ok(())
+}
+
+/// The most rows `synth --rows` and `generate --rows` write (10^12). dpsynth does not check free disk
+/// space: a table this size takes terabytes, and the file system's own error stops a run that does not fit.
+pub const MAX_OUTPUT_ROWS: u64 = 1_000_000_000_000;
+
+pub fn check_output_rows(flag: &str, rows: Option<u64>) -> Result<()> {
+    match rows {
+        Some(rows) if rows > MAX_OUTPUT_ROWS => Err(Error::bad_input(format!(
+            "{flag} {rows} is above the limit of 10^12 rows"
+        ))),
+        _ => Ok(()),
     }
 }
 

@@ -4,7 +4,7 @@
 //! Outputs are built in memory, checked against the inputs (an output path never replaces an input) and
 //! only then written, each through a temporary file and a rename: bad input writes nothing.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use rayon::prelude::*;
@@ -13,7 +13,8 @@ use super::report_dir::report_pages;
 use super::run_report::{read_run_report, RunSummary};
 use super::{evaluate_all, load_table, EvalOptions, EvalOutput, PhaseTiming, Table};
 use crate::error::{Error, Result};
-use crate::io::sink::write_file_atomically;
+use crate::io::paths::{check_output_paths, NamedPath};
+use crate::io::staging::{commit_all, StagedFile};
 
 /// One `dpsynth eval` run.
 #[derive(Clone, Debug)]
@@ -26,6 +27,15 @@ pub struct EvalRequest {
     pub json: Option<PathBuf>,
     pub report_dir: Option<PathBuf>,
     pub options: EvalOptions,
+}
+
+impl EvalRequest {
+    fn named_inputs(&self) -> Vec<NamedPath<'_>> {
+        std::iter::once(NamedPath::new("the input --real", self.real.as_path()))
+            .chain(self.synths.iter().map(|path| NamedPath::new("the input --synth", path)))
+            .chain(self.run_reports.iter().map(|path| NamedPath::new("the input --run-report", path)))
+            .collect()
+    }
 }
 
 /// What the command produced: the numbers, and the text to print when no JSON file was asked for.
@@ -85,75 +95,31 @@ pub fn run(request: &EvalRequest) -> Result<EvalCommandOutput> {
 
     let json = serde_json::to_string_pretty(&output)
         .map_err(|error| Error::internal(format!("cannot serialise the report: {error}")))?;
-    let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    // (flag, path, contents) of every file this run writes.
+    let mut files: Vec<(&str, PathBuf, Vec<u8>)> = Vec::new();
     if let Some(dir) = &request.report_dir {
         for (name, text) in report_pages(&output, &json, &real, &synth_tables) {
-            files.push((dir.join(name), text.into_bytes()));
+            files.push(("a --report-dir file", dir.join(name), text.into_bytes()));
         }
     }
     if let Some(path) = &request.json {
-        files.push((path.clone(), json.into_bytes()));
+        files.push(("--json", path.clone(), json.into_bytes()));
     }
-    let inputs: Vec<&PathBuf> = paths.into_iter().chain(&request.run_reports).collect();
-    for (path, _) in &files {
-        if let Some(input) = inputs.iter().find(|input| same_file(path, input)) {
-            return Err(Error::in_file(
-                path,
-                format!(
-                    "is an input of this run ({}); choose another output path",
-                    input.display()
-                ),
-            ));
-        }
-    }
+    let outputs: Vec<NamedPath> = files
+        .iter()
+        .map(|(role, path, _)| NamedPath::new(role, path))
+        .collect();
+    check_output_paths(&request.named_inputs(), &outputs)?;
     if let Some(dir) = &request.report_dir {
         std::fs::create_dir_all(dir).map_err(|error| {
             Error::in_file(dir, format!("cannot create the report directory: {error}"))
         })?;
     }
-    for (path, bytes) in &files {
-        write_file_atomically(path, bytes)?;
-    }
+    let staged: Vec<StagedFile> = files
+        .iter()
+        .map(|(_, path, bytes)| StagedFile::with_bytes(path, bytes))
+        .collect::<Result<_>>()?;
+    commit_all(staged)?;
     let stdout = request.json.is_none().then(|| output.summary());
     Ok(EvalCommandOutput { output, stdout })
-}
-
-/// Whether writing `output` would replace the existing file `input` (through any path or link to it).
-fn same_file(output: &Path, input: &Path) -> bool {
-    let Ok(input) = input.canonicalize() else {
-        return false;
-    };
-    if let Ok(existing) = output.canonicalize() {
-        return existing == input;
-    }
-    // Not there yet: compare through its (canonical) directory.
-    let directory = match output.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
-    match (directory.canonicalize(), output.file_name()) {
-        (Ok(directory), Some(name)) => directory.join(name) == input,
-        _ => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn outputs_are_compared_with_inputs_through_any_path() {
-        let dir = tempfile::tempdir().unwrap();
-        let input = dir.path().join("real.parquet");
-        std::fs::write(&input, b"x").unwrap();
-        let sub = dir.path().join("sub");
-        std::fs::create_dir(&sub).unwrap();
-        assert!(same_file(&sub.join("..").join("real.parquet"), &input));
-        assert!(same_file(&input, &input));
-        assert!(!same_file(&dir.path().join("out.json"), &input));
-        assert!(!same_file(
-            &dir.path().join("missing").join("real.parquet"),
-            &input
-        ));
-    }
 }

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::error::{Error, Result};
+use crate::error::{compact_number, Error, Result};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ColumnBounds {
@@ -20,12 +20,24 @@ impl ColumnBounds {
         let column = column.into();
         if !lo.is_finite() || !hi.is_finite() {
             return Err(Error::bad_input(format!(
-                "bounds for column '{column}': {lo}:{hi} must be finite numbers"
+                "bounds for column '{column}': {}:{} must be finite numbers",
+                compact_number(lo),
+                compact_number(hi)
             )));
         }
         if lo >= hi {
             return Err(Error::bad_input(format!(
-                "bounds for column '{column}': lo {lo} must be below hi {hi}"
+                "bounds for column '{column}': lo {} must be below hi {}",
+                compact_number(lo),
+                compact_number(hi)
+            )));
+        }
+        if !(hi - lo).is_finite() {
+            return Err(Error::bad_input(format!(
+                "bounds for column '{column}': the width {} − ({}) overflows a 64-bit float; \
+                 give a narrower range",
+                compact_number(hi),
+                compact_number(lo)
             )));
         }
         Ok(ColumnBounds { column, lo, hi })
@@ -89,7 +101,7 @@ mod tests {
     #[test]
     fn rejects_malformed_or_empty_ranges() {
         for text in [
-            "x", "x=1", "=0:1", "x=a:1", "x=1:1", "x=2:1", "x=0:inf", "x=nan:1",
+            "x", "x=1", "=0:1", "x=a:1", "x=1:1", "x=2:1", "x=0:inf", "x=nan:1", "x=-1e308:1e308",
         ] {
             let error = text.parse::<ColumnBounds>().unwrap_err();
             assert!(matches!(error, Error::BadInput(_)), "{text}");

@@ -78,7 +78,13 @@ impl RegularGrid {
 
 /// Links every cell of the side^d grid (`nodes` in row-major order, coordinate 0 most significant) to its
 /// 3^d − 1 neighbours, uncapacitated, at cost 1.
+/// The 3^d offsets are enumerated only when side ≥ 2: then the network itself has at least 3^d − 1 arcs,
+/// which callers have checked to fit in memory. One cell per axis has no neighbours at all, and
+/// enumerating 3^d offsets for it would hang (and overflow for d ≥ 41) on wide tables.
 pub(crate) fn add_king_move_arcs(net: &mut FlowNetwork, nodes: &[NodeId], side: usize, dims: usize) {
+    if side < 2 {
+        return;
+    }
     // Offsets in {−1, 0, 1}^d \ {0}, as per-axis steps and as an index delta.
     let strides: Vec<isize> = (0..dims)
         .map(|k| side.pow((dims - 1 - k) as u32) as isize)
@@ -153,5 +159,14 @@ mod tests {
         assert!(RegularGrid::new(0, 3).is_none());
         assert!(RegularGrid::new(2, 0).is_none());
         assert!(RegularGrid::new(64, 3).is_none(), "3^64 overflows");
+    }
+
+    #[test]
+    fn one_cell_per_axis_has_no_king_moves_in_any_dimension() {
+        // d = 200 would enumerate 3^200 offsets (and overflow) if the side were not checked first.
+        let mut net = FlowNetwork::with_capacity(1, 0);
+        let nodes = [net.add_node(0)];
+        add_king_move_arcs(&mut net, &nodes, 1, 200);
+        assert_eq!(net.arc_count(), 0);
     }
 }

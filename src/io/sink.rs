@@ -4,7 +4,7 @@
 
 use std::fs::File;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::ArrayRef;
@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::geometry::bounds::ColumnBounds;
 use crate::io::source::column::build_array;
 use crate::io::source::NumericColumn;
+use crate::io::staging::StagedFile;
 
 /// Synthetic floats are uniform noise in their low bits and do not compress; measured on 10^7 rows,
 /// Snappy made `synth` about 30% slower for a few percent of size.
@@ -33,9 +34,8 @@ pub const OUTPUT_ROW_GROUP_ROWS: usize = 1 << 20;
 /// a batch run in parallel; finished row groups are appended in column order, so the bytes do not
 /// depend on the thread count.
 pub struct ParquetSink {
-    target: PathBuf,
-    temporary: PathBuf,
-    file: Option<SerializedFileWriter<File>>,
+    staged: StagedFile,
+    file: SerializedFileWriter<File>,
     row_groups: ArrowRowGroupWriterFactory,
     /// One encoder per column of the open row group.
     encoders: Vec<ArrowColumnWriter>,
@@ -74,8 +74,8 @@ impl ParquetSink {
         columns: Vec<NumericColumn>,
         bounds: Vec<ColumnBounds>,
     ) -> Result<Self> {
-        let temporary = temporary_path(target)?;
-        let file = File::create(&temporary).map_err(|error| {
+        let staged = StagedFile::new(target)?;
+        let file = File::create(staged.temporary()).map_err(|error| {
             Error::in_file(target, format!("cannot create the output: {error}"))
         })?;
         let cannot_start =
@@ -86,9 +86,8 @@ impl ParquetSink {
             .map_err(cannot_start)?;
         let encoders = row_groups.create_column_writers(0).map_err(cannot_start)?;
         Ok(ParquetSink {
-            target: target.to_path_buf(),
-            temporary,
-            file: Some(file),
+            staged,
+            file,
             row_groups,
             encoders,
             rows_in_group: 0,
@@ -164,8 +163,7 @@ impl ParquetSink {
             .map(ArrowColumnWriter::close)
             .collect::<parquet::errors::Result<Vec<_>>>()
             .map_err(|error| self.write_error(error))?;
-        let file = self.file.as_mut().expect("the file lives until commit");
-        let appended = file.next_row_group().and_then(|mut row_group| {
+        let appended = self.file.next_row_group().and_then(|mut row_group| {
             for chunk in chunks {
                 chunk.append_to_row_group(&mut row_group)?;
             }
@@ -176,24 +174,20 @@ impl ParquetSink {
     }
 
     fn write_error(&self, error: parquet::errors::ParquetError) -> Error {
-        Error::in_file(&self.target, format!("cannot write the output: {error}"))
+        Error::in_file(self.staged.target(), format!("cannot write the output: {error}"))
     }
 
-    /// Finishes the file and moves it into place.
-    pub fn commit(mut self) -> Result<()> {
+    /// Finishes the file; it is moved into place with the run's other outputs by
+    /// [`crate::io::staging::commit_all`]. On error (and if the result is dropped) the temporary goes.
+    pub fn finish(mut self) -> Result<StagedFile> {
         if self.rows_in_group > 0 {
             self.finish_row_group()?;
         }
-        let file = self.file.take().expect("the file lives until commit");
+        let ParquetSink { staged, file, .. } = self;
         file.close().map_err(|error| {
-            Error::in_file(&self.target, format!("cannot finish the output: {error}"))
+            Error::in_file(staged.target(), format!("cannot finish the output: {error}"))
         })?;
-        std::fs::rename(&self.temporary, &self.target).map_err(|error| {
-            Error::in_file(
-                &self.target,
-                format!("cannot move the finished output into place: {error}"),
-            )
-        })
+        Ok(staged)
     }
 }
 
@@ -205,40 +199,6 @@ fn output_properties() -> WriterProperties {
         .set_statistics_enabled(EnabledStatistics::None)
         .set_max_row_group_row_count(Some(OUTPUT_ROW_GROUP_ROWS))
         .build()
-}
-
-impl Drop for ParquetSink {
-    /// An uncommitted sink removes its temporary file: nothing half-written survives a failed run.
-    fn drop(&mut self) {
-        if self.file.is_some() {
-            self.file = None;
-            let _ = std::fs::remove_file(&self.temporary);
-        }
-    }
-}
-
-/// Writes `bytes` to `path` through a temporary file and a rename (for reports).
-pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let temporary = temporary_path(path)?;
-    std::fs::write(&temporary, bytes)
-        .map_err(|error| Error::in_file(path, format!("cannot write: {error}")))?;
-    std::fs::rename(&temporary, path).map_err(|error| {
-        let _ = std::fs::remove_file(&temporary);
-        Error::in_file(path, format!("cannot move into place: {error}"))
-    })
-}
-
-/// A hidden file beside `target`, unique to this process, renamed onto `target` once complete. Being in
-/// the same directory keeps the rename atomic (same file system).
-fn temporary_path(target: &Path) -> Result<PathBuf> {
-    let file_name = target
-        .file_name()
-        .ok_or_else(|| Error::in_file(target, "needs a file name"))?;
-    Ok(target.with_file_name(format!(
-        ".{}.{}.tmp",
-        file_name.to_string_lossy(),
-        std::process::id()
-    )))
 }
 
 #[cfg(test)]
@@ -281,7 +241,7 @@ mod tests {
                 sink.write_normalised(&[batch.to_vec(), batch.to_vec()])
                     .unwrap();
             }
-            sink.commit().unwrap();
+            crate::io::staging::commit_all(vec![sink.finish().unwrap()]).unwrap();
         });
         std::fs::read(path).unwrap()
     }

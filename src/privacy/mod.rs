@@ -75,7 +75,8 @@ pub fn check_epsilon(epsilon: f64) -> Result<()> {
         Ok(())
     } else {
         Err(Error::bad_input(format!(
-            "--epsilon must be a finite number > 0, got {epsilon}"
+            "--epsilon must be a finite number > 0, got {}",
+            crate::error::compact_number(epsilon)
         )))
     }
 }

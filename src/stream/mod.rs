@@ -18,7 +18,8 @@ use crate::binner::{quantize_values, AxisPlan, ROW_INVALID};
 use crate::error::{Error, Result};
 use crate::geometry::bounds::ColumnBounds;
 use crate::geometry::partition::CellGeometry;
-use crate::io::sink::{write_file_atomically, ParquetSink};
+use crate::io::sink::ParquetSink;
+use crate::io::staging::{commit_all, StagedFile};
 use crate::io::source::column::NumericValues;
 use crate::io::source::{NumericColumn, ParquetSource};
 use crate::mechanism::online::state::{
@@ -321,8 +322,9 @@ fn write_release(request: &StreamRequest, state: &OnlineState, t: u64) -> Result
     let report_directory = request.args.report_dir.as_ref().unwrap_or(directory);
     let json = serde_json::to_string_pretty(&report)
         .map_err(|error| Error::internal(format!("serialising the release report: {error}")))?;
-    write_file_atomically(&report_directory.join(format!("release-{t}.json")), json.as_bytes())?;
-    sink.commit()
+    let report_path = report_directory.join(format!("release-{t}.json"));
+    // The table and its report appear together or not at all.
+    commit_all(vec![sink.finish()?, StagedFile::with_bytes(&report_path, json.as_bytes())?])
 }
 
 /// The release times of one run, from the three options, sorted and without repeats.

@@ -12,9 +12,11 @@ pub mod report;
 use std::path::{Path, PathBuf};
 
 use crate::binner::pass::DataPass;
-use crate::error::{Error, Result};
+use crate::error::{compact_number, Error, Result};
 use crate::geometry::bounds::ColumnBounds;
-use crate::io::sink::{write_file_atomically, ParquetSink};
+use crate::io::paths::{check_output_paths, NamedPath};
+use crate::io::sink::ParquetSink;
+use crate::io::staging::{commit_all, StagedFile};
 use crate::io::source::{ColumnKind, NumericColumn, ParquetSource};
 use crate::mechanism::{Plan, PublicInputs, Release};
 use crate::options::{MechanismOptions, SynthOptions};
@@ -37,6 +39,16 @@ pub struct OutputPaths {
     pub diagnostics: Option<PathBuf>,
 }
 
+impl OutputPaths {
+    /// Each output with its flag, for [`check_output_paths`].
+    pub fn named(&self) -> Vec<NamedPath<'_>> {
+        let mut named = vec![NamedPath::new("--output", &self.table)];
+        named.extend(self.report.as_deref().map(|path| NamedPath::new("--report", path)));
+        named.extend(self.diagnostics.as_deref().map(|path| NamedPath::new("--diagnostics", path)));
+        named
+    }
+}
+
 pub struct SynthOutcome {
     pub report: RunReport,
     pub diagnostics: Diagnostics,
@@ -50,7 +62,7 @@ pub fn synthesize(
     progress: &Progress,
 ) -> Result<SynthOutcome> {
     options.validate()?;
-    refuse_to_overwrite_input(input, outputs)?;
+    check_output_paths(&[NamedPath::new("the input", input)], &outputs.named())?;
     if matches!(
         options.mechanism,
         MechanismOptions::Covloss(_) | MechanismOptions::Microagg(_)
@@ -123,6 +135,7 @@ pub fn synthesize(
             release.binning.clone(),
         );
         diagnostics.timings_seconds = timings.into_phases();
+        diagnostics.input_page_checksums = source.has_page_checksums();
         commit_outputs(outputs, report, diagnostics, sink)
     })
 }
@@ -261,7 +274,8 @@ fn write_table(
     Ok((sink, total_rows))
 }
 
-/// Writes the reports, then commits the table: all appear, or (on any failure) none does.
+/// Finishes the table, writes the reports beside it, then commits all of them as one unit: every old
+/// output stays until every new one is complete, and a failed commit leaves the old ones in place.
 fn commit_outputs(
     outputs: &OutputPaths,
     report: RunReport,
@@ -269,36 +283,18 @@ fn commit_outputs(
     sink: ParquetSink,
 ) -> Result<SynthOutcome> {
     diagnostics.peak_memory_bytes = peak_memory_bytes();
-    let mut written: Vec<PathBuf> = Vec::new();
-    let result =
-        write_reports(outputs, &report, &diagnostics, &mut written).and_then(|()| sink.commit());
-    if result.is_err() {
-        for path in written {
-            let _ = std::fs::remove_file(path);
-        }
+    let mut staged = vec![sink.finish()?];
+    if let Some(path) = &outputs.report {
+        staged.push(StagedFile::with_bytes(path, to_json(&report)?.as_bytes())?);
     }
-    result?;
+    if let Some(path) = &outputs.diagnostics {
+        staged.push(StagedFile::with_bytes(path, to_json(&diagnostics)?.as_bytes())?);
+    }
+    commit_all(staged)?;
     Ok(SynthOutcome {
         report,
         diagnostics,
     })
-}
-
-fn write_reports(
-    outputs: &OutputPaths,
-    report: &RunReport,
-    diagnostics: &Diagnostics,
-    written: &mut Vec<PathBuf>,
-) -> Result<()> {
-    if let Some(path) = &outputs.report {
-        write_file_atomically(path, to_json(report)?.as_bytes())?;
-        written.push(path.clone());
-    }
-    if let Some(path) = &outputs.diagnostics {
-        write_file_atomically(path, to_json(diagnostics)?.as_bytes())?;
-        written.push(path.clone());
-    }
-    Ok(())
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
@@ -306,16 +302,14 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
         .map_err(|error| Error::internal(format!("serialising a report: {error}")))
 }
 
-/// Integer columns need an integer inside their bounds, and bounds inside the type's range.
+/// Bounds must lie inside the column type's range (so no output value saturates or becomes infinite),
+/// and integer columns need an integer inside them.
 fn check_bounds_fit_type(
     source: &ParquetSource,
     column: &NumericColumn,
     bounds: &ColumnBounds,
 ) -> Result<()> {
-    if column.kind != ColumnKind::Integer {
-        return Ok(());
-    }
-    if bounds.lo.ceil() > bounds.hi.floor() {
+    if column.kind == ColumnKind::Integer && bounds.lo.ceil() > bounds.hi.floor() {
         return Err(Error::in_column(
             source.path(),
             &column.name,
@@ -324,40 +318,32 @@ fn check_bounds_fit_type(
     }
     use arrow::datatypes::DataType::*;
     let range = match column.data_type {
-        Int8 => Some((i8::MIN as f64, i8::MAX as f64)),
-        Int16 => Some((i16::MIN as f64, i16::MAX as f64)),
-        Int32 | Date32 => Some((i32::MIN as f64, i32::MAX as f64)),
-        UInt8 => Some((0.0, u8::MAX as f64)),
-        UInt16 => Some((0.0, u16::MAX as f64)),
-        UInt32 => Some((0.0, u32::MAX as f64)),
-        UInt64 => Some((0.0, u64::MAX as f64)),
-        _ => None,
+        Float32 => (f32::MIN as f64, f32::MAX as f64),
+        Float64 => return Ok(()),
+        Int8 => (i8::MIN as f64, i8::MAX as f64),
+        Int16 => (i16::MIN as f64, i16::MAX as f64),
+        Int32 | Date32 => (i32::MIN as f64, i32::MAX as f64),
+        UInt8 => (0.0, u8::MAX as f64),
+        UInt16 => (0.0, u16::MAX as f64),
+        UInt32 => (0.0, u32::MAX as f64),
+        UInt64 => (0.0, u64::MAX as f64),
+        // Int64, Date64 and timestamps are stored as i64.
+        _ => (i64::MIN as f64, i64::MAX as f64),
     };
-    match range {
-        Some((min, max)) if bounds.lo < min || bounds.hi > max => Err(Error::in_column(
+    let (min, max) = range;
+    if bounds.lo < min || bounds.hi > max {
+        return Err(Error::in_column(
             source.path(),
             &column.name,
             format!(
-                "bounds {}:{} exceed the range of type {} ({min}:{max})",
-                bounds.lo, bounds.hi, column.data_type
+                "bounds {}:{} exceed the range of type {} ({}:{})",
+                compact_number(bounds.lo),
+                compact_number(bounds.hi),
+                column.data_type,
+                compact_number(min),
+                compact_number(max)
             ),
-        )),
-        _ => Ok(()),
-    }
-}
-
-fn refuse_to_overwrite_input(input: &Path, outputs: &OutputPaths) -> Result<()> {
-    let same = |path: &Path| match (input.canonicalize(), path.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    };
-    for path in std::iter::once(&outputs.table)
-        .chain(outputs.report.iter())
-        .chain(outputs.diagnostics.iter())
-    {
-        if same(path) {
-            return Err(Error::in_file(path, "would overwrite the input file"));
-        }
+        ));
     }
     Ok(())
 }

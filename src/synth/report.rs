@@ -96,6 +96,9 @@ pub struct Diagnostics {
     pub threads: usize,
     pub binning: String,
     pub peak_memory_bytes: Option<u64>,
+    /// Whether the input's pages carry CRC checksums (then verified as read). Without them a corrupt
+    /// page can decode to wrong values unnoticed.
+    pub input_page_checksums: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -127,6 +130,7 @@ impl Diagnostics {
             threads,
             binning,
             peak_memory_bytes: None,
+            input_page_checksums: false,
         }
     }
 }

@@ -667,7 +667,7 @@ fn run_reports_and_outputs_are_checked_before_anything_is_written() {
     let output = dpsynth(&args);
     assert_eq!(output.status.code(), Some(2));
     assert!(
-        stderr(&output).contains("is an input"),
+        stderr(&output).contains("would overwrite the input"),
         "{}",
         stderr(&output)
     );

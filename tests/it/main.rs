@@ -9,6 +9,8 @@ mod binner_conformance;
 mod bundled_dataset;
 mod covloss;
 mod eval_cli;
+mod fuzz;
+mod hostile;
 mod lowdim;
 mod privacy_loss;
 mod psmm;

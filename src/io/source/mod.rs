@@ -1,18 +1,28 @@
-//! Reading the input: a memory-mapped Parquet file, projected to the asked columns, decoded row
-//! group by row group (docs/design.md).
+//! Reading the input: a Parquet file read with positioned reads, projected to the asked columns, decoded
+//! row group by row group (docs/design.md).
+//!
+//! Why not a memory map: a file truncated by another process while mapped kills the reader with SIGBUS,
+//! which no error path can catch. `pread` into buffers reports the short read as an error instead, at the
+//! cost of one copy of each page (small next to decoding it). Pages carrying a CRC are verified.
 
 pub mod column;
 
 use std::fs::File;
+use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use arrow::datatypes::{DataType, SchemaRef};
+use arrow::error::ArrowError;
+use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
     ParquetRecordBatchReaderBuilder,
 };
 use parquet::arrow::ProjectionMask;
+use parquet::errors::ParquetError;
+use parquet::file::reader::{ChunkReader, Length};
 
 pub use column::{ColumnKind, NumericColumn};
 
@@ -25,7 +35,7 @@ pub const BATCH_ROWS: usize = 1 << 16;
 /// An open Parquet file whose footer has been read once.
 pub struct ParquetSource {
     path: PathBuf,
-    data: Bytes,
+    data: PositionedFile,
     metadata: ArrowReaderMetadata,
 }
 
@@ -33,17 +43,25 @@ impl ParquetSource {
     pub fn open(path: &Path) -> Result<Self> {
         let file = File::open(path)
             .map_err(|error| Error::in_file(path, format!("cannot open: {error}")))?;
-        if file.metadata().map(|meta| meta.is_dir()).unwrap_or(false) {
-            return Err(Error::in_file(path, "is a directory, not a Parquet file"));
-        }
-        // SAFETY: the map is read-only; the file must not be truncated while we read it, as with any reader.
-        let map = unsafe { memmap2::Mmap::map(&file) }
-            .map_err(|error| Error::in_file(path, format!("cannot map: {error}")))?;
-        let data = Bytes::from_owner(map);
-        let metadata =
-            ArrowReaderMetadata::load(&data, ArrowReaderOptions::new()).map_err(|error| {
-                Error::in_file(path, format!("not a readable Parquet file: {error}"))
-            })?;
+        let opened_length = match file.metadata() {
+            Ok(meta) if meta.is_dir() => {
+                return Err(Error::in_file(path, "is a directory, not a Parquet file"))
+            }
+            Ok(meta) => meta.len(),
+            Err(error) => return Err(Error::in_file(path, format!("cannot open: {error}"))),
+        };
+        let data = PositionedFile {
+            file: Arc::new(file),
+            opened_length,
+        };
+        // The footer decoder is guarded like the pages' (see RowGroupBatches).
+        let load = || ArrowReaderMetadata::load(&data, ArrowReaderOptions::new());
+        DECODING.with(|decoding| decoding.set(true));
+        let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(load));
+        DECODING.with(|decoding| decoding.set(false));
+        let metadata = loaded
+            .map_err(|_| Error::in_file(path, "not a readable Parquet file: its footer is corrupt"))?
+            .map_err(|error| Error::in_file(path, format!("not a readable Parquet file: {error}")))?;
         Ok(ParquetSource {
             path: path.to_path_buf(),
             data,
@@ -103,13 +121,17 @@ impl ParquetSource {
             {
                 return Err(Error::in_column(&self.path, name, "named twice"));
             }
-            let field = schema.field(index);
-            let kind = ColumnKind::of(field.data_type()).ok_or_else(|| {
-                Error::in_column(
+            let namesakes = schema.fields().iter().filter(|field| field.name() == name).count();
+            if namesakes > 1 {
+                return Err(Error::in_column(
                     &self.path,
                     name,
-                    format!("type {} is not numeric", field.data_type()),
-                )
+                    format!("the file has {namesakes} columns of this name; rename them apart first"),
+                ));
+            }
+            let field = schema.field(index);
+            let kind = ColumnKind::of(field.data_type()).ok_or_else(|| {
+                Error::in_column(&self.path, name, unsupported_type(field.data_type()))
             })?;
             columns.push(NumericColumn {
                 name: name.clone(),
@@ -122,12 +144,33 @@ impl ParquetSource {
         Ok(columns)
     }
 
-    /// A reader of one row group, projected to `columns` (whose batch columns come in schema order).
+    /// Whether the file's pages carry CRC checksums (judged by the first page of the first column;
+    /// writers set them for every page or none). Pages with one are verified as they are read.
+    pub fn has_page_checksums(&self) -> bool {
+        let metadata = self.parquet_metadata();
+        let Some(chunk) = metadata.row_groups().first().and_then(|group| group.columns().first()) else {
+            return false;
+        };
+        let start = chunk
+            .dictionary_page_offset()
+            .unwrap_or_else(|| chunk.data_page_offset())
+            .max(0) as u64;
+        let mut header = [0u8; 64];
+        let read = self
+            .data
+            .get_read(start)
+            .and_then(|mut reader| Ok(reader.read(&mut header)?))
+            .unwrap_or(0);
+        page_header_has_crc(&header[..read])
+    }
+
+    /// The decoded batches of one row group, projected to `columns` (whose batch columns come in schema
+    /// order).
     pub fn row_group_reader(
         &self,
         row_group: usize,
         columns: &[NumericColumn],
-    ) -> Result<ParquetRecordBatchReader> {
+    ) -> Result<RowGroupBatches> {
         self.row_group_reader_of(row_group, columns.iter().map(|column| column.schema_index))
     }
 
@@ -137,17 +180,20 @@ impl ParquetSource {
         &self,
         row_group: usize,
         schema_indices: impl IntoIterator<Item = usize>,
-    ) -> Result<ParquetRecordBatchReader> {
+    ) -> Result<RowGroupBatches> {
         let mask = ProjectionMask::roots(
             self.metadata.parquet_schema(),
             schema_indices.into_iter().map(|index| self.root_index(index)),
         );
-        ParquetRecordBatchReaderBuilder::new_with_metadata(self.data.clone(), self.metadata.clone())
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(self.data.clone(), self.metadata.clone())
             .with_projection(mask)
             .with_row_groups(vec![row_group])
             .with_batch_size(BATCH_ROWS)
             .build()
-            .map_err(|error| Error::in_file(&self.path, format!("row group {row_group}: {error}")))
+            .map_err(|error| Error::in_file(&self.path, format!("row group {row_group}: {error}")))?;
+        Ok(RowGroupBatches {
+            reader: Some(reader),
+        })
     }
 
     /// Arrow top-level fields map one-to-one onto Parquet root columns for the flat tables we accept.
@@ -156,7 +202,187 @@ impl ParquetSource {
     }
 }
 
+/// The batches of one row group. A panic of the decoder (arrow and parquet assert on some corrupt
+/// inputs: the fuzzing harness found one flipped byte of a zstd file that did) becomes an error for that
+/// row group, so corrupt input is bad input, never a crash.
+pub struct RowGroupBatches {
+    /// `None` once the decoder has failed.
+    reader: Option<ParquetRecordBatchReader>,
+}
+
+impl Iterator for RowGroupBatches {
+    type Item = std::result::Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let reader = self.reader.as_mut()?;
+        DECODING.with(|decoding| decoding.set(true));
+        let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reader.next()));
+        DECODING.with(|decoding| decoding.set(false));
+        match decoded {
+            Ok(batch) => batch,
+            Err(_) => {
+                self.reader = None;
+                Some(Err(ArrowError::ParquetError(
+                    "corrupt data made the Parquet decoder fail".to_string(),
+                )))
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// Set while this thread runs the page decoder, whose panics become errors.
+    static DECODING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Installs a panic hook that stays silent for the decoder panics [`RowGroupBatches`] turns into
+/// errors (the CLI's: a user should see the error, not a backtrace), and reports every other panic as
+/// the previous hook did.
+pub fn silence_decoder_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !DECODING.with(|decoding| decoding.get()) {
+            previous(info);
+        }
+    }));
+}
+
 /// Whether an Arrow type is one dpsynth reads as a number.
 pub fn is_numeric(data_type: &DataType) -> bool {
     ColumnKind::of(data_type).is_some()
+}
+
+/// Why a column's type cannot be read, naming what it is.
+fn unsupported_type(data_type: &DataType) -> String {
+    match data_type {
+        DataType::Dictionary(_, values) if is_numeric(values) => format!(
+            "type {data_type} is dictionary-encoded {values}; dpsynth reads plain numeric columns: write it \
+             without dictionary encoding (or cast it to {values}) first"
+        ),
+        DataType::Decimal32(..)
+        | DataType::Decimal64(..)
+        | DataType::Decimal128(..)
+        | DataType::Decimal256(..) => format!(
+            "type {data_type} is a decimal; dpsynth reads integer, float, date and timestamp columns: cast it \
+             to float64 (or a scaled integer) first"
+        ),
+        _ => format!("type {data_type} is not numeric"),
+    }
+}
+
+/// Whether a Thrift-compact PageHeader starts with its three required i32 fields (type, uncompressed and
+/// compressed size) followed by field 4, the optional i32 `crc`.
+fn page_header_has_crc(bytes: &[u8]) -> bool {
+    const I32_NEXT_FIELD: u8 = 0x15; // field-id delta 1, compact type i32
+    let mut position = 0;
+    for _ in 0..3 {
+        if bytes.get(position) != Some(&I32_NEXT_FIELD) {
+            return false;
+        }
+        position += 1;
+        // A varint: continuation bit set on every byte but the last.
+        while bytes.get(position).is_some_and(|byte| byte & 0x80 != 0) {
+            position += 1;
+        }
+        position += 1;
+    }
+    bytes.get(position) == Some(&I32_NEXT_FIELD)
+}
+
+/// The input file, read with positioned reads (`pread`): many readers share it without seeking, and a
+/// file that shrank since it was opened gives an error naming the change (never a SIGBUS).
+#[derive(Clone)]
+struct PositionedFile {
+    file: Arc<File>,
+    opened_length: u64,
+}
+
+impl PositionedFile {
+    fn read_exact_at(&self, buffer: &mut [u8], offset: u64) -> std::io::Result<()> {
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::FileExt::read_exact_at(&*self.file, buffer, offset)
+        }
+        #[cfg(windows)]
+        {
+            let mut done = 0;
+            while done < buffer.len() {
+                let read = std::os::windows::fs::FileExt::seek_read(
+                    &*self.file,
+                    &mut buffer[done..],
+                    offset + done as u64,
+                )?;
+                if read == 0 {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+                done += read;
+            }
+            Ok(())
+        }
+    }
+
+    /// The error of a read that came back short: the file changed under us, or its footer lies.
+    fn short_read(&self, offset: u64, length: usize) -> ParquetError {
+        let now = self.file.metadata().map(|meta| meta.len()).unwrap_or(0);
+        if now != self.opened_length {
+            ParquetError::EOF(format!(
+                "the file changed while being read: it was {} bytes when opened and is now {now}",
+                self.opened_length
+            ))
+        } else {
+            ParquetError::EOF(format!(
+                "{length} bytes at offset {offset} lie past the end of the file ({now} bytes)"
+            ))
+        }
+    }
+}
+
+impl Length for PositionedFile {
+    fn len(&self) -> u64 {
+        self.opened_length
+    }
+}
+
+impl ChunkReader for PositionedFile {
+    // Buffered: the Thrift decoder of page headers reads a few bytes at a time.
+    type T = std::io::BufReader<PositionedReader>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        Ok(std::io::BufReader::new(PositionedReader {
+            file: self.clone(),
+            position: start,
+        }))
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        // A corrupt page header can claim gigabytes: refuse before allocating what the file cannot hold.
+        if start.saturating_add(length as u64) > self.opened_length {
+            return Err(self.short_read(start, length));
+        }
+        let mut buffer = vec![0u8; length];
+        self.read_exact_at(&mut buffer, start)
+            .map_err(|_| self.short_read(start, length))?;
+        Ok(Bytes::from(buffer))
+    }
+}
+
+/// A reader from an offset of a [`PositionedFile`] (for page headers, whose length is not known ahead).
+struct PositionedReader {
+    file: PositionedFile,
+    position: u64,
+}
+
+impl Read for PositionedReader {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        let end = self.file.opened_length;
+        let wanted = (buffer.len() as u64).min(end.saturating_sub(self.position)) as usize;
+        if wanted == 0 {
+            return Ok(0);
+        }
+        self.file
+            .read_exact_at(&mut buffer[..wanted], self.position)
+            .map_err(|_| std::io::Error::other(self.file.short_read(self.position, wanted)))?;
+        self.position += wanted as u64;
+        Ok(wanted)
+    }
 }

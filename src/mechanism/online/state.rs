@@ -21,7 +21,7 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::io::sink::write_file_atomically;
+use crate::io::staging::write_file_atomically;
 use crate::mechanism::online::counter::{BinaryMechanism, SparseCounter};
 use crate::mechanism::online::{Cell, OnlinePlan, OnlineTree, MAX_ONLINE_DEPTH};
 

@@ -119,7 +119,7 @@ impl PmmPlan {
                 (Depth::Known(schedule(depth)?), "given by --depth".to_string())
             }
             (None, TreeSize::Public(n)) => {
-                let depth = choose_depth(
+                let depth = depth_within_memory(
                     Neighbours::Replace,
                     level_epsilon,
                     dims,
@@ -130,7 +130,7 @@ impl PmmPlan {
                 (Depth::Known(schedule(depth)?), rule("public n"))
             }
             (None, TreeSize::AlreadyReleased { n_hat, row_count }) => {
-                let depth = choose_depth(
+                let depth = depth_within_memory(
                     Neighbours::AddRemove,
                     level_epsilon,
                     dims,
@@ -203,7 +203,7 @@ impl PmmPlan {
                 (Depth::Known(schedule), _) => (schedule.clone(), None),
                 (Depth::FromReleasedNHat { .. }, TreeSize::ReleasedFirst(row_count)) => {
                     let n_hat = row_count.release(scan.rows_binned, &seeds.noise);
-                    let depth = choose_depth(
+                    let depth = depth_within_memory(
                         Neighbours::AddRemove,
                         self.level_epsilon,
                         self.dims,
@@ -355,4 +355,25 @@ fn depth_rule_name(dims: usize) -> &'static str {
     } else {
         "ceil(log2(epsilon n)) - 1"
     }
+}
+
+/// [`choose_depth`] capped at `memory_depth`, with a warning on stderr when the memory limit makes the
+/// tree shallower than the rule asks (a small --memory-limit-mib would otherwise cost accuracy silently).
+fn depth_within_memory(
+    neighbours: Neighbours,
+    level_epsilon: f64,
+    dims: usize,
+    n: f64,
+    root_sigma: Option<f64>,
+    memory_depth: u32,
+) -> u32 {
+    let depth = choose_depth(neighbours, level_epsilon, dims, n, root_sigma, memory_depth);
+    let wanted = choose_depth(neighbours, level_epsilon, dims, n, root_sigma, MAX_DEPTH);
+    if wanted > depth {
+        eprintln!(
+            "warning: pmm: the memory limit caps the tree at depth {depth} (the depth rule asks for {wanted}); \
+             raise --memory-limit-mib for a finer release"
+        );
+    }
+    depth
 }

@@ -46,7 +46,7 @@ impl LevelSchedule {
             scales[0] = Some(scale);
         }
         for (level, sigma) in optimal_scales(dims, first_level, depth, epsilon, sensitivity) {
-            let what = format!("epsilon {epsilon} at level {level}");
+            let what = format!("epsilon {} at level {level}", crate::error::compact_number(epsilon));
             scales[level as usize] = Some(noise_scale(sigma, &what)?);
         }
         Ok(LevelSchedule {
@@ -129,6 +129,7 @@ pub fn choose_depth(
     root_sigma: Option<f64>,
     max_depth: u32,
 ) -> u32 {
+    let max_depth = max_depth.min(rows_depth_cap(n));
     if dims >= 2 {
         return deep_tree_depth(epsilon_levels, n).min(max_depth.min(MAX_DEPTH));
     }
@@ -158,6 +159,16 @@ pub fn bound_minimising_depth(
     (0..=max_depth.min(MAX_DEPTH))
         .min_by(|&a, &b| bound(a).total_cmp(&bound(b)))
         .expect("the range of depths is never empty")
+}
+
+/// Leaves beyond 2^4 per row add no accuracy (at most n of them hold a row) but cost time and memory:
+/// ε = 1e300 on 1000 rows asked for depth 28 and ran for a minute.
+pub const DEPTH_BEYOND_ROWS: u32 = 4;
+
+/// The deepest tree the rule chooses for n rows: ⌈log2 n⌉ + [`DEPTH_BEYOND_ROWS`] (an explicit --depth
+/// is not capped).
+pub fn rows_depth_cap(n: f64) -> u32 {
+    (n.max(1.0).log2().ceil().min(MAX_DEPTH as f64) as u32 + DEPTH_BEYOND_ROWS).min(MAX_DEPTH)
 }
 
 /// r = ⌈log2(εn)⌉ − 1 (at least 0): about εn/2 leaves, one below Corollary 3.11's ⌈log2(εn)⌉.

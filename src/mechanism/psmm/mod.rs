@@ -56,7 +56,7 @@ impl PsmmBudget {
             neighbours,
             cell_scale: noise_scale(
                 sensitivity / (epsilon - root_epsilon),
-                &format!("epsilon {epsilon} on the cells"),
+                &format!("epsilon {} on the cells", crate::error::compact_number(epsilon)),
             )?,
             row_count: match root_share {
                 Some(_) => Some(NoisyRowCount::plan(root_epsilon)?),

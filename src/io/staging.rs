@@ -1,0 +1,257 @@
+//! Output files appear whole or not at all (docs/design.md).
+//!
+//! Every output is first written to a temporary file beside its target, named `.NAME.dpsynth-PID.tmp`, and
+//! a run's outputs are then renamed into place together ([`commit_all`]): until that moment the old files
+//! are untouched, and if one rename fails the ones already done are undone. Temporary files are removed
+//! when dropped uncommitted (every error path), by the SIGINT/SIGTERM handler ([`remove_temporaries_on_signal`]),
+//! and, after a SIGKILL, by the next run that writes beside them (the name says whose they were).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use crate::error::{Error, Result};
+
+/// Temporary files of this process that still exist: what a signal handler must remove.
+static LIVE_TEMPORARIES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+const TEMPORARY_SUFFIX: &str = ".tmp";
+const BACKUP_SUFFIX: &str = ".old";
+
+fn register(path: &Path) {
+    live_temporaries().push(path.to_path_buf());
+}
+
+fn unregister(path: &Path) {
+    live_temporaries().retain(|live| live != path);
+}
+
+fn live_temporaries() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    // A panic while the list was held leaves it usable: it is only a list of paths.
+    LIVE_TEMPORARIES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// `.NAME.dpsynth-PID` + `suffix`, beside `target` (same directory, so the rename is atomic).
+fn sibling(target: &Path, pid: u32, suffix: &str) -> Result<PathBuf> {
+    let name = target
+        .file_name()
+        .ok_or_else(|| Error::in_file(target, "needs a file name"))?;
+    let mut sibling = OsString::from(".");
+    sibling.push(name);
+    sibling.push(format!(".dpsynth-{pid}{suffix}"));
+    Ok(target.with_file_name(sibling))
+}
+
+/// A file being written to a temporary path, renamed onto its target by [`commit_all`]; dropped
+/// uncommitted, it removes its temporary file.
+pub struct StagedFile {
+    target: PathBuf,
+    temporary: PathBuf,
+}
+
+impl StagedFile {
+    /// Reserves the temporary path of `target` (creating nothing), after removing the temporaries that
+    /// dead dpsynth processes left beside it.
+    pub fn new(target: &Path) -> Result<Self> {
+        if target.is_dir() {
+            return Err(Error::in_file(target, "is a directory; give a file path"));
+        }
+        remove_stale_temporaries(target);
+        let temporary = sibling(target, std::process::id(), TEMPORARY_SUFFIX)?;
+        register(&temporary);
+        Ok(StagedFile {
+            target: target.to_path_buf(),
+            temporary,
+        })
+    }
+
+    /// A staged file holding `bytes`.
+    pub fn with_bytes(target: &Path, bytes: &[u8]) -> Result<Self> {
+        let staged = StagedFile::new(target)?;
+        std::fs::write(&staged.temporary, bytes)
+            .map_err(|error| Error::in_file(target, format!("cannot write: {error}")))?;
+        Ok(staged)
+    }
+
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// Where to write the contents.
+    pub fn temporary(&self) -> &Path {
+        &self.temporary
+    }
+}
+
+impl Drop for StagedFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.temporary);
+        unregister(&self.temporary);
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename.
+pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    commit_all(vec![StagedFile::with_bytes(path, bytes)?])
+}
+
+/// Renames every staged file onto its target, as one unit: existing targets are first linked to backups
+/// (`.NAME.dpsynth-PID.old`), and if any rename fails, the targets already replaced get their old contents
+/// back (or are removed when they are new), so the outputs are all new or all as before.
+pub fn commit_all(files: Vec<StagedFile>) -> Result<()> {
+    let mut backups: Vec<Option<PathBuf>> = Vec::with_capacity(files.len());
+    let result = back_up_targets(&files, &mut backups)
+        .and_then(|()| rename_all(&files, &backups));
+    for backup in backups.iter().flatten() {
+        let _ = std::fs::remove_file(backup);
+        unregister(backup);
+    }
+    result
+}
+
+fn back_up_targets(files: &[StagedFile], backups: &mut Vec<Option<PathBuf>>) -> Result<()> {
+    for file in files {
+        if std::fs::symlink_metadata(&file.target).is_err() {
+            backups.push(None);
+            continue;
+        }
+        let backup = sibling(&file.target, std::process::id(), BACKUP_SUFFIX)?;
+        let _ = std::fs::remove_file(&backup);
+        register(&backup);
+        // A hard link keeps the old contents reachable without ever leaving the target missing; a copy
+        // where the file system has no hard links.
+        std::fs::hard_link(&file.target, &backup)
+            .or_else(|_| std::fs::copy(&file.target, &backup).map(|_| ()))
+            .map_err(|error| {
+                Error::in_file(&file.target, format!("cannot keep the old file while replacing it: {error}"))
+            })?;
+        backups.push(Some(backup));
+    }
+    Ok(())
+}
+
+fn rename_all(files: &[StagedFile], backups: &[Option<PathBuf>]) -> Result<()> {
+    for (done, file) in files.iter().enumerate() {
+        if let Err(error) = std::fs::rename(&file.temporary, &file.target) {
+            for (undo, backup) in files[..done].iter().zip(backups) {
+                let _ = match backup {
+                    Some(backup) => std::fs::rename(backup, &undo.target),
+                    None => std::fs::remove_file(&undo.target),
+                };
+            }
+            return Err(Error::in_file(
+                &file.target,
+                format!("cannot move the finished output into place (no output was changed): {error}"),
+            ));
+        }
+        unregister(&file.temporary);
+    }
+    Ok(())
+}
+
+/// Removes `.NAME.dpsynth-PID.tmp` / `.old` files beside `target` whose process is gone (after a SIGKILL
+/// or a power loss). Files of live processes, and any other file, are left alone.
+fn remove_stale_temporaries(target: &Path) {
+    let (Some(name), Some(directory)) = (target.file_name(), target.parent()) else {
+        return;
+    };
+    let directory = if directory.as_os_str().is_empty() { Path::new(".") } else { directory };
+    let prefix = format!(".{}.dpsynth-", name.to_string_lossy());
+    let Ok(entries) = std::fs::read_dir(directory) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(rest) = file_name.to_str().and_then(|text| text.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let pid = rest
+            .strip_suffix(TEMPORARY_SUFFIX)
+            .or_else(|| rest.strip_suffix(BACKUP_SUFFIX))
+            .and_then(|pid| pid.parse::<u32>().ok());
+        if let Some(pid) = pid {
+            if pid != std::process::id() && process_is_gone(pid) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
+/// Whether no process `pid` exists. Where that cannot be known (no /proc), the file is kept.
+fn process_is_gone(pid: u32) -> bool {
+    let proc = Path::new("/proc");
+    proc.join("self").exists() && !proc.join(pid.to_string()).exists()
+}
+
+/// Installs the SIGINT/SIGTERM handler of the CLI: it removes this process's temporary files, then exits
+/// with 128 + the signal's number (130, 143), as a shell does. Without it the default action would leave
+/// a partly written table of any size behind.
+pub fn remove_temporaries_on_signal() -> Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+        .map_err(|error| Error::internal(format!("cannot install the signal handler: {error}")))?;
+    std::thread::Builder::new()
+        .name("dpsynth-signals".into())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                for path in live_temporaries().iter() {
+                    let _ = std::fs::remove_file(path);
+                }
+                eprintln!("dpsynth: interrupted; temporary files removed, no output written");
+                std::process::exit(128 + signal);
+            }
+        })
+        .map_err(|error| Error::internal(format!("cannot start the signal thread: {error}")))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_commit_restores_every_old_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let report = dir.path().join("report.json");
+        std::fs::write(&report, "old report").unwrap();
+        let blocked = dir.path().join("table.parquet");
+        std::fs::create_dir(&blocked).unwrap();
+        let staged_report = StagedFile::with_bytes(&report, b"new report").unwrap();
+        // The table's target becomes a directory after staging: its rename fails.
+        let staged_table = {
+            std::fs::remove_dir(&blocked).unwrap();
+            let staged = StagedFile::with_bytes(&blocked, b"table").unwrap();
+            std::fs::create_dir(&blocked).unwrap();
+            std::fs::write(blocked.join("keep"), "x").unwrap();
+            staged
+        };
+        assert!(commit_all(vec![staged_report, staged_table]).is_err());
+        assert_eq!(std::fs::read_to_string(&report).unwrap(), "old report");
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["report.json", "table.parquet"]);
+    }
+
+    #[test]
+    fn stale_temporaries_of_dead_processes_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out.parquet");
+        // A PID above any kernel's pid_max has no /proc entry.
+        let dead = sibling(&target, u32::MAX - 1, TEMPORARY_SUFFIX).unwrap();
+        let ours_unrelated = dir.path().join(".other.parquet.dpsynth-1.tmp");
+        std::fs::write(&dead, "stale").unwrap();
+        std::fs::write(&ours_unrelated, "not ours to judge").unwrap();
+        let staged = StagedFile::new(&target).unwrap();
+        assert!(!dead.exists(), "a dead process's temporary stays");
+        assert!(ours_unrelated.exists(), "another target's file was touched");
+        assert_eq!(
+            staged.temporary().file_name().unwrap().to_str().unwrap(),
+            format!(".out.parquet.dpsynth-{}.tmp", std::process::id())
+        );
+    }
+}
