@@ -25,6 +25,11 @@ pub enum NoiseStream {
     PsmmCells,
     /// The noisy row count n̂ released first under add-remove.
     RowCount,
+    /// Private Evolution's discrete Gaussian on the nearest-neighbour counts, chunked by
+    /// (step, chunk of candidates) ([`crate::mechanism::pe`]).
+    PeGaussianCounts,
+    /// Private Evolution's discrete Laplace on the counts of its laplace-threshold variant, chunked alike.
+    PeLaplaceCounts,
 }
 
 impl NoiseStream {
@@ -38,6 +43,8 @@ impl NoiseStream {
             NoiseStream::LowdimInnerPsmmCells => 42,
             NoiseStream::PsmmCells => 62,
             NoiseStream::RowCount => 63,
+            NoiseStream::PeGaussianCounts => 110,
+            NoiseStream::PeLaplaceCounts => 111,
         }
     }
 
@@ -49,6 +56,8 @@ impl NoiseStream {
             NoiseStream::LowdimInnerPsmmCells,
             NoiseStream::PsmmCells,
             NoiseStream::RowCount,
+            NoiseStream::PeGaussianCounts,
+            NoiseStream::PeLaplaceCounts,
         ])
     }
 }

@@ -9,6 +9,7 @@ mod binner_conformance;
 mod bundled_dataset;
 mod eval_cli;
 mod lowdim;
+mod pe;
 mod privacy_loss;
 mod psmm;
 mod seeded_runs;
