@@ -144,7 +144,7 @@ mod tests {
     fn conversion_bounds_the_exact_gaussian_curve() {
         // A ρ-zCDP Gaussian has μ = √(2ρ); the conversion is an upper bound on its exact δ(ε), and not
         // a loose one.
-        for (rho, epsilon) in [(0.01, 1.0), (0.03, 1.0), (0.2, 2.0), (0.002, 0.3)] {
+        for (rho, epsilon) in [(0.01f64, 1.0f64), (0.03, 1.0), (0.2, 2.0), (0.002, 0.3)] {
             let exact = gaussian_delta((2.0 * rho).sqrt(), epsilon);
             let converted = delta_for(rho, epsilon);
             assert!(converted >= exact, "ρ {rho} ε {epsilon}: {converted} < exact {exact}");

@@ -43,7 +43,7 @@ fn write_xy(path: &Path, coords: &[f64], names: [&str; 2]) {
 fn options(epsilon: f64, delta: f64, pe: PeOptions, seed: u64) -> SynthOptions {
     let bounds = ["x", "y"]
         .iter()
-        .map(|name| ColumnBounds::new(name, 0.0, 1.0).unwrap())
+        .map(|&name| ColumnBounds::new(name, 0.0, 1.0).unwrap())
         .collect();
     let mut options = SynthOptions::new(epsilon, bounds);
     options.neighbours = Neighbours::Replace;

@@ -158,7 +158,7 @@ mod tests {
     fn variations_contain_the_point_and_stay_in_the_domain() {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
         for domain in [PeDomain::Box, PeDomain::Ball] {
-            let points = [0.5, 0.5, 0.9, 0.1, 0.2, 0.7];
+            let points = [0.5, 0.5, 0.8, 0.4, 0.3, 0.6];
             let sigmas = variation_sigmas(0.26, 3, 2);
             let out = variations(domain, &points, 2, &sigmas, &mut rng);
             assert_eq!(out.len(), 3 * 7 * 2);
@@ -184,7 +184,7 @@ mod tests {
         let (alpha, scales) = (0.065, 3);
         let sigmas = variation_sigmas(alpha, scales, 2);
         let gamma = 1.0 / (8.0 * std::f64::consts::PI * k_d(2));
-        for (z1, z2) in [([0.5, 0.5], [0.8, 0.6]), ([0.2, 0.5], [0.6, 0.4]), ([0.5, 0.1], [0.5, 0.3])] {
+        for (z1, z2) in [([0.5f64, 0.5], [0.8f64, 0.6]), ([0.2, 0.5], [0.6, 0.4]), ([0.5, 0.1], [0.5, 0.3])] {
             let distance = (z1[0] - z2[0]).hypot(z1[1] - z2[1]);
             assert!(distance > alpha);
             let draws = 4000;
