@@ -22,7 +22,8 @@ about shapes, which both metrics show). Means over --runs runs with standard err
   (/usr/bin/time -v).
 
 Usage: scripts/pe_figures.py [--out DIR] [--runs 3] [--binary target/release/dpsynth]
-       [--sizes 1000,3000,10000] [--mixture-rows 100000] [--skip-paper] [--skip-compare]
+       [--sizes 1000,3000,10000] [--fig2-rows 3000] [--mixture-rows 100000] [--skip-paper]
+       [--skip-compare] [--skip-flights]
 """
 
 import argparse
@@ -160,7 +161,7 @@ def figure4(binary, directory, runs, sizes, out):
     return rows
 
 
-def compare(binary, directory, mixture_rows, out):
+def compare(binary, directory, mixture_rows, out, with_flights):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     flights = os.path.join(root, "datasets", "flights.parquet")
     flights_schema = os.path.join(root, "datasets", "flights.toml")
@@ -168,8 +169,8 @@ def compare(binary, directory, mixture_rows, out):
     tables = [
         ("flights 2 columns", flights, flights_schema, ["--columns", "dep_delay,arr_delay"]),
         ("flights 3 columns", flights, flights_schema, ["--columns", "dep_delay,arr_delay,air_time"]),
-        (f"mixture n={mixture_rows} d=2", mixture, mixture_schema, []),
-    ]
+    ] if with_flights else []
+    tables.append((f"mixture n={mixture_rows} d=2", mixture, mixture_schema, []))
     methods = [
         ("pmm", ["--mechanism", "pmm"]),
         ("psmm", ["--mechanism", "psmm"]),
@@ -271,6 +272,8 @@ def main():
     parser.add_argument("--mixture-rows", type=int, default=100_000)
     parser.add_argument("--skip-paper", action="store_true")
     parser.add_argument("--skip-compare", action="store_true")
+    parser.add_argument("--skip-flights", action="store_true",
+                        help="compare on the generated mixture only (PE takes minutes per run on flights)")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     sizes = [int(size) for size in args.sizes.split(",")]
@@ -331,7 +334,7 @@ def main():
                        panels)
             print(f"figure 4: {time.monotonic() - started:.0f} s", flush=True)
         if not args.skip_compare:
-            rows = compare(args.binary, directory, args.mixture_rows, args.out)
+            rows = compare(args.binary, directory, args.mixture_rows, args.out, not args.skip_flights)
             panels = []
             for table in dict.fromkeys(r["table"] for r in rows):
                 series = {r["method"]: [(k + 1, r["w1"], 0.0)] for k, r in enumerate(rows)
