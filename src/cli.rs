@@ -119,7 +119,7 @@ struct GenerateArgs {
     rows: u64,
     #[arg(long)]
     dims: usize,
-    /// uniform, mixture, skewed or subspace:K.
+    /// uniform, mixture, skewed, subspace:K or ball:R (uniform in a ball of radius R/2 at the cube's centre).
     #[arg(long, default_value = "mixture")]
     law: Law,
     #[arg(long, default_value_t = 0)]

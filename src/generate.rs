@@ -67,6 +67,10 @@ pub enum Law {
     /// Beta(½, ½) item probabilities, fixed by the seed): a low-rank Boolean law for the covariance-loss
     /// mechanisms (note on seed 004, §3.6). Needs `classes >= 1`.
     LatentClass { classes: usize },
+    /// Uniform in the ℓ2 ball of centre (½, …, ½) and radius `radius`/2, `radius` in (0, 1]: `ball:1` is
+    /// the ball inscribed in the cube, i.e. the unit disc of the Private Evolution paper's simulations
+    /// mapped onto [0, 1]^d, and `ball:0.02` its radius-0.02 ball (Figure 4).
+    Ball { radius: f64 },
 }
 
 /// Page compression of the written file.
@@ -146,7 +150,7 @@ impl std::error::Error for GenerateError {
 impl FromStr for Law {
     type Err = GenerateError;
 
-    /// Parses `uniform`, `mixture`, `skewed` or `subspace:DIM`.
+    /// Parses `uniform`, `mixture`, `skewed`, `subspace:DIM` or `ball:R`.
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let name = text.trim().to_ascii_lowercase();
         match name.as_str() {
@@ -161,10 +165,16 @@ impl FromStr for Law {
                     ))),
                 }
             }
+            _ if name.starts_with("ball:") => match name["ball:".len()..].trim().parse::<f64>() {
+                Ok(radius) if radius > 0.0 && radius <= 1.0 => Ok(Law::Ball { radius }),
+                _ => Err(GenerateError::InvalidSpec(format!(
+                    "law '{text}': the ball's radius must be a number in (0, 1], as in ball:0.5"
+                ))),
+            },
             _ => {
                 let dim = name.strip_prefix("subspace:").ok_or_else(|| {
                     GenerateError::InvalidSpec(format!(
-                        "unknown law '{text}': expected uniform, mixture, skewed, subspace:DIM or latent-class:K"
+                        "unknown law '{text}': expected uniform, mixture, skewed, subspace:DIM, latent-class:K or ball:R"
                     ))
                 })?;
                 match dim.trim().parse::<usize>() {
@@ -186,6 +196,7 @@ impl fmt::Display for Law {
             Law::Skewed => f.write_str("skewed"),
             Law::Subspace { dim } => write!(f, "subspace:{dim}"),
             Law::LatentClass { classes } => write!(f, "latent-class:{classes}"),
+            Law::Ball { radius } => write!(f, "ball:{radius}"),
         }
     }
 }
@@ -388,6 +399,10 @@ enum Sampler {
         profiles: Vec<Vec<f64>>,
         cumulative_weights: Vec<f64>,
     },
+    Ball {
+        dims: usize,
+        radius: f64,
+    },
 }
 
 impl Sampler {
@@ -405,6 +420,7 @@ impl Sampler {
         Ok(match spec.law {
             Law::Uniform => Sampler::Uniform { dims },
             Law::Skewed => Sampler::Skewed { dims },
+            Law::Ball { radius } => Sampler::Ball { dims, radius },
             Law::Mixture => {
                 let centres = (0..MIXTURE_CLUSTERS)
                     .map(|_| {
@@ -544,6 +560,24 @@ impl Sampler {
                     .unwrap_or(profiles.len() - 1);
                 for (value, &probability) in row.iter_mut().zip(&profiles[class]) {
                     *value = f64::from(u8::from(unit(&mut rng) < probability));
+                }
+            }),
+            Sampler::Ball { dims, radius } => row_wise(*dims, rows, |row| {
+                // A uniform direction (normalised Gaussian) at radius (R/2)·U^{1/d}.
+                let mut norm = 0.0;
+                while norm == 0.0 {
+                    for k in (0..row.len()).step_by(2) {
+                        let (first, second) = normal_pair(&mut rng);
+                        row[k] = first;
+                        if k + 1 < row.len() {
+                            row[k + 1] = second;
+                        }
+                    }
+                    norm = row.iter().map(|x| x * x).sum::<f64>().sqrt();
+                }
+                let length = 0.5 * radius * unit(&mut rng).powf(1.0 / *dims as f64);
+                for value in row.iter_mut() {
+                    *value = (0.5 + *value / norm * length).clamp(0.0, 1.0);
                 }
             }),
         };
@@ -848,6 +882,25 @@ mod tests {
         let mut values: Vec<f64> = (0..n).map(|k| a[k][k]).collect();
         values.sort_by(|x, y| y.total_cmp(x));
         values
+    }
+
+    #[test]
+    fn ball_points_fill_the_ball_uniformly() {
+        for (dims, radius) in [(2usize, 1.0), (3, 0.04)] {
+            let columns = generate_columns(&spec(20_000, dims, Law::Ball { radius }));
+            let norms: Vec<f64> = (0..columns[0].len())
+                .map(|i| columns.iter().map(|c| (c[i] - 0.5).powi(2)).sum::<f64>().sqrt())
+                .collect();
+            assert!(norms.iter().all(|&r| r <= 0.5 * radius + 1e-12));
+            // Uniform in a d-ball: P(r ≤ R/2 · 2^{−1/d}) = 1/2.
+            let half = 0.5 * radius * 0.5f64.powf(1.0 / dims as f64);
+            let inner = norms.iter().filter(|&&r| r <= half).count() as f64 / norms.len() as f64;
+            assert!((inner - 0.5).abs() < 0.02, "{inner}");
+        }
+        assert_eq!("ball:0.5".parse::<Law>().unwrap(), Law::Ball { radius: 0.5 });
+        for bad in ["ball:", "ball:0", "ball:1.5", "ball:x"] {
+            assert!(bad.parse::<Law>().is_err(), "{bad}");
+        }
     }
 
     #[test]

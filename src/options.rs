@@ -16,6 +16,7 @@ use crate::binner::NullPolicy;
 use crate::encoding::{BinCount, CategoryList, EncodingSpec, Unlisted};
 use crate::error::{Error, Result};
 use crate::geometry::bounds::ColumnBounds;
+use crate::mechanism::pe::{PeDomain, PeInit, PeVariant};
 use crate::mechanism::covloss::{CellsFrom, CovlossSettings, Damping};
 use crate::mechanism::pmm::consistency::{ConsistencyRule, DEFAULT_CONSISTENCY};
 use crate::privacy::{check_epsilon, Neighbours, DEFAULT_NOISY_N_SHARE};
@@ -39,6 +40,9 @@ pub enum Mechanism {
     Psmm,
     /// Private PCA down to d' dimensions, then PMM (or PSMM) there.
     Lowdim,
+    /// Private Evolution: noisy nearest-neighbour votes that move public points towards the data
+    /// ((ε, δ)-DP, --neighbours replace only).
+    Pe,
     /// Spectral microaggregation of Boolean/one-hot encoded columns: (n/k)-anonymous, NOT differentially private.
     Microagg,
     /// Damped covariance-loss microaggregation of Boolean/one-hot encoded columns: ε-DP under replace.
@@ -117,6 +121,29 @@ pub struct SynthArgs {
     /// same release as pmm's and psmm's --root-share).
     #[arg(long, allow_negative_numbers = true)]
     pub noisy_n_share: Option<f64>,
+    /// pe: the δ of its (ε, δ) guarantee, strictly between 0 and 1 (required there; the other
+    /// mechanisms are pure ε-DP).
+    #[arg(long, allow_negative_numbers = true)]
+    pub delta: Option<f64>,
+    /// pe: how the noisy histogram becomes weights [default: threshold (the paper's simulated PE)].
+    #[arg(long, value_enum)]
+    pub pe_variant: Option<PeVariant>,
+    /// pe: number of steps T [default: round(2 ln(n epsilon)), the paper's simulations].
+    #[arg(long)]
+    pub pe_steps: Option<u32>,
+    /// pe: synthetic points n_s per step [default: ceil(1/(sigma v^(1-1/max(d,2)))), Theorem 4.1].
+    #[arg(long)]
+    pub pe_samples: Option<u64>,
+    /// pe: the initial points: uniform, centre, or a PUBLIC Parquet table with the same columns
+    /// [default: uniform].
+    #[arg(long, value_name = "uniform|centre|FILE")]
+    pub pe_init: Option<PeInit>,
+    /// pe with --pe-variant threshold: the threshold H on the noisy frequencies [default: 0].
+    #[arg(long, allow_negative_numbers = true)]
+    pub pe_threshold: Option<f64>,
+    /// pe: the domain and metric: box ([0,1]^d, l-infinity) or ball (the inscribed ball, l2) [default: box].
+    #[arg(long, value_enum)]
+    pub pe_domain: Option<PeDomain>,
     /// Neighbouring relation of the guarantee [default: add-remove].
     #[arg(long, value_enum)]
     pub neighbours: Option<Neighbours>,
@@ -217,6 +244,7 @@ pub enum MechanismOptions {
     Pmm(PmmOptions),
     Psmm(PsmmOptions),
     Lowdim(LowdimOptions),
+    Pe(PeOptions),
     Microagg(MicroaggOptions),
     Covloss(CovlossOptions),
 }
@@ -262,6 +290,34 @@ pub struct LowdimOptions {
     pub inner: InnerOptions,
 }
 
+/// Private Evolution's options (docs/mechanisms/pe.md); `None` takes the paper's formula.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeOptions {
+    pub delta: f64,
+    pub variant: PeVariant,
+    pub steps: Option<u32>,
+    pub samples: Option<u64>,
+    pub init: PeInit,
+    /// H of the threshold variant (probability scale); `None` is 0.
+    pub threshold: Option<f64>,
+    pub domain: PeDomain,
+}
+
+impl PeOptions {
+    /// Every default, for a given δ.
+    pub fn with_delta(delta: f64) -> Self {
+        PeOptions {
+            delta,
+            variant: PeVariant::Threshold,
+            steps: None,
+            samples: None,
+            init: PeInit::Uniform,
+            threshold: None,
+            domain: PeDomain::Box,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum InnerOptions {
     Pmm(PmmOptions),
@@ -275,6 +331,7 @@ impl MechanismOptions {
             MechanismOptions::Pmm(_) => "pmm",
             MechanismOptions::Psmm(_) => "psmm",
             MechanismOptions::Lowdim(_) => "lowdim",
+            MechanismOptions::Pe(_) => "pe",
             MechanismOptions::Microagg(_) => "microagg",
             MechanismOptions::Covloss(_) => "covloss",
         }
@@ -364,6 +421,7 @@ impl SynthOptions {
                     check_cells(psmm)?;
                 }
             }
+            MechanismOptions::Pe(_) => {}
             // Checked by validate_encoded above.
             MechanismOptions::Microagg(_) | MechanismOptions::Covloss(_) => {}
         }
@@ -506,7 +564,39 @@ impl SynthArgs {
                  numeric columns with --bins and --bounds)",
             ),
         ];
-        if let Some((_, message)) = refusals.iter().find(|(refused, _)| *refused) {
+        let pe_flags = self.pe_variant.is_some()
+            || self.pe_steps.is_some()
+            || self.pe_samples.is_some()
+            || self.pe_init.is_some()
+            || self.pe_threshold.is_some()
+            || self.pe_domain.is_some();
+        let pe_refusals = [
+            (
+                self.delta.is_some() && mechanism != Mechanism::Pe,
+                "--delta applies to --mechanism pe; pmm, psmm and lowdim are pure epsilon-DP (delta = 0)",
+            ),
+            (
+                pe_flags && mechanism != Mechanism::Pe,
+                "--pe-variant, --pe-steps, --pe-samples, --pe-init, --pe-threshold and --pe-domain apply to --mechanism pe only",
+            ),
+            (
+                self.delta.is_none() && mechanism == Mechanism::Pe,
+                "--mechanism pe needs --delta (its guarantee is (epsilon, delta)-DP), e.g. --delta 1e-6",
+            ),
+            (
+                mechanism == Mechanism::Pe
+                    && (self.depth.is_some()
+                        || self.root_share.is_some()
+                        || self.consistency.is_some()
+                        || self.device == Some(DeviceChoice::Gpu)),
+                "--depth, --root-share, --consistency and --device gpu do not apply to --mechanism pe",
+            ),
+        ];
+        if let Some((_, message)) = refusals
+            .iter()
+            .chain(&pe_refusals)
+            .find(|(refused, _)| *refused)
+        {
             return Err(Error::bad_input(*message));
         }
         let pmm = PmmOptions {
@@ -522,6 +612,15 @@ impl SynthArgs {
         let mechanism = match mechanism {
             Mechanism::Pmm => MechanismOptions::Pmm(pmm),
             Mechanism::Psmm => MechanismOptions::Psmm(psmm),
+            Mechanism::Pe => MechanismOptions::Pe(PeOptions {
+                delta: self.delta.expect("required above"),
+                variant: self.pe_variant.unwrap_or(PeVariant::Threshold),
+                steps: self.pe_steps,
+                samples: self.pe_samples,
+                init: self.pe_init.unwrap_or(PeInit::Uniform),
+                threshold: self.pe_threshold,
+                domain: self.pe_domain.unwrap_or(PeDomain::Box),
+            }),
             Mechanism::Lowdim => MechanismOptions::Lowdim(LowdimOptions {
                 target_dim: self.target_dim.unwrap_or(TargetDim::Auto),
                 noisy_n_share: self.noisy_n_share,
@@ -713,6 +812,10 @@ mod tests {
             (&["--mechanism", "psmm", "--consistency", "uniform"][..], "--consistency"),
             (&["--mechanism", "lowdim", "--root-share", "0.1"][..], "--root-share"),
             (&["--mechanism", "psmm", "--device", "gpu"][..], "--device gpu"),
+            (&["--delta", "1e-6"][..], "--delta"),
+            (&["--pe-steps", "3"][..], "--pe-steps"),
+            (&["--mechanism", "pe"][..], "--delta"),
+            (&["--mechanism", "pe", "--delta", "1e-6", "--depth", "3"][..], "--depth"),
         ] {
             let mut all = vec!["--bounds", "a=0:1"];
             all.extend_from_slice(extra);

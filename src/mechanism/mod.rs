@@ -12,6 +12,7 @@
 
 pub mod covloss;
 pub mod lowdim;
+pub mod pe;
 pub mod online;
 pub mod pmm;
 pub mod psmm;
@@ -29,6 +30,7 @@ use crate::progress::Timings;
 use crate::sampler::{allocate_rows, LeafSampler, Placement, RowGenerator};
 use lowdim::projection::{LiftedRows, Projection};
 use lowdim::report::{InnerParameters, LowdimParameters};
+use pe::report::PeParameters;
 use pmm::report::PmmParameters;
 use psmm::report::PsmmParameters;
 
@@ -53,6 +55,7 @@ pub enum Plan {
     Pmm(pmm::PmmPlan),
     Psmm(psmm::PsmmPlan),
     Lowdim(lowdim::LowdimPlan),
+    Pe(pe::PePlan),
 }
 
 impl Plan {
@@ -64,6 +67,7 @@ impl Plan {
             MechanismOptions::Lowdim(lowdim) => {
                 Plan::Lowdim(lowdim::LowdimPlan::new(public, lowdim)?)
             }
+            MechanismOptions::Pe(pe) => Plan::Pe(pe::PePlan::new(public, pe)?),
             // Their plans need the encoding (bits from the schema), built by crate::synth::encoded.
             MechanismOptions::Microagg(_) | MechanismOptions::Covloss(_) => {
                 return Err(crate::error::Error::internal(
@@ -84,6 +88,7 @@ impl Plan {
             Plan::Pmm(plan) => plan.release(data, seeds, timings),
             Plan::Psmm(plan) => plan.release(data, seeds, timings),
             Plan::Lowdim(plan) => plan.release(data, seeds, timings),
+            Plan::Pe(plan) => plan.release(data, seeds, timings),
         }
     }
 }
@@ -107,7 +112,8 @@ pub struct Release {
     pub output_phase: &'static str,
 }
 
-/// A released measure: cell counts on a partition of [0,1]^d (or of a projected cube, lifted back).
+/// A released measure: cell counts on a partition of [0,1]^d (or of a projected cube, lifted back), or
+/// a set of synthetic points.
 /// Drawing points from it is post-processing: any number of rows, any number of times.
 pub enum ReleasedMeasure {
     /// Counts on the leaves of the dyadic partition.
@@ -122,6 +128,13 @@ pub enum ReleasedMeasure {
         inner: Box<ReleasedMeasure>,
         projection: Projection,
     },
+    /// Private Evolution's synthetic points (flat, `dims` per point, normalised units), equally
+    /// weighted; `rows` (the public n) is the default output size.
+    Points {
+        dims: usize,
+        points: Vec<f64>,
+        rows: u64,
+    },
 }
 
 impl ReleasedMeasure {
@@ -132,6 +145,7 @@ impl ReleasedMeasure {
                 counts.iter().sum()
             }
             ReleasedMeasure::Lifted { inner, .. } => inner.total(),
+            ReleasedMeasure::Points { rows, .. } => *rows,
         }
     }
 
@@ -164,6 +178,11 @@ impl ReleasedMeasure {
                 inner: inner.rows(rows, placement, seed),
                 projection,
             }),
+            ReleasedMeasure::Points {
+                dims,
+                points,
+                rows: released,
+            } => Box::new(pe::PointRows::new(*dims, points, rows.unwrap_or(*released))),
         }
     }
 }
@@ -175,6 +194,7 @@ pub enum MechanismParameters {
     Pmm(PmmParameters),
     Lowdim(Box<LowdimParameters>),
     Psmm(PsmmParameters),
+    Pe(Box<PeParameters>),
     Covloss(Box<covloss::CovlossParameters>),
     Microagg(covloss::MicroaggParameters),
 }
@@ -210,6 +230,20 @@ impl MechanismParameters {
                 "k = {} groups of at least {} rows, t = {}, {} cells",
                 microagg.k, microagg.anonymity, microagg.t, microagg.cells
             ),
+            MechanismParameters::Pe(pe) => format!(
+                "{} T = {}, n_s = {}, {} candidates per step",
+                pe.variant, pe.steps, pe.samples, pe.candidates_per_step
+            ),
+        }
+    }
+
+    /// The noise the release added, for the report's guarantee.
+    pub fn noise(&self) -> &'static str {
+        match self {
+            MechanismParameters::Pe(pe) if pe.variant != "laplace-threshold" => {
+                "exact discrete Gaussian (Canonne-Kamath-Steinke) on integer counts, ChaCha12 keyed from the OS"
+            }
+            _ => "exact discrete Laplace (Canonne-Kamath-Steinke) on integer counts, ChaCha12 keyed from the OS",
         }
     }
 }

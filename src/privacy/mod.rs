@@ -6,19 +6,21 @@
 //! - [`noise_scale`]: every noise scale rounded up to a rational with one safety margin;
 //! - [`streams`]: the registry of noise streams (which stream each release draws from);
 //! - [`seeds`]: the run's secret noise key and its named post-processing seeds;
+//! - [`zcdp`]: the zCDP accountant of Gaussian mechanisms and its conversion to (ε, δ);
 //! - [`row_count`]: the noisy row count n̂ that mechanisms release first under add-remove.
 
 pub mod budget;
 pub mod row_count;
 pub mod seeds;
 pub mod streams;
+pub mod zcdp;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::noise::discrete_laplace::RationalScale;
 
-pub use budget::{Budget, Spend};
+pub use budget::{Accountant, Budget, Spend};
 pub use row_count::{NoisyRowCount, DEFAULT_NOISY_N_SHARE};
 pub use seeds::{NoiseKey, RunSeeds};
 pub use streams::NoiseStream;

@@ -87,4 +87,10 @@ impl RunSeeds {
     pub fn placement(&self) -> u64 {
         self.post_processing.rotate_left(17)
     }
+
+    /// Private Evolution's data-independent draws: the initial points, the variations and the
+    /// resampling of each step.
+    pub fn evolution(&self) -> u64 {
+        self.post_processing.rotate_left(29)
+    }
 }

@@ -173,7 +173,7 @@ impl RunFacts<'_> {
         RunReport {
             tool: ToolInfo::current(),
             mechanism: release.mechanism,
-            guarantee: self.guarantee(epsilon_spent),
+            guarantee: self.guarantee(release, epsilon_spent),
             input: InputInfo {
                 file: self.source.path().display().to_string(),
                 columns: self
@@ -200,8 +200,8 @@ impl RunFacts<'_> {
         }
     }
 
-    /// The guarantee of a pure ε-DP release that spent `epsilon_spent` (never above ε).
-    fn guarantee(&self, epsilon_spent: f64) -> Guarantee {
+    /// The guarantee of a release that spent `epsilon_spent` (never above ε) of its budget's (ε, δ).
+    fn guarantee(&self, release: &Release, epsilon_spent: f64) -> Guarantee {
         let options = self.options;
         let mut public_inputs = vec![
             "column names, types and bounds".to_string(),
@@ -212,12 +212,12 @@ impl RunFacts<'_> {
         }
         Guarantee {
             epsilon: options.epsilon,
-            delta: 0.0,
+            delta: release.budget.delta,
             epsilon_spent,
             neighbours: options.neighbours.describe().to_string(),
             public_inputs,
             fit_for_release: options.seed.is_none(),
-            noise: "exact discrete Laplace (Canonne-Kamath-Steinke) on integer counts, ChaCha12 keyed from the OS",
+            noise: release.parameters.noise(),
             anonymity: None,
         }
     }

@@ -39,7 +39,7 @@ impl ToolInfo {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Guarantee {
-    /// Pure ε-differential privacy.
+    /// (ε, δ)-differential privacy; δ = 0 (pure ε-DP) for every mechanism but PE.
     pub epsilon: f64,
     pub delta: f64,
     /// ε actually spent with the rounded noise scales (never above `epsilon`).

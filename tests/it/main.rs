@@ -12,6 +12,7 @@ mod eval_cli;
 mod fuzz;
 mod hostile;
 mod lowdim;
+mod pe;
 mod privacy_loss;
 mod psmm;
 mod seeded_runs;
