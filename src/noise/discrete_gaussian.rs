@@ -127,6 +127,7 @@ fn uniform_below<R: Rng + ?Sized>(rng: &mut R, bound: u128) -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::noise::law_checks::chi_square_p_value;
     use rand::SeedableRng;
     use rand_chacha::ChaCha12Rng;
 
@@ -138,25 +139,6 @@ mod tests {
             .collect();
         let total: f64 = weights.iter().sum();
         (cut, weights.iter().map(|w| w / total).collect())
-    }
-
-    /// P(χ²_dof ≥ statistic), Wilson–Hilferty with the Numerical Recipes erfc.
-    fn chi_square_p_value(statistic: f64, dof: usize) -> f64 {
-        let k = dof as f64;
-        let spread = 2.0 / (9.0 * k);
-        let z = ((statistic / k).cbrt() - (1.0 - spread)) / spread.sqrt();
-        let x = z / std::f64::consts::SQRT_2;
-        let t = 1.0 / (1.0 + 0.5 * x.abs());
-        let poly = -x * x - 1.26551223
-            + t * (1.00002368
-                + t * (0.37409196
-                    + t * (0.09678418
-                        + t * (-0.18628806
-                            + t * (0.27886807
-                                + t * (-1.13520398
-                                    + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
-        let erfc = t * poly.exp();
-        0.5 * if x >= 0.0 { erfc } else { 2.0 - erfc }
     }
 
     fn check_against_pmf(variance: f64, draws: usize, seed: u64) {

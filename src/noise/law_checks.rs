@@ -59,7 +59,7 @@ fn normal_upper_tail(z: f64) -> f64 {
 }
 
 /// P(χ²_dof ≥ statistic) by the Wilson–Hilferty cube-root normal approximation.
-fn chi_square_p_value(statistic: f64, dof: usize) -> f64 {
+pub fn chi_square_p_value(statistic: f64, dof: usize) -> f64 {
     let k = dof as f64;
     let spread = 2.0 / (9.0 * k);
     let z = ((statistic / k).cbrt() - (1.0 - spread)) / spread.sqrt();
