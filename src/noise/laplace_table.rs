@@ -266,11 +266,11 @@ pub fn exp_neg_bounds(a: &BigUint, b: &BigUint, bits: u32) -> (BigUint, BigUint)
     (low >> extra, ceil_shift(&high, extra))
 }
 
-fn ceil_div(numerator: &BigUint, denominator: &BigUint) -> BigUint {
+pub(crate) fn ceil_div(numerator: &BigUint, denominator: &BigUint) -> BigUint {
     (numerator + denominator - 1u32) / denominator
 }
 
-fn ceil_shift(value: &BigUint, bits: u32) -> BigUint {
+pub(crate) fn ceil_shift(value: &BigUint, bits: u32) -> BigUint {
     let floor = value >> bits;
     if (&floor << bits) == *value {
         floor

@@ -3,6 +3,7 @@
 
 pub mod discrete_gaussian;
 pub mod discrete_laplace;
+pub mod exceedance;
 pub mod laplace_table;
 #[cfg(test)]
 mod law_checks;

@@ -13,11 +13,30 @@
 //! The check of step t is run when step t+1 starts (or never, after the level's last step, where a
 //! closing could not be output): the draws and what they depend on are those of the do-while loop, and
 //! a counter at rest holds the output of the last step read.
+//!
+//! Checks are decided ahead ([`SparseCounter::run_steps`]): while N and λ stay put, the checks are
+//! i.i.d., and a run of them that almost surely never fires is decided at once by
+//! [`first_rare_exceedance`] (one 64-bit word for the run, the same law as drawing each check). A run
+//! ends at a 1-bit read, at a closing or at the end of the level: points fixed by the data and the
+//! plan, so where a feed stops never changes which draws are made (resuming ≡ one run).
 
 use rand::Rng;
 
 use crate::mechanism::online::plan::CellLevelNoise;
 use crate::noise::discrete_laplace::sample_discrete_laplace;
+use crate::noise::exceedance::{first_rare_exceedance, is_rare};
+
+/// `closing_step` when no decided check closes.
+const NEVER: u64 = u64::MAX;
+
+/// The steps of the current time level.
+#[derive(Clone, Copy, Debug)]
+pub struct LevelSpan {
+    /// Its first step (no check: the level starts with a fresh segment).
+    pub first: u64,
+    /// Its last step (its check would run in the next level, so it never runs).
+    pub last: u64,
+}
 
 /// The Binary Mechanism (Chan–Shi–Song 2011, Algorithm 2) over at most 2^L − 1 inputs: α[i] is the
 /// p-sum of the current dyadic block of size 2^i, α̂[i] its noisy release.
@@ -92,7 +111,7 @@ impl BinaryMechanism {
 }
 
 /// One cell's Algorithm 3 state.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SparseCounter {
     /// S̃: the noisy totals of the finished levels.
     pub noisy_past_levels: i64,
@@ -107,6 +126,25 @@ pub struct SparseCounter {
     /// The Binary Mechanism of the current level, made when its first segment closes (most cells
     /// never close one at practical sizes: see the note's §1.11).
     pub binary: Option<Box<BinaryMechanism>>,
+    /// The checks of the steps up to this one are already decided (0: none).
+    pub decided_through: u64,
+    /// The step whose decided check closes the segment (`u64::MAX`: none of them does).
+    pub closing_step: u64,
+}
+
+impl Default for SparseCounter {
+    fn default() -> Self {
+        SparseCounter {
+            noisy_past_levels: 0,
+            level_count: 0,
+            segment_count: 0,
+            threshold_noise: 0,
+            closed_segments_output: 0,
+            binary: None,
+            decided_through: 0,
+            closing_step: NEVER,
+        }
+    }
 }
 
 impl SparseCounter {
@@ -122,6 +160,7 @@ impl SparseCounter {
         self.closed_segments_output = 0;
         self.binary = None;
         self.threshold_noise = sample_discrete_laplace(rng, noise.threshold);
+        self.forget_decided_checks(0);
     }
 
     /// Ends a level: S̃ ← S̃ + (the level's total) + Lap_Z(2/ε).
@@ -130,28 +169,103 @@ impl SparseCounter {
             self.level_count as i64 + sample_discrete_laplace(rng, noise.level_total);
     }
 
+    /// Runs the steps `first..=last` of the level `span` (all of them, in order, over as many calls as
+    /// the feed takes): the pending check of each step but the level's first, then its read. `ones`
+    /// are the offsets from `first` of the steps whose input bit is 1, ascending.
+    pub fn run_steps<R: Rng + ?Sized>(
+        &mut self,
+        first: u64,
+        last: u64,
+        ones: &[u32],
+        span: LevelSpan,
+        noise: &CellLevelNoise,
+        rng: &mut R,
+    ) {
+        let mut ones = ones.iter().map(|&offset| first + u64::from(offset)).peekable();
+        let mut step = first;
+        while step <= last {
+            let next_one = ones.peek().copied().unwrap_or(NEVER);
+            if step == span.first {
+                if next_one == step {
+                    ones.next();
+                    self.read(true);
+                }
+                step += 1;
+                continue;
+            }
+            if self.decided_through < step {
+                self.decide_checks(step, span, noise, rng);
+            }
+            // Nothing happens before `stop`: the checks fail and the bits are 0.
+            let stop = next_one.min(self.closing_step).min(self.decided_through).min(last);
+            if stop == self.closing_step {
+                self.close_segment(noise, rng);
+                self.forget_decided_checks(stop);
+            }
+            if stop == next_one {
+                ones.next();
+                self.read(true);
+                self.forget_decided_checks(stop);
+            }
+            step = stop + 1;
+        }
+    }
+
+    /// Whether steps up to `last` without a 1-bit leave this counter as it is: its checks are decided
+    /// that far and none of them closes. Such a counter draws nothing there.
+    pub fn is_idle_through(&self, last: u64) -> bool {
+        self.decided_through >= last && self.closing_step > last
+    }
+
     /// Reads one input bit (the do-while loop's body, before its check).
-    pub fn read(&mut self, bit: bool) {
+    fn read(&mut self, bit: bool) {
         self.level_count += u64::from(bit);
         self.segment_count += u64::from(bit);
     }
 
-    /// The check after a read: closes the segment when N + λ' − λ > ⌊T0⌋ with a fresh λ'. Returns
-    /// whether it closed.
-    pub fn check<R: Rng + ?Sized>(&mut self, noise: &CellLevelNoise, rng: &mut R) -> bool {
+    /// Decides the checks from step `step` on, while N and λ stay as they are: to the end of the level
+    /// at once when that run is rare, else the one check of `step`, drawn as such.
+    fn decide_checks<R: Rng + ?Sized>(&mut self, step: u64, span: LevelSpan, noise: &CellLevelNoise, rng: &mut R) {
+        let trials = span.last - step + 1;
+        // The check fires when λ' ≥ K with K = ⌊T0⌋ + λ − N + 1.
+        let level = i128::from(noise.threshold_floor) + i128::from(self.threshold_noise)
+            - i128::from(self.segment_count)
+            + 1;
+        match u64::try_from(level) {
+            Ok(level) if level >= 1 && is_rare(noise.check, level, trials) => {
+                self.closing_step = first_rare_exceedance(rng, noise.check, level, trials)
+                    .map_or(NEVER, |index| step + index);
+                self.decided_through = span.last;
+            }
+            _ => {
+                self.closing_step = if self.check_fires(noise, rng) { step } else { NEVER };
+                self.decided_through = step;
+            }
+        }
+    }
+
+    /// After a read or a closing at `step`: the checks after it depend on the new N or λ.
+    fn forget_decided_checks(&mut self, step: u64) {
+        self.decided_through = step;
+        self.closing_step = NEVER;
+    }
+
+    /// One check drawn as in the seed: a fresh λ', and whether N + λ' − λ > ⌊T0⌋.
+    fn check_fires<R: Rng + ?Sized>(&self, noise: &CellLevelNoise, rng: &mut R) -> bool {
         let check_noise = sample_discrete_laplace(rng, noise.check);
         let excess = i128::from(self.segment_count as i64) + i128::from(check_noise)
             - i128::from(self.threshold_noise);
-        if excess <= i128::from(noise.threshold_floor) {
-            return false;
-        }
+        excess > i128::from(noise.threshold_floor)
+    }
+
+    /// A check fired: the segment's count goes to the Binary Mechanism and a new segment starts.
+    fn close_segment<R: Rng + ?Sized>(&mut self, noise: &CellLevelNoise, rng: &mut R) {
         let binary = self
             .binary
             .get_or_insert_with(|| Box::new(BinaryMechanism::new(noise.binary_levels)));
         self.closed_segments_output = binary.feed(self.segment_count as i64, noise, rng);
         self.segment_count = 0;
         self.threshold_noise = sample_discrete_laplace(rng, noise.threshold);
-        true
     }
 }
 
@@ -178,19 +292,28 @@ mod tests {
         }
     }
 
-    /// Runs one level over `bits` and returns (output after each read, closings after each read).
+    /// Runs one level over `bits` (steps 1..=n, one step per call) and returns (output after each
+    /// read, closings after each read, the counter). A closing after the read of step t is the check
+    /// that runs at step t + 1.
     fn run_level(bits: &[bool], noise: &CellLevelNoise, seed: u64) -> (Vec<i64>, Vec<bool>, SparseCounter) {
         let mut rng = ChaCha12Rng::seed_from_u64(seed);
         let mut counter = SparseCounter::default();
         counter.start_level(noise, &mut rng);
+        let span = LevelSpan { first: 1, last: bits.len() as u64 };
+        let closed = |counter: &SparseCounter| counter.binary.as_ref().map_or(0, |b| b.steps());
         let mut outputs = Vec::new();
         let mut closings = Vec::new();
-        for (step, &bit) in bits.iter().enumerate() {
-            counter.read(bit);
+        for (index, &bit) in bits.iter().enumerate() {
+            let step = index as u64 + 1;
+            let before = closed(&counter);
+            let ones: &[u32] = if bit { &[0] } else { &[] };
+            counter.run_steps(step, step, ones, span, noise, &mut rng);
+            if step > 1 {
+                closings.push(closed(&counter) > before);
+            }
             outputs.push(counter.output());
-            let last = step + 1 == bits.len();
-            closings.push(!last && counter.check(noise, &mut rng));
         }
+        closings.push(false);
         (outputs, closings, counter)
     }
 
@@ -219,6 +342,45 @@ mod tests {
         let (_, closings, counter) = run_level(&[false; 64], &noise, 3);
         assert_eq!(closings.iter().filter(|&&c| c).count(), 63);
         assert_eq!(counter.binary.unwrap().steps(), 63);
+    }
+
+    #[test]
+    fn where_a_feed_stops_never_changes_the_draws() {
+        // A threshold low enough that some segments close (one-by-one checks) and high enough that
+        // most runs are decided ahead; dense and sparse stretches of ones.
+        let noise = noise_with(4.0, 10_000, 60);
+        let span = LevelSpan { first: 1, last: 10_000 };
+        let ones: Vec<u32> = (0..10_000u32)
+            .filter(|&i| i % 97 == 0 || ((i / 1000) % 3 == 0 && i % 2 == 0))
+            .collect();
+        let run = |cuts: &[u64]| {
+            let mut rng = ChaCha12Rng::seed_from_u64(5);
+            let mut counter = SparseCounter::default();
+            counter.start_level(&noise, &mut rng);
+            let mut first = 1;
+            for &last in cuts {
+                let piece: Vec<u32> = ones
+                    .iter()
+                    .map(|&offset| u64::from(offset) + 1)
+                    .filter(|&step| step >= first && step <= last)
+                    .map(|step| (step - first) as u32)
+                    .collect();
+                counter.run_steps(first, last, &piece, span, &noise, &mut rng);
+                first = last + 1;
+            }
+            (counter, rng.get_word_pos())
+        };
+        let whole = run(&[10_000]);
+        assert_eq!(whole, run(&[1, 2, 999, 1000, 1001, 7001, 10_000]));
+        assert_eq!(whole, run(&(1..=10_000).collect::<Vec<u64>>()));
+        assert!(whole.0.binary.as_ref().map_or(0, |b| b.steps()) > 0, "no segment closed");
+        // A quiet cell decides its checks to the end of the level with one word.
+        let mut rng = ChaCha12Rng::seed_from_u64(6);
+        let mut quiet = SparseCounter::default();
+        quiet.start_level(&noise, &mut rng);
+        quiet.threshold_noise = 0;
+        quiet.run_steps(1, 10, &[], span, &noise, &mut rng);
+        assert_eq!(quiet.decided_through, span.last);
     }
 
     #[test]

@@ -28,11 +28,12 @@ use crate::geometry::tree::CountTree;
 use crate::mechanism::pmm::consistency::{enforce_consistency, ConsistencyRule};
 use crate::noise::discrete_laplace::sample_discrete_laplace;
 use crate::privacy::{NoiseKey, NoiseStream};
-use counter::SparseCounter;
+use counter::{LevelSpan, SparseCounter};
 pub use plan::{OnlinePlan, MAX_ONLINE_DEPTH};
 
-/// Steps processed per pass over the cells: each cell's noise stream is opened once per pass.
-const STEPS_PER_PASS: usize = 1 << 12;
+/// Steps processed per pass over the cells: each busy cell's noise stream is opened once per pass, and
+/// every cell is looked at once (an idle one only to see that it is idle).
+const STEPS_PER_PASS: usize = 1 << 16;
 
 /// Cells handled per rayon task.
 const CELLS_PER_TASK: usize = 1 << 8;
@@ -125,7 +126,7 @@ impl OnlineTree {
             let level_left = self.plan.level_start(level + 1) - t;
             let steps = rest.len().min(STEPS_PER_PASS).min(usize::try_from(level_left).unwrap_or(usize::MAX));
             let (now, later) = rest.split_at(steps);
-            self.read_steps(now, level, t == level_start, key)?;
+            self.read_steps(now, level, key)?;
             if self.plan.dims() == 1 {
                 self.history.extend_from_slice(now);
             }
@@ -181,10 +182,15 @@ impl OnlineTree {
         Ok(())
     }
 
-    /// Reads `codes` (steps of level `level`, none its last unless the level ends with them) into every
-    /// cell: the pending check of the previous step (none at the level's first step), then the read.
-    fn read_steps(&mut self, codes: &[u32], level: u32, starts_level: bool, key: &NoiseKey) -> Result<()> {
+    /// Reads `codes` (the next steps, all of level `level`) into every cell: each step's pending check
+    /// (none at the level's first step), then its read.
+    fn read_steps(&mut self, codes: &[u32], level: u32, key: &NoiseKey) -> Result<()> {
         let plan = self.plan;
+        let span = LevelSpan {
+            first: plan.level_start(level),
+            last: plan.level_start(level + 1) - 1,
+        };
+        let (first, last) = (self.position + 1, self.position + codes.len() as u64);
         for (index, cells) in self.cells.iter_mut().enumerate() {
             let depth = index as u32 + 1;
             let noise = plan.cell_noise(depth, level)?;
@@ -204,18 +210,14 @@ impl OnlineTree {
                 hits[fill[cell] as usize] = step as u32;
                 fill[cell] += 1;
             }
-            let steps = codes.len();
-            for_each_cell(cells, depth, key, |code, cell, rng| {
-                let code = code as usize;
-                let mut ones = hits[starts[code] as usize..starts[code + 1] as usize].iter().peekable();
-                for step in 0..steps {
-                    if step > 0 || !starts_level {
-                        cell.counter.check(&noise, rng);
-                    }
-                    let bit = ones.next_if(|&&one| one as usize == step).is_some();
-                    cell.counter.read(bit);
-                }
-            });
+            let ones_of = |code: u64| &hits[starts[code as usize] as usize..starts[code as usize + 1] as usize];
+            for_each_busy_cell(
+                cells,
+                depth,
+                key,
+                |code, cell| !ones_of(code).is_empty() || !cell.counter.is_idle_through(last),
+                |code, cell, rng| cell.counter.run_steps(first, last, ones_of(code), span, &noise, rng),
+            );
         }
         Ok(())
     }
@@ -250,10 +252,23 @@ fn for_each_cell(
     key: &NoiseKey,
     work: impl Fn(u64, &mut Cell, &mut ChaCha12Rng) + Sync,
 ) {
+    for_each_busy_cell(cells, depth, key, |_, _| true, work);
+}
+
+/// [`for_each_cell`] on the cells for which `busy(code, cell)` holds; the others' streams stay closed.
+fn for_each_busy_cell(
+    cells: &mut [Cell],
+    depth: u32,
+    key: &NoiseKey,
+    busy: impl Fn(u64, &Cell) -> bool + Sync,
+    work: impl Fn(u64, &mut Cell, &mut ChaCha12Rng) + Sync,
+) {
     cells.par_chunks_mut(CELLS_PER_TASK).enumerate().for_each(|(task, chunk)| {
         for (offset, cell) in chunk.iter_mut().enumerate() {
             let code = (task * CELLS_PER_TASK + offset) as u64;
-            with_cell_stream(cell, depth, code, key, |cell, rng| work(code, cell, rng));
+            if busy(code, cell) {
+                with_cell_stream(cell, depth, code, key, |cell, rng| work(code, cell, rng));
+            }
         }
     });
 }

@@ -2,7 +2,7 @@
 //! started with, the noise key and post-processing seeds, the files already read, and the tree of
 //! counters. It is **sensitive**: it holds exact counts of the current level and the noise key.
 //!
-//! Format, little-endian throughout, one fixed layout (no self-describing overhead: 49 bytes per cell
+//! Format, little-endian throughout, one fixed layout (no self-describing overhead: 65 bytes per cell
 //! without a Binary Mechanism, 8 + 16·L more with one):
 //!
 //! ```text
@@ -12,6 +12,7 @@
 //! files u32, each: path str, bytes u64, rows u64, footer hash u64
 //! position u64 | depth u32 | per depth j = 1..depth, 2^j cells, each:
 //!     S̃ i64, level count u64, segment count u64, threshold noise i64, closed output i64, noise words u64,
+//!     checks decided through u64, closing step u64 (u64::MAX: none),
 //!     Binary Mechanism levels u8 (0: none), then steps u64 and L p-sums i64 and L noisy p-sums i64
 //! history u64 count, then u32 codes (d = 1 only; 0 otherwise)
 //! checksum u64: FNV-1a 64 of every byte before it
@@ -27,7 +28,7 @@ use crate::mechanism::online::{Cell, OnlinePlan, OnlineTree, MAX_ONLINE_DEPTH};
 
 const MAGIC: &[u8; 16] = b"DPSYNTH-ONLINE\0\0";
 /// Bumped whenever the layout changes; an older or newer file is refused, never misread.
-pub const STATE_VERSION: u32 = 1;
+pub const STATE_VERSION: u32 = 2;
 
 /// One column of the stream, as the state remembers it.
 #[derive(Clone, Debug, PartialEq)]
@@ -181,6 +182,8 @@ impl OnlineState {
                 out.i64(counter.threshold_noise);
                 out.i64(counter.closed_segments_output);
                 out.u64(cell.noise_words);
+                out.u64(counter.decided_through);
+                out.u64(counter.closing_step);
                 match &counter.binary {
                     None => out.u8(0),
                     Some(binary) => {
@@ -254,8 +257,8 @@ impl OnlineState {
         let mut cells = Vec::with_capacity(depth as usize);
         for level in 1..=depth {
             let count = 1usize << level;
-            // Each cell takes at least 49 bytes: refuse before allocating for a short file.
-            if input.left() < count * 49 {
+            // Each cell takes at least 65 bytes: refuse before allocating for a short file.
+            if input.left() < count * 65 {
                 return Err("it ends inside the tree of counters".into());
             }
             let mut row = Vec::with_capacity(count);
@@ -267,8 +270,11 @@ impl OnlineState {
                     threshold_noise: input.i64()?,
                     closed_segments_output: input.i64()?,
                     binary: None,
+                    ..SparseCounter::default()
                 };
                 let noise_words = input.u64()?;
+                counter.decided_through = input.u64()?;
+                counter.closing_step = input.u64()?;
                 let levels = input.u8()?;
                 if levels > 0 {
                     let steps = input.u64()?;
