@@ -35,6 +35,10 @@ use report::StreamReleaseReport;
 /// Rows sampled and written per batch of a release.
 const RELEASE_BATCH_ROWS: usize = 16 * SAMPLE_BLOCK_ROWS;
 
+/// Elements gathered (as cell codes, 4 bytes each) before they are fed to the tree: every feed looks at
+/// every cell once, so fewer, larger feeds cost less at large t.
+const FEED_ELEMENTS: usize = 1 << 20;
+
 /// `dpsynth stream`: every option, declared once.
 #[derive(Args, Debug, Clone, Default)]
 pub struct StreamArgs {
@@ -201,6 +205,7 @@ pub fn run(args: StreamArgs) -> Result<StreamOutcome> {
     let geometry = CellGeometry::new(request.plan.dims(), MAX_ONLINE_DEPTH);
     let axes = AxisPlan::for_geometry(&geometry, &request.bounds);
     let mut expected_position = start;
+    let mut gathered: Vec<u32> = Vec::with_capacity(FEED_ELEMENTS);
     for input in &request.inputs {
         for row_group in 0..input.source.row_group_count() {
             let reader = input.source.row_group_reader(row_group, &input.columns)?;
@@ -212,17 +217,21 @@ pub fn run(args: StreamArgs) -> Result<StreamOutcome> {
                 rows_clamped += clamped;
                 let mut rest = &codes[..];
                 while !rest.is_empty() {
-                    let position = state.tree.position();
+                    let position = state.tree.position() + gathered.len() as u64;
                     let until_release = pending.peek().map_or(u64::MAX, |&next| next - position);
-                    let take = rest.len().min(usize::try_from(until_release).unwrap_or(usize::MAX));
-                    state.tree.feed(&rest[..take], &key)?;
+                    let take = rest
+                        .len()
+                        .min(FEED_ELEMENTS - gathered.len())
+                        .min(usize::try_from(until_release).unwrap_or(usize::MAX));
+                    gathered.extend_from_slice(&rest[..take]);
                     rest = &rest[take..];
-                    if pending.next_if_eq(&state.tree.position()).is_some() {
-                        write_release(&request, &state, state.tree.position())?;
+                    if gathered.len() == FEED_ELEMENTS || take as u64 == until_release {
+                        feed_gathered(&mut state, &mut gathered, &key, &mut pending, &request)?;
                     }
                 }
             }
         }
+        feed_gathered(&mut state, &mut gathered, &key, &mut pending, &request)?;
         expected_position += input.fingerprint.rows;
         if state.tree.position() != expected_position {
             return Err(Error::in_file(
@@ -243,6 +252,25 @@ pub fn run(args: StreamArgs) -> Result<StreamOutcome> {
         passed: schedule.passed,
         not_reached: schedule.not_reached,
     })
+}
+
+/// Feeds the gathered elements to the tree, and makes the release that falls at the new position.
+fn feed_gathered(
+    state: &mut OnlineState,
+    gathered: &mut Vec<u32>,
+    key: &NoiseKey,
+    pending: &mut std::iter::Peekable<impl Iterator<Item = u64>>,
+    request: &StreamRequest,
+) -> Result<()> {
+    if gathered.is_empty() {
+        return Ok(());
+    }
+    state.tree.feed(gathered, key)?;
+    gathered.clear();
+    if pending.next_if_eq(&state.tree.position()).is_some() {
+        write_release(request, state, state.tree.position())?;
+    }
+    Ok(())
 }
 
 /// The stream elements of one batch as cell codes at the finest depth; a null, NaN or infinite value is

@@ -20,11 +20,14 @@
 //! ends at a 1-bit read, at a closing or at the end of the level: points fixed by the data and the
 //! plan, so where a feed stops never changes which draws are made (resuming ≡ one run).
 
+use std::sync::OnceLock;
+
 use rand::Rng;
 
 use crate::mechanism::online::plan::CellLevelNoise;
 use crate::noise::discrete_laplace::sample_discrete_laplace;
 use crate::noise::exceedance::{first_rare_exceedance, is_rare};
+use crate::noise::laplace_table::ScaleSampler;
 
 /// `closing_step` when no decided check closes.
 const NEVER: u64 = u64::MAX;
@@ -36,6 +39,29 @@ pub struct LevelSpan {
     pub first: u64,
     /// Its last step (its check would run in the next level, so it never runs).
     pub last: u64,
+}
+
+/// What the cells of one depth share during one level: its steps, its noise, and the table-driven
+/// sampler of the check noise (one table serves every check of those cells; built at the first check
+/// drawn one by one, since most levels of a short stream never draw one).
+pub struct LevelChecks {
+    pub span: LevelSpan,
+    pub noise: CellLevelNoise,
+    check: OnceLock<ScaleSampler>,
+}
+
+impl LevelChecks {
+    pub fn new(span: LevelSpan, noise: CellLevelNoise) -> Self {
+        LevelChecks {
+            span,
+            noise,
+            check: OnceLock::new(),
+        }
+    }
+
+    fn check_sampler(&self) -> &ScaleSampler {
+        self.check.get_or_init(|| ScaleSampler::new(self.noise.check))
+    }
 }
 
 /// The Binary Mechanism (Chan–Shi–Song 2011, Algorithm 2) over at most 2^L − 1 inputs: α[i] is the
@@ -169,18 +195,18 @@ impl SparseCounter {
             self.level_count as i64 + sample_discrete_laplace(rng, noise.level_total);
     }
 
-    /// Runs the steps `first..=last` of the level `span` (all of them, in order, over as many calls as
-    /// the feed takes): the pending check of each step but the level's first, then its read. `ones`
-    /// are the offsets from `first` of the steps whose input bit is 1, ascending.
+    /// Runs the steps `first..=last` of the level (all of them, in order, over as many calls as the
+    /// feed takes): the pending check of each step but the level's first, then its read. `ones` are
+    /// the offsets from `first` of the steps whose input bit is 1, ascending.
     pub fn run_steps<R: Rng + ?Sized>(
         &mut self,
         first: u64,
         last: u64,
         ones: &[u32],
-        span: LevelSpan,
-        noise: &CellLevelNoise,
+        level: &LevelChecks,
         rng: &mut R,
     ) {
+        let (span, noise) = (level.span, &level.noise);
         let mut ones = ones.iter().map(|&offset| first + u64::from(offset)).peekable();
         let mut step = first;
         while step <= last {
@@ -194,7 +220,7 @@ impl SparseCounter {
                 continue;
             }
             if self.decided_through < step {
-                self.decide_checks(step, span, noise, rng);
+                self.decide_checks(step, level, rng);
             }
             // Nothing happens before `stop`: the checks fail and the bits are 0.
             let stop = next_one.min(self.closing_step).min(self.decided_through).min(last);
@@ -225,8 +251,9 @@ impl SparseCounter {
 
     /// Decides the checks from step `step` on, while N and λ stay as they are: to the end of the level
     /// at once when that run is rare, else the one check of `step`, drawn as such.
-    fn decide_checks<R: Rng + ?Sized>(&mut self, step: u64, span: LevelSpan, noise: &CellLevelNoise, rng: &mut R) {
-        let trials = span.last - step + 1;
+    fn decide_checks<R: Rng + ?Sized>(&mut self, step: u64, checks: &LevelChecks, rng: &mut R) {
+        let noise = &checks.noise;
+        let trials = checks.span.last - step + 1;
         // The check fires when λ' ≥ K with K = ⌊T0⌋ + λ − N + 1.
         let level = i128::from(noise.threshold_floor) + i128::from(self.threshold_noise)
             - i128::from(self.segment_count)
@@ -235,10 +262,10 @@ impl SparseCounter {
             Ok(level) if level >= 1 && is_rare(noise.check, level, trials) => {
                 self.closing_step = first_rare_exceedance(rng, noise.check, level, trials)
                     .map_or(NEVER, |index| step + index);
-                self.decided_through = span.last;
+                self.decided_through = checks.span.last;
             }
             _ => {
-                self.closing_step = if self.check_fires(noise, rng) { step } else { NEVER };
+                self.closing_step = if self.check_fires(checks, rng) { step } else { NEVER };
                 self.decided_through = step;
             }
         }
@@ -251,8 +278,9 @@ impl SparseCounter {
     }
 
     /// One check drawn as in the seed: a fresh λ', and whether N + λ' − λ > ⌊T0⌋.
-    fn check_fires<R: Rng + ?Sized>(&self, noise: &CellLevelNoise, rng: &mut R) -> bool {
-        let check_noise = sample_discrete_laplace(rng, noise.check);
+    fn check_fires<R: Rng + ?Sized>(&self, checks: &LevelChecks, rng: &mut R) -> bool {
+        let noise = &checks.noise;
+        let check_noise = checks.check_sampler().sample(rng);
         let excess = i128::from(self.segment_count as i64) + i128::from(check_noise)
             - i128::from(self.threshold_noise);
         excess > i128::from(noise.threshold_floor)
@@ -299,7 +327,7 @@ mod tests {
         let mut rng = ChaCha12Rng::seed_from_u64(seed);
         let mut counter = SparseCounter::default();
         counter.start_level(noise, &mut rng);
-        let span = LevelSpan { first: 1, last: bits.len() as u64 };
+        let level = LevelChecks::new(LevelSpan { first: 1, last: bits.len() as u64 }, *noise);
         let closed = |counter: &SparseCounter| counter.binary.as_ref().map_or(0, |b| b.steps());
         let mut outputs = Vec::new();
         let mut closings = Vec::new();
@@ -307,7 +335,7 @@ mod tests {
             let step = index as u64 + 1;
             let before = closed(&counter);
             let ones: &[u32] = if bit { &[0] } else { &[] };
-            counter.run_steps(step, step, ones, span, noise, &mut rng);
+            counter.run_steps(step, step, ones, &level, &mut rng);
             if step > 1 {
                 closings.push(closed(&counter) > before);
             }
@@ -350,6 +378,7 @@ mod tests {
         // most runs are decided ahead; dense and sparse stretches of ones.
         let noise = noise_with(4.0, 10_000, 60);
         let span = LevelSpan { first: 1, last: 10_000 };
+        let level = LevelChecks::new(span, noise);
         let ones: Vec<u32> = (0..10_000u32)
             .filter(|&i| i % 97 == 0 || ((i / 1000) % 3 == 0 && i % 2 == 0))
             .collect();
@@ -365,7 +394,7 @@ mod tests {
                     .filter(|&step| step >= first && step <= last)
                     .map(|step| (step - first) as u32)
                     .collect();
-                counter.run_steps(first, last, &piece, span, &noise, &mut rng);
+                counter.run_steps(first, last, &piece, &level, &mut rng);
                 first = last + 1;
             }
             (counter, rng.get_word_pos())
@@ -379,7 +408,7 @@ mod tests {
         let mut quiet = SparseCounter::default();
         quiet.start_level(&noise, &mut rng);
         quiet.threshold_noise = 0;
-        quiet.run_steps(1, 10, &[], span, &noise, &mut rng);
+        quiet.run_steps(1, 10, &[], &level, &mut rng);
         assert_eq!(quiet.decided_through, span.last);
     }
 

@@ -19,6 +19,8 @@ pub mod counter;
 pub mod plan;
 pub mod state;
 
+use std::sync::Arc;
+
 use rand_chacha::ChaCha12Rng;
 use rayon::prelude::*;
 
@@ -28,12 +30,12 @@ use crate::geometry::tree::CountTree;
 use crate::mechanism::pmm::consistency::{enforce_consistency, ConsistencyRule};
 use crate::noise::discrete_laplace::sample_discrete_laplace;
 use crate::privacy::{NoiseKey, NoiseStream};
-use counter::{LevelSpan, SparseCounter};
+use counter::{LevelChecks, LevelSpan, SparseCounter};
 pub use plan::{OnlinePlan, MAX_ONLINE_DEPTH};
 
 /// Steps processed per pass over the cells: each busy cell's noise stream is opened once per pass, and
 /// every cell is looked at once (an idle one only to see that it is idle).
-const STEPS_PER_PASS: usize = 1 << 16;
+const STEPS_PER_PASS: usize = 1 << 20;
 
 /// Cells handled per rayon task.
 const CELLS_PER_TASK: usize = 1 << 8;
@@ -60,6 +62,59 @@ pub struct OnlineTree {
     /// d = 1 only: the finest cell code of every element read, so that a cell created later can count
     /// its history (the note's P4). 4 bytes per element; d ≥ 2 keeps none (O(εt) cells only).
     history: Vec<u32>,
+    checks: CheckCache,
+}
+
+/// The check samplers of one level, one per depth, built on first use (a table costs about 9σ big-integer
+/// products, too much to rebuild at every feed). A cache, not part of what a tree is: trees compare
+/// equal and clone whatever it holds.
+#[derive(Default)]
+struct CheckCache {
+    level: u32,
+    by_depth: Vec<Option<Arc<LevelChecks>>>,
+}
+
+impl CheckCache {
+    fn get(&mut self, plan: &OnlinePlan, depth: u32, level: u32) -> Result<Arc<LevelChecks>> {
+        if self.level != level {
+            *self = CheckCache {
+                level,
+                by_depth: Vec::new(),
+            };
+        }
+        let index = depth as usize;
+        if self.by_depth.len() <= index {
+            self.by_depth.resize(index + 1, None);
+        }
+        if let Some(checks) = &self.by_depth[index] {
+            return Ok(Arc::clone(checks));
+        }
+        let span = LevelSpan {
+            first: plan.level_start(level),
+            last: plan.level_start(level + 1) - 1,
+        };
+        let checks = Arc::new(LevelChecks::new(span, plan.cell_noise(depth, level)?));
+        self.by_depth[index] = Some(Arc::clone(&checks));
+        Ok(checks)
+    }
+}
+
+impl Clone for CheckCache {
+    fn clone(&self) -> Self {
+        CheckCache::default()
+    }
+}
+
+impl PartialEq for CheckCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for CheckCache {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("CheckCache")
+    }
 }
 
 /// What a release at time t is made of (before placing points).
@@ -77,6 +132,7 @@ impl OnlineTree {
             position: 0,
             cells: Vec::new(),
             history: Vec::new(),
+            checks: CheckCache::default(),
         }
     }
 
@@ -87,6 +143,7 @@ impl OnlineTree {
             position,
             cells,
             history,
+            checks: CheckCache::default(),
         }
     }
 
@@ -186,14 +243,10 @@ impl OnlineTree {
     /// (none at the level's first step), then its read.
     fn read_steps(&mut self, codes: &[u32], level: u32, key: &NoiseKey) -> Result<()> {
         let plan = self.plan;
-        let span = LevelSpan {
-            first: plan.level_start(level),
-            last: plan.level_start(level + 1) - 1,
-        };
         let (first, last) = (self.position + 1, self.position + codes.len() as u64);
         for (index, cells) in self.cells.iter_mut().enumerate() {
             let depth = index as u32 + 1;
-            let noise = plan.cell_noise(depth, level)?;
+            let checks = self.checks.get(&plan, depth, level)?;
             // The steps at which each cell's bit is 1, grouped by cell (counting sort).
             let shift = MAX_ONLINE_DEPTH - depth;
             let mut starts = vec![0u32; cells.len() + 1];
@@ -216,7 +269,7 @@ impl OnlineTree {
                 depth,
                 key,
                 |code, cell| !ones_of(code).is_empty() || !cell.counter.is_idle_through(last),
-                |code, cell, rng| cell.counter.run_steps(first, last, ones_of(code), span, &noise, rng),
+                |code, cell, rng| cell.counter.run_steps(first, last, ones_of(code), checks.as_ref(), rng),
             );
         }
         Ok(())

@@ -19,10 +19,12 @@
 //! ```
 //! A str is a u32 length and UTF-8 bytes. The file is written to a temporary file and renamed.
 
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::io::staging::write_file_atomically;
+use crate::io::staging::{commit_all, StagedFile};
 use crate::mechanism::online::counter::{BinaryMechanism, SparseCounter};
 use crate::mechanism::online::{Cell, OnlinePlan, OnlineTree, MAX_ONLINE_DEPTH};
 
@@ -123,25 +125,40 @@ pub struct OnlineState {
 }
 
 impl OnlineState {
-    /// Reads the state at `path`, or `None` if there is no file there.
+    /// Reads the state at `path`, or `None` if there is no file there. Streamed from the file, like
+    /// [`OnlineState::save`].
     pub fn load(path: &Path) -> Result<Option<Self>> {
-        let bytes = match std::fs::read(path) {
-            Ok(bytes) => bytes,
+        let cannot = |error: std::io::Error| Error::in_file(path, format!("cannot read the state: {error}"));
+        let file = match File::open(path) {
+            Ok(file) => file,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(error) => return Err(Error::in_file(path, format!("cannot read the state: {error}"))),
+            Err(error) => return Err(cannot(error)),
         };
-        Self::decode(&bytes)
+        let length = file.metadata().map_err(cannot)?.len();
+        Self::read_from(BufReader::with_capacity(1 << 20, file), length)
             .map(Some)
             .map_err(|reason| Error::in_file(path, format!("not a valid dpsynth stream state: {reason}")))
     }
 
     /// Writes the state atomically (temporary file, then rename): a crash leaves the old state or the new.
+    /// Streamed to the file: a state of 10^8 elements is several GB, which must not be held twice.
     pub fn save(&self, path: &Path) -> Result<()> {
-        write_file_atomically(path, &self.encode())
+        let staged = StagedFile::new(path)?;
+        let cannot = |error: std::io::Error| Error::in_file(path, format!("cannot write the state: {error}"));
+        let file = File::create(staged.temporary()).map_err(cannot)?;
+        self.write_to(BufWriter::with_capacity(1 << 20, file))
+            .and_then(|out| out.into_inner().map_err(|error| error.into_error()))
+            .map_err(cannot)?;
+        commit_all(vec![staged])
     }
 
+    /// The state's bytes (what [`OnlineState::save`] writes).
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Writer(Vec::with_capacity(1024));
+        self.write_to(Vec::new()).expect("writing to memory cannot fail")
+    }
+
+    fn write_to<W: Write>(&self, sink: W) -> std::io::Result<W> {
+        let mut out = Writer::new(sink);
         out.bytes(MAGIC);
         out.u32(STATE_VERSION);
         let parameters = &self.parameters;
@@ -199,21 +216,35 @@ impl OnlineState {
         for &code in tree.history() {
             out.u32(code);
         }
-        let checksum = fnv1a(&out.0);
-        out.u64(checksum);
-        out.0
+        out.finish()
     }
 
     /// Parses a state; the error says what is wrong (the caller names the file).
     pub fn decode(bytes: &[u8]) -> std::result::Result<Self, String> {
-        if bytes.len() < MAGIC.len() + 4 + 8 || &bytes[..MAGIC.len()] != MAGIC {
+        Self::read_from(bytes, bytes.len() as u64)
+    }
+
+    /// Parses the `length` bytes of a state from `source`. Every count read is checked against the bytes
+    /// left before anything is allocated for it, and the checksum at the end covers every field.
+    fn read_from<R: Read>(source: R, length: u64) -> std::result::Result<Self, String> {
+        let body = length
+            .checked_sub(8)
+            .filter(|&body| body >= (MAGIC.len() + 4) as u64)
+            .ok_or("it is too short to be a state file")?;
+        let mut input = Reader {
+            source,
+            left: body,
+            hash: FNV_OFFSET,
+        };
+        if input.take(MAGIC.len())? != MAGIC {
             return Err("it does not start with the state file's magic bytes".into());
         }
-        let (body, checksum) = bytes.split_at(bytes.len() - 8);
-        if fnv1a(body) != u64::from_le_bytes(checksum.try_into().expect("8 bytes")) {
-            return Err("its checksum does not match (the file is damaged or truncated)".into());
-        }
-        let mut input = Reader { bytes: body, at: MAGIC.len() };
+        let state = Self::read_fields(&mut input)?;
+        input.check_sum()?;
+        Ok(state)
+    }
+
+    fn read_fields<R: Read>(input: &mut Reader<R>) -> std::result::Result<Self, String> {
         let version = input.u32()?;
         if version != STATE_VERSION {
             return Err(format!("it has format version {version}; this dpsynth reads version {STATE_VERSION}"));
@@ -258,7 +289,7 @@ impl OnlineState {
         for level in 1..=depth {
             let count = 1usize << level;
             // Each cell takes at least 65 bytes: refuse before allocating for a short file.
-            if input.left() < count * 65 {
+            if input.left() < count as u64 * 65 {
                 return Err("it ends inside the tree of counters".into());
             }
             let mut row = Vec::with_capacity(count);
@@ -290,7 +321,7 @@ impl OnlineState {
             cells.push(row);
         }
         let history_length = input.u64()?;
-        if usize::try_from(history_length).map_or(true, |length| input.left() != length * 4) {
+        if history_length.checked_mul(4) != Some(input.left()) {
             return Err("its history does not fill the rest of the file".into());
         }
         let history = (0..history_length).map(|_| input.u32()).collect::<std::result::Result<Vec<_>, _>>()?;
@@ -312,19 +343,55 @@ impl OnlineState {
 /// FNV-1a 64: detects damage and truncation (not an adversary: whoever can write the state can also
 /// read the key it holds).
 pub fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |hash, &byte| {
+    fnv1a_continue(FNV_OFFSET, bytes)
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// The FNV-1a 64 hash of what `hash` covered followed by `bytes`.
+fn fnv1a_continue(hash: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(hash, |hash, &byte| {
         (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
     })
 }
 
-struct Writer(Vec<u8>);
+/// Writes the fields and hashes them on the way; the first I/O error is kept for [`Writer::finish`].
+struct Writer<W: Write> {
+    sink: W,
+    hash: u64,
+    failed: Option<std::io::Error>,
+}
 
-impl Writer {
+impl<W: Write> Writer<W> {
+    fn new(sink: W) -> Self {
+        Writer {
+            sink,
+            hash: FNV_OFFSET,
+            failed: None,
+        }
+    }
+
+    /// Appends the checksum of every byte written and returns the sink.
+    fn finish(mut self) -> std::io::Result<W> {
+        let checksum = self.hash;
+        self.bytes(&checksum.to_le_bytes());
+        match self.failed {
+            Some(error) => Err(error),
+            None => Ok(self.sink),
+        }
+    }
+
     fn bytes(&mut self, bytes: &[u8]) {
-        self.0.extend_from_slice(bytes);
+        if self.failed.is_some() {
+            return;
+        }
+        self.hash = fnv1a_continue(self.hash, bytes);
+        if let Err(error) = self.sink.write_all(bytes) {
+            self.failed = Some(error);
+        }
     }
     fn u8(&mut self, value: u8) {
-        self.0.push(value);
+        self.bytes(&[value]);
     }
     fn u32(&mut self, value: u32) {
         self.bytes(&value.to_le_bytes());
@@ -344,25 +411,55 @@ impl Writer {
     }
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
+/// Reads the fields of a state's body, hashing them on the way; `left` counts the body's bytes not yet
+/// read (the checksum after it excluded).
+struct Reader<R: Read> {
+    source: R,
+    left: u64,
+    hash: u64,
 }
 
-impl Reader<'_> {
-    fn left(&self) -> usize {
-        self.bytes.len() - self.at
+impl<R: Read> Reader<R> {
+    fn left(&self) -> u64 {
+        self.left
     }
-    fn take(&mut self, count: usize) -> std::result::Result<&[u8], String> {
-        if self.left() < count {
+    fn take(&mut self, count: usize) -> std::result::Result<Vec<u8>, String> {
+        if self.left < count as u64 {
             return Err("it ends too early".into());
         }
-        let taken = &self.bytes[self.at..self.at + count];
-        self.at += count;
+        let mut taken = vec![0; count];
+        self.source
+            .read_exact(&mut taken)
+            .map_err(|error| format!("it cannot be read to its end: {error}"))?;
+        self.left -= count as u64;
+        self.hash = fnv1a_continue(self.hash, &taken);
         Ok(taken)
     }
+    /// After the last field: the body must be used up and the checksum after it must match.
+    fn check_sum(&mut self) -> std::result::Result<(), String> {
+        if self.left != 0 {
+            return Err("it holds bytes after its last field".into());
+        }
+        let mut checksum = [0u8; 8];
+        self.source
+            .read_exact(&mut checksum)
+            .map_err(|_| "it ends before its checksum".to_string())?;
+        if self.hash != u64::from_le_bytes(checksum) {
+            return Err("its checksum does not match (the file is damaged or truncated)".into());
+        }
+        Ok(())
+    }
     fn array<const N: usize>(&mut self) -> std::result::Result<[u8; N], String> {
-        Ok(self.take(N)?.try_into().expect("N bytes"))
+        if self.left < N as u64 {
+            return Err("it ends too early".into());
+        }
+        let mut taken = [0u8; N];
+        self.source
+            .read_exact(&mut taken)
+            .map_err(|error| format!("it cannot be read to its end: {error}"))?;
+        self.left -= N as u64;
+        self.hash = fnv1a_continue(self.hash, &taken);
+        Ok(taken)
     }
     fn u8(&mut self) -> std::result::Result<u8, String> {
         Ok(self.array::<1>()?[0])
@@ -381,7 +478,7 @@ impl Reader<'_> {
     }
     fn str(&mut self) -> std::result::Result<String, String> {
         let length = self.u32()? as usize;
-        String::from_utf8(self.take(length)?.to_vec()).map_err(|_| "a name is not UTF-8".to_string())
+        String::from_utf8(self.take(length)?).map_err(|_| "a name is not UTF-8".to_string())
     }
 }
 
