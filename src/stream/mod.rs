@@ -27,7 +27,7 @@ use crate::mechanism::online::state::{
 };
 use crate::mechanism::online::{OnlinePlan, OnlineTree, MAX_ONLINE_DEPTH};
 use crate::mechanism::ReleasedMeasure;
-use crate::options::{bounds_for_columns, last_bounds_per_column};
+use crate::options::{bounds_for_columns, check_threads, last_bounds_per_column};
 use crate::privacy::{check_epsilon, Budget, NoiseKey, RunSeeds};
 use crate::sampler::{Placement, SAMPLE_BLOCK_ROWS};
 use report::StreamReleaseReport;
@@ -106,8 +106,10 @@ pub struct StreamOutcome {
 pub fn run_command(args: StreamArgs) -> Result<()> {
     let quiet = args.quiet;
     let threads = match args.threads {
-        Some(0) => return Err(Error::bad_input("--threads must be at least 1")),
-        Some(threads) => threads,
+        Some(threads) => {
+            check_threads(threads)?;
+            threads
+        }
         None => std::thread::available_parallelism().map_or(1, usize::from),
     };
     let pool = rayon::ThreadPoolBuilder::new()

@@ -352,7 +352,16 @@ fn threads_and_rows_have_limits_that_the_message_names() {
         &["eval", "--real", path_str(&input), "--synth", path_str(&input), "--bounds", "a=0:1", "--threads", "4000"],
         &["--threads 4000", "limit"],
     );
-    assert!(!output.exists());
+    let state = dir.path().join("stream.state");
+    let releases = dir.path().join("releases");
+    assert_refused(
+        &[
+            "stream", path_str(&input), "--state", path_str(&state), "--epsilon", "1", "--bounds", "a=0:1",
+            "--release-at-end", "--output-dir", path_str(&releases), "--threads", "4000",
+        ],
+        &["--threads 4000", "limit"],
+    );
+    assert!(!output.exists() && !state.exists() && !releases.exists());
 }
 
 #[test]
