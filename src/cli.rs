@@ -39,7 +39,7 @@ enum Command {
     Synth(SynthArgs),
     /// Compare a synthetic table with the real one: W1 and friends (owner only: reads the real data).
     Eval(EvalArgs),
-    /// Show a Parquet file's schema, row count and row groups (nothing about its values).
+    /// Show a Parquet file's or dataset's schema, row count, files and row groups (nothing about its values).
     Inspect { input: PathBuf },
     /// Write a synthetic test table (not private data: a generator for tests and benchmarks).
     Generate(GenerateArgs),
@@ -49,7 +49,7 @@ enum Command {
 
 #[derive(Args, Debug)]
 struct EvalArgs {
-    /// The real (sensitive) table.
+    /// The real (sensitive) table: a Parquet file, a directory of them or a glob, as for synth.
     #[arg(long)]
     real: PathBuf,
     /// The synthetic table; repeat to compare several side by side (the same real subsamples for each).

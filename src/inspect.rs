@@ -1,5 +1,5 @@
-//! `inspect`: what a Parquet file holds (schema, row count, row groups), read from its footer alone.
-//! Nothing about the values is computed; column statistics are deliberately not shown.
+//! `inspect`: what a Parquet file or dataset holds (schema, row count, files, row groups), read from the
+//! footers alone. Nothing about the values is computed; column statistics are deliberately not shown.
 
 use std::fmt::Write;
 use std::path::Path;
@@ -9,9 +9,14 @@ use crate::io::source::{is_numeric, ParquetSource};
 
 pub fn describe(path: &Path) -> Result<String> {
     let source = ParquetSource::open(path)?;
-    let metadata = source.parquet_metadata();
+    let files = source.files();
+    let metadata = files[0].parquet_metadata();
     let mut text = String::new();
-    let _ = writeln!(text, "file: {}", path.display());
+    if files.len() == 1 && files[0].path() == path {
+        let _ = writeln!(text, "file: {}", path.display());
+    } else {
+        let _ = writeln!(text, "dataset: {} ({} files)", path.display(), files.len());
+    }
     let _ = writeln!(text, "rows: {}", source.row_count());
     let _ = writeln!(text, "row groups: {}", source.row_group_count());
     let _ = writeln!(
@@ -19,7 +24,7 @@ pub fn describe(path: &Path) -> Result<String> {
         "page checksums: {}",
         if source.has_page_checksums() { "yes (verified when read)" } else { "none" }
     );
-    let _ = writeln!(text, "columns:");
+    let _ = writeln!(text, "columns{}:", if files.len() > 1 { " (of the first file)" } else { "" });
     for (index, field) in source.schema().fields().iter().enumerate() {
         let compression = metadata
             .row_groups()
@@ -44,6 +49,21 @@ pub fn describe(path: &Path) -> Result<String> {
                 "not numeric"
             },
         );
+    }
+    if files.len() > 1 {
+        let _ = writeln!(text, "files (rows, row groups, compressed bytes):");
+        for file in files {
+            let groups = file.parquet_metadata().row_groups();
+            let _ = writeln!(
+                text,
+                "  {:>12} rows {:>6} groups {:>14} bytes  {}",
+                file.row_count(),
+                groups.len(),
+                groups.iter().map(|group| group.compressed_size()).sum::<i64>(),
+                file.path().display()
+            );
+        }
+        return Ok(text);
     }
     let _ = writeln!(text, "row groups (rows, compressed bytes):");
     for (index, group) in metadata.row_groups().iter().enumerate() {

@@ -88,7 +88,7 @@ impl std::str::FromStr for TargetDim {
 /// `dpsynth synth`: every option, declared once (flag and config key).
 #[derive(Args, Debug, Clone, Default)]
 pub struct SynthArgs {
-    /// The sensitive input table.
+    /// The sensitive input: a Parquet file, a directory of them (recursively, in path order) or a glob.
     pub input: PathBuf,
     /// Where the synthetic table goes (written atomically).
     #[arg(long, short)]

@@ -138,10 +138,8 @@ fn scan_row_group<W: BinnerWorker>(
     let mut first_row = 0u64;
     for batch in source.row_group_reader(row_group, columns)? {
         let batch = batch.map_err(|error| {
-            Error::in_file(
-                source.path(),
-                format!("row group {row_group} cannot be decoded: {error}"),
-            )
+            let (file, group) = source.row_group_place(row_group);
+            Error::in_file(file, format!("row group {group} cannot be decoded: {error}"))
         })?;
         let rows = batch.num_rows();
         scratch.flags.clear();
@@ -244,11 +242,12 @@ fn invalid_value_error(
                 continue;
             }
         };
+        let (file, group) = source.row_group_place(row_group);
         return Error::in_column(
-            source.path(),
+            file,
             &column.name,
             format!(
-                "{what} in row group {row_group}, row {} of the group; pass --nulls drop to leave such rows out",
+                "{what} in row group {group}, row {} of the group; pass --nulls drop to leave such rows out",
                 first_row + row as u64
             ),
         );

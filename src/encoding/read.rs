@@ -118,7 +118,8 @@ pub fn read_bits(source: &ParquetSource, encoding: &Encoding, progress: &Progres
             )?;
             for batch in reader {
                 let batch = batch.map_err(|error| {
-                    Error::in_file(source.path(), format!("row group {row_group}: {error}"))
+                    let (file, group) = source.row_group_place(row_group);
+                    Error::in_file(file, format!("row group {group}: {error}"))
                 })?;
                 let mut chunk = BitChunk::zeros(encoding.bits, batch.num_rows());
                 for (position, column) in encoding.columns.iter().enumerate() {
@@ -147,11 +148,8 @@ struct Place<'a> {
 
 impl Place<'_> {
     fn error(&self, reason: impl std::fmt::Display) -> Error {
-        Error::in_column(
-            self.source.path(),
-            &self.column.name,
-            format!("row group {}: {reason}", self.row_group),
-        )
+        let (file, group) = self.source.row_group_place(self.row_group);
+        Error::in_column(file, &self.column.name, format!("row group {group}: {reason}"))
     }
 
     fn cast(&self, array: &ArrayRef, to: &DataType) -> Result<ArrayRef> {

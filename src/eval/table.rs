@@ -151,18 +151,14 @@ fn load_row_group(
     let mut first_row = 0usize;
     for batch in source.row_group_reader(row_group, columns)? {
         let batch = batch.map_err(|error| {
-            Error::in_file(
-                source.path(),
-                format!("row group {row_group} cannot be decoded: {error}"),
-            )
+            let (file, group) = source.row_group_place(row_group);
+            Error::in_file(file, format!("row group {group} cannot be decoded: {error}"))
         })?;
         let rows = batch.num_rows();
         let start = stats.kept_rows * dims;
         let units = out.get_mut(start..start + rows * dims).ok_or_else(|| {
-            Error::in_file(
-                source.path(),
-                format!("row group {row_group} has more rows than its footer says"),
-            )
+            let (file, group) = source.row_group_place(row_group);
+            Error::in_file(file, format!("row group {group} has more rows than its footer says"))
         })?;
         // Unclamped normalised values, NaN for a null: clamping and validity are decided below.
         for (axis, column_bounds) in bounds.iter().enumerate() {
@@ -244,11 +240,12 @@ fn invalid_value_error(
     } else {
         "an infinite value"
     };
+    let (file, group) = source.row_group_place(row_group);
     Error::in_column(
-        source.path(),
+        file,
         column,
         format!(
-            "{what} in row group {row_group}, row {group_row} of the group; pass --nulls drop to leave such rows out"
+            "{what} in row group {group}, row {group_row} of the group; pass --nulls drop to leave such rows out"
         ),
     )
 }

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::io::source::dataset::expand_input;
 
 /// A path with the option that named it, for messages (`--report`, `the input`).
 #[derive(Clone, Copy, Debug)]
@@ -20,7 +21,8 @@ impl<'a> NamedPath<'a> {
     }
 }
 
-/// Refuses outputs that are directories, that are an input, or that are another output.
+/// Refuses outputs that are directories, that are an input (a file, a file a glob matches, or a file
+/// anywhere inside an input directory: a dataset's next run would read it), or that are another output.
 pub fn check_output_paths(inputs: &[NamedPath], outputs: &[NamedPath]) -> Result<()> {
     for output in outputs {
         if output.path.is_dir() {
@@ -34,7 +36,24 @@ pub fn check_output_paths(inputs: &[NamedPath], outputs: &[NamedPath]) -> Result
         }
     }
     for output in outputs {
-        if let Some(input) = inputs.iter().find(|input| same_file(output.path, input.path)) {
+        if let Some(input) = inputs.iter().find(|input| is_inside_directory(output.path, input.path)) {
+            return Err(Error::in_file(
+                output.path,
+                format!(
+                    "{} is inside {} ({}), a directory read as a dataset: a later run would read it as input; \
+                     write it elsewhere",
+                    output.role,
+                    input.role,
+                    input.path.display()
+                ),
+            ));
+        }
+        let matched = |input: &NamedPath| {
+            same_file(output.path, input.path)
+                || (!input.path.exists()
+                    && expand_input(input.path).is_ok_and(|files| files.iter().any(|file| same_file(output.path, file))))
+        };
+        if let Some(input) = inputs.iter().find(|input| matched(input)) {
             return Err(Error::in_file(
                 output.path,
                 format!(
@@ -58,6 +77,17 @@ pub fn check_output_paths(inputs: &[NamedPath], outputs: &[NamedPath]) -> Result
         }
     }
     Ok(())
+}
+
+/// Whether `path` is (or, once written, would be) somewhere under the directory `directory`.
+pub fn is_inside_directory(path: &Path, directory: &Path) -> bool {
+    let Ok(directory) = directory.canonicalize() else {
+        return false;
+    };
+    directory.is_dir()
+        && FileIdentity::of(path)
+            .canonical
+            .is_some_and(|canonical| canonical.starts_with(&directory))
 }
 
 /// Whether `a` and `b` are (or, once written, would be) the same file.

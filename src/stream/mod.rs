@@ -1,6 +1,6 @@
 //! `dpsynth stream`: continual release over a growing table (docs/mechanisms/online.md).
 //!
-//! The inputs (files, and directories read as their files in name order) are concatenated, rows in file
+//! The inputs (files, directories read as their *.parquet files in path order, globs) are concatenated, rows in file
 //! order: row i is the stream element x_i. They continue the stream held by `--state` (made on the first
 //! run), and at each requested time t the run writes `release-t.parquet` (exactly t rows, the input's
 //! column names and types) and its publishable report `release-t.json`. The state is saved atomically
@@ -22,6 +22,8 @@ use crate::io::sink::ParquetSink;
 use crate::io::staging::{commit_all, StagedFile};
 use crate::io::source::column::NumericValues;
 use crate::io::source::{NumericColumn, ParquetSource};
+use crate::io::paths::is_inside_directory;
+use crate::io::source::dataset::expand_input;
 use crate::mechanism::online::state::{
     fnv1a, FileFingerprint, OnlineState, StateColumn, StreamParameters, FOOTER_BYTES,
 };
@@ -42,7 +44,7 @@ const FEED_ELEMENTS: usize = 1 << 20;
 /// `dpsynth stream`: every option, declared once.
 #[derive(Args, Debug, Clone, Default)]
 pub struct StreamArgs {
-    /// Parquet files or directories (their files in name order), in stream order.
+    /// Parquet files, directories (their *.parquet files at any depth, in path order) or globs, in stream order.
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
     /// The stream's state: made on the first run, continued by later ones. SENSITIVE (exact counts and
@@ -417,6 +419,21 @@ fn check_request(args: StreamArgs) -> Result<StreamRequest> {
     if releases && args.output_dir.is_none() {
         return Err(Error::bad_input("--output-dir is required to release"));
     }
+    // A later run reads an input directory again, recursively: what this run writes must not be in it.
+    let written = [("--state", Some(&args.state)), ("--output-dir", args.output_dir.as_ref()), ("--report-dir", args.report_dir.as_ref())];
+    for input in &args.inputs {
+        for (flag, path) in written {
+            if let Some(path) = path.filter(|path| is_inside_directory(path, input)) {
+                return Err(Error::in_file(
+                    path,
+                    format!(
+                        "{flag} is inside the input directory {}: the stream's next run would read it as input",
+                        input.display()
+                    ),
+                ));
+            }
+        }
+    }
     let names: Vec<String> = wanted.iter().map(|bounds| bounds.column.clone()).collect();
     let mut inputs: Vec<StreamInput> = Vec::new();
     for path in expand_inputs(&args.inputs)? {
@@ -516,29 +533,12 @@ fn refuse_changes(request: &StreamRequest, state: &OnlineState) -> Result<()> {
     Ok(())
 }
 
-/// Files and directories (their regular, non-hidden files in name order), in the order given.
+/// The files of every input (a file, a directory's `*.parquet` files, or a glob's matches), in the order
+/// given.
 fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for input in inputs {
-        let metadata = std::fs::metadata(input)
-            .map_err(|error| Error::in_file(input, format!("cannot read: {error}")))?;
-        if !metadata.is_dir() {
-            files.push(input.clone());
-            continue;
-        }
-        let mut found: Vec<PathBuf> = std::fs::read_dir(input)
-            .map_err(|error| Error::in_file(input, format!("cannot list the directory: {error}")))?
-            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-            .filter(|path| {
-                path.is_file()
-                    && !path.file_name().is_some_and(|name| name.to_string_lossy().starts_with('.'))
-            })
-            .collect();
-        if found.is_empty() {
-            return Err(Error::in_file(input, "the directory holds no files"));
-        }
-        found.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
-        files.extend(found);
+        files.extend(expand_input(input)?);
     }
     Ok(files)
 }

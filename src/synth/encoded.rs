@@ -101,6 +101,7 @@ pub(super) fn synthesize_encoded(
             guarantee: guarantee(&plan, options, epsilon_spent),
             input: InputInfo {
                 file: source.path().display().to_string(),
+                files: source.files().len(),
                 columns: encoding.columns.iter().map(column_info).collect(),
             },
             parameters,

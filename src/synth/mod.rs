@@ -176,6 +176,7 @@ impl RunFacts<'_> {
             guarantee: self.guarantee(release, epsilon_spent),
             input: InputInfo {
                 file: self.source.path().display().to_string(),
+                files: self.source.files().len(),
                 columns: self
                     .columns
                     .iter()

@@ -59,7 +59,10 @@ pub struct Guarantee {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct InputInfo {
+    /// The input as given: a file, a directory or a glob.
     pub file: String,
+    /// How many Parquet files it named (1 for a plain file).
+    pub files: usize,
     pub columns: Vec<ColumnInfo>,
 }
 

@@ -8,6 +8,7 @@ mod bad_input;
 mod binner_conformance;
 mod bundled_dataset;
 mod covloss;
+mod dataset;
 mod eval_cli;
 mod fuzz;
 mod hostile;

@@ -1,11 +1,13 @@
-//! Reading the input: a Parquet file read with positioned reads, projected to the asked columns, decoded
-//! row group by row group (docs/design.md).
+//! Reading the input: a Parquet file, or a dataset of them (a directory or a glob, [`dataset`]), read
+//! with positioned reads, projected to the asked columns, decoded row group by row group
+//! (docs/design.md). The row groups of all files, in file order, are the unit of work.
 //!
 //! Why not a memory map: a file truncated by another process while mapped kills the reader with SIGBUS,
 //! which no error path can catch. `pread` into buffers reports the short read as an error instead, at the
 //! cost of one copy of each page (small next to decoding it). Pages carrying a CRC are verified.
 
 pub mod column;
+pub mod dataset;
 
 use std::fs::File;
 use std::io::Read;
@@ -32,14 +34,165 @@ use crate::error::{Error, Result};
 /// columns and codes stay in L2.
 pub const BATCH_ROWS: usize = 1 << 16;
 
-/// An open Parquet file whose footer has been read once.
+/// The input: the files of a dataset (one for a plain file), each opened once, and the row groups of
+/// all of them in order.
 pub struct ParquetSource {
+    /// The input as given (a file, a directory or a glob).
+    input: PathBuf,
+    files: Vec<ParquetFile>,
+    /// (file, row group within it) of every row group of the dataset, in order.
+    row_groups: Vec<(usize, usize)>,
+}
+
+impl ParquetSource {
+    /// Opens `input`: a Parquet file, a directory (its `*.parquet` files, recursively, in path order) or a
+    /// glob ([`dataset::expand_input`]).
+    pub fn open(input: &Path) -> Result<Self> {
+        let files = dataset::expand_input(input)?
+            .iter()
+            .map(|path| ParquetFile::open(path))
+            .collect::<Result<Vec<_>>>()?;
+        let row_groups = files
+            .iter()
+            .enumerate()
+            .flat_map(|(file, opened)| (0..opened.row_group_count()).map(move |group| (file, group)))
+            .collect();
+        Ok(ParquetSource {
+            input: input.to_path_buf(),
+            files,
+            row_groups,
+        })
+    }
+
+    /// The input as given.
+    pub fn path(&self) -> &Path {
+        &self.input
+    }
+
+    /// The dataset's files, in order (one for a plain file).
+    pub fn files(&self) -> &[ParquetFile] {
+        &self.files
+    }
+
+    /// The first file's schema: the used columns have the same names and types in every file
+    /// ([`ParquetSource::numeric_columns`] checks).
+    pub fn schema(&self) -> &SchemaRef {
+        self.files[0].schema()
+    }
+
+    /// Rows in all files according to their footers.
+    pub fn row_count(&self) -> u64 {
+        self.files.iter().map(ParquetFile::row_count).sum()
+    }
+
+    /// Row groups of all files.
+    pub fn row_group_count(&self) -> usize {
+        self.row_groups.len()
+    }
+
+    pub fn row_group_rows(&self, row_group: usize) -> u64 {
+        let (file, group) = self.row_groups[row_group];
+        self.files[file].row_group_rows(group)
+    }
+
+    /// Where row group `row_group` of the dataset is: its file and its number in that file (what a
+    /// message about it names).
+    pub fn row_group_place(&self, row_group: usize) -> (&Path, usize) {
+        let (file, group) = self.row_groups[row_group];
+        (self.files[file].path(), group)
+    }
+
+    /// Finds the named columns and checks that each is a supported numeric type, of the same type in
+    /// every file. The result is in the order of the first file's schema, which is the order the output
+    /// keeps.
+    pub fn numeric_columns(&self, names: &[String]) -> Result<Vec<NumericColumn>> {
+        let (first, others) = self.files.split_first().expect("a dataset has a file");
+        let columns = first.numeric_columns(names)?;
+        for file in others {
+            for column in &columns {
+                let field = file.schema().field_with_name(&column.name).map_err(|_| {
+                    Error::in_column(
+                        file.path(),
+                        &column.name,
+                        format!("no such column in this file of the dataset ({} has it)", first.path().display()),
+                    )
+                })?;
+                if field.data_type() != &column.data_type {
+                    return Err(Error::in_column(
+                        file.path(),
+                        &column.name,
+                        format!(
+                            "type {} here but {} in {}: every file of a dataset needs the same types",
+                            field.data_type(),
+                            column.data_type,
+                            first.path().display()
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(columns)
+    }
+
+    /// Whether every file's pages carry CRC checksums (verified as they are read).
+    pub fn has_page_checksums(&self) -> bool {
+        self.files.iter().all(ParquetFile::has_page_checksums)
+    }
+
+    /// The decoded batches of one row group of the dataset, projected to `columns` (whose batch columns
+    /// come in the first file's schema order).
+    pub fn row_group_reader(&self, row_group: usize, columns: &[NumericColumn]) -> Result<RowGroupBatches> {
+        self.row_group_reader_of(row_group, columns.iter().map(|column| column.schema_index))
+    }
+
+    /// A reader of one row group, projected to the columns at `schema_indices` of the first file's
+    /// schema (of any type); the batch columns come in that schema's order, whatever the order of the
+    /// columns in the row group's own file (they are found there by name).
+    pub fn row_group_reader_of(
+        &self,
+        row_group: usize,
+        schema_indices: impl IntoIterator<Item = usize>,
+    ) -> Result<RowGroupBatches> {
+        let (file, group) = self.row_groups[row_group];
+        let mut wanted: Vec<usize> = schema_indices.into_iter().collect();
+        wanted.sort_unstable();
+        if file == 0 {
+            return self.files[0].row_group_reader_of(group, wanted);
+        }
+        let first = self.schema();
+        let opened = &self.files[file];
+        let local = wanted
+            .iter()
+            .map(|&index| {
+                let name = first.field(index).name();
+                opened.schema().index_of(name).map_err(|_| {
+                    Error::in_column(opened.path(), name, "no such column in this file of the dataset")
+                })
+            })
+            .collect::<Result<Vec<usize>>>()?;
+        // The batch comes in this file's order; position k of the wanted order is the rank of local[k].
+        let mut sorted = local.clone();
+        sorted.sort_unstable();
+        let order: Vec<usize> = local
+            .iter()
+            .map(|index| sorted.binary_search(index).expect("a projected column"))
+            .collect();
+        let mut batches = opened.row_group_reader_of(group, local)?;
+        if order.iter().enumerate().any(|(position, &at)| position != at) {
+            batches.order = Some(order);
+        }
+        Ok(batches)
+    }
+}
+
+/// One Parquet file whose footer has been read once.
+pub struct ParquetFile {
     path: PathBuf,
     data: PositionedFile,
     metadata: ArrowReaderMetadata,
 }
 
-impl ParquetSource {
+impl ParquetFile {
     pub fn open(path: &Path) -> Result<Self> {
         let file = File::open(path)
             .map_err(|error| Error::in_file(path, format!("cannot open: {error}")))?;
@@ -62,7 +215,7 @@ impl ParquetSource {
         let metadata = loaded
             .map_err(|_| Error::in_file(path, "not a readable Parquet file: its footer is corrupt"))?
             .map_err(|error| Error::in_file(path, format!("not a readable Parquet file: {error}")))?;
-        Ok(ParquetSource {
+        Ok(ParquetFile {
             path: path.to_path_buf(),
             data,
             metadata,
@@ -164,16 +317,6 @@ impl ParquetSource {
         page_header_has_crc(&header[..read])
     }
 
-    /// The decoded batches of one row group, projected to `columns` (whose batch columns come in schema
-    /// order).
-    pub fn row_group_reader(
-        &self,
-        row_group: usize,
-        columns: &[NumericColumn],
-    ) -> Result<RowGroupBatches> {
-        self.row_group_reader_of(row_group, columns.iter().map(|column| column.schema_index))
-    }
-
     /// A reader of one row group, projected to the columns at `schema_indices` (of any type; the batch
     /// columns come in schema order).
     pub fn row_group_reader_of(
@@ -193,6 +336,7 @@ impl ParquetSource {
             .map_err(|error| Error::in_file(&self.path, format!("row group {row_group}: {error}")))?;
         Ok(RowGroupBatches {
             reader: Some(reader),
+            order: None,
         })
     }
 
@@ -208,6 +352,9 @@ impl ParquetSource {
 pub struct RowGroupBatches {
     /// `None` once the decoder has failed.
     reader: Option<ParquetRecordBatchReader>,
+    /// For a file whose columns come in another order than the first file's: batch column k is the
+    /// decoded column order[k].
+    order: Option<Vec<usize>>,
 }
 
 impl Iterator for RowGroupBatches {
@@ -219,6 +366,10 @@ impl Iterator for RowGroupBatches {
         let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reader.next()));
         DECODING.with(|decoding| decoding.set(false));
         match decoded {
+            Ok(Some(Ok(batch))) => Some(match &self.order {
+                Some(order) => batch.project(order),
+                None => Ok(batch),
+            }),
             Ok(batch) => batch,
             Err(_) => {
                 self.reader = None;

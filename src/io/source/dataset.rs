@@ -1,0 +1,112 @@
+//! What files an INPUT names: a Parquet file; a directory, whose `*.parquet` files are found recursively
+//! and read in path order (hidden entries, such as dpsynth's own temporaries `.NAME.dpsynth-PID.tmp`,
+//! skipped); or a glob (`*`, `?`, `[...]`), whose matches are read in path order.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// The files of `input`, in reading order; never empty.
+pub fn expand_input(input: &Path) -> Result<Vec<PathBuf>> {
+    let text = input.to_string_lossy();
+    if !input.exists() && text.contains(['*', '?', '[']) {
+        return expand_glob(input, &text);
+    }
+    let metadata = std::fs::metadata(input)
+        .map_err(|error| Error::in_file(input, format!("cannot open: {error}")))?;
+    if !metadata.is_dir() {
+        return Ok(vec![input.to_path_buf()]);
+    }
+    let mut files = Vec::new();
+    collect_parquet_files(input, &mut files)?;
+    if files.is_empty() {
+        return Err(Error::in_file(
+            input,
+            "the directory holds no *.parquet files (searched recursively, hidden entries skipped)",
+        ));
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// The `*.parquet` files under `directory`, at any depth, hidden entries skipped.
+fn collect_parquet_files(directory: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
+    let entries = std::fs::read_dir(directory)
+        .map_err(|error| Error::in_file(directory, format!("cannot list the directory: {error}")))?;
+    for entry in entries {
+        let entry =
+            entry.map_err(|error| Error::in_file(directory, format!("cannot list the directory: {error}")))?;
+        let path = entry.path();
+        if entry.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        let kind = std::fs::metadata(&path)
+            .map_err(|error| Error::in_file(&path, format!("cannot open: {error}")))?;
+        if kind.is_dir() {
+            collect_parquet_files(&path, files)?;
+        } else if path.extension().is_some_and(|extension| extension == "parquet") {
+            files.push(path);
+        }
+    }
+    Ok(())
+}
+
+fn expand_glob(input: &Path, pattern: &str) -> Result<Vec<PathBuf>> {
+    let matches = glob::glob(pattern)
+        .map_err(|error| Error::in_file(input, format!("not a valid glob: {error}")))?;
+    let mut files = Vec::new();
+    for found in matches {
+        let path = found.map_err(|error| Error::in_file(error.path(), format!("cannot read: {}", error.error())))?;
+        if path.is_file() {
+            files.push(path);
+        }
+    }
+    if files.is_empty() {
+        return Err(Error::in_file(input, "the glob matches no files"));
+    }
+    files.sort();
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn touch(path: &Path) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, b"").unwrap();
+    }
+
+    #[test]
+    fn directories_are_searched_recursively_in_path_order_without_hidden_or_other_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for name in ["b.parquet", "a/2.parquet", "a/10.parquet", "year=2024/x.parquet", "notes.txt", ".b.parquet.dpsynth-7.tmp", ".hidden/c.parquet"] {
+            touch(&root.join(name));
+        }
+        let files = expand_input(root).unwrap();
+        let relative: Vec<String> = files
+            .iter()
+            .map(|path| path.strip_prefix(root).unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(relative, ["a/10.parquet", "a/2.parquet", "b.parquet", "year=2024/x.parquet"]);
+    }
+
+    #[test]
+    fn globs_match_in_path_order_and_an_empty_match_or_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for name in ["p1.parquet", "p0.parquet", "q.parquet"] {
+            touch(&root.join(name));
+        }
+        let files = expand_input(&root.join("p*.parquet")).unwrap();
+        assert_eq!(files, [root.join("p0.parquet"), root.join("p1.parquet")]);
+        let none = expand_input(&root.join("z*.parquet")).unwrap_err().to_string();
+        assert!(none.contains("matches no files"), "{none}");
+        let empty = root.join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        let error = expand_input(&empty).unwrap_err().to_string();
+        assert!(error.contains("no *.parquet files") && error.contains("empty"), "{error}");
+        assert_eq!(expand_input(&root.join("q.parquet")).unwrap(), [root.join("q.parquet")]);
+    }
+}
