@@ -87,6 +87,10 @@ pub struct StreamArgs {
     /// No notes on stderr.
     #[arg(long)]
     pub quiet: bool,
+    /// A config file of these options (keys named as the flags, bounds in a `[bounds]` table); a synth
+    /// config works too, its keys that stream lacks skipped. The command line wins.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
 }
 
 /// What a finished run did.

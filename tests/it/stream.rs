@@ -249,3 +249,35 @@ fn neighbouring_streams_stay_within_what_the_plan_charges() {
     assert!(worst <= loss_bound + 0.2, "log ratio {worst} exceeds the charged {loss_bound}");
     assert!(worst >= 0.8 * loss_bound, "log ratio {worst}: far less distinguishable than charged ({loss_bound})");
 }
+
+#[test]
+fn a_config_file_stands_for_its_flags_and_a_synth_config_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("rows.parquet");
+    write_rows(&input, 0, 300);
+    let by_flags = dir.path().join("by-flags");
+    let result = stream(&[&input], &dir.path().join("a.state"), &by_flags, &["--epsilon", "1", "--seed", "4", "--release-at-end"]);
+    assert!(result.status.success(), "{}", stderr(&result));
+    // The synth keys (root-share, neighbours) are skipped; epsilon and the bounds come from the file.
+    let config = dir.path().join("run.toml");
+    std::fs::write(
+        &config,
+        "epsilon = 1\nseed = 4\nroot-share = 0.1\nneighbours = \"replace\"\n[bounds]\nx = [-1, 3]\nn = [0, 100]\n",
+    )
+    .unwrap();
+    let by_config = dir.path().join("by-config");
+    let state = dir.path().join("b.state");
+    let args = [
+        "stream", input.to_str().unwrap(), "--state", state.to_str().unwrap(),
+        "--output-dir", by_config.to_str().unwrap(), "--config", config.to_str().unwrap(), "--release-at-end", "--quiet",
+    ];
+    let result = dpsynth(&args);
+    assert!(result.status.success(), "{}", stderr(&result));
+    let table = |dir: &Path| std::fs::read(dir.join("release-300.parquet")).unwrap();
+    assert_eq!(table(&by_flags), table(&by_config));
+    // An unknown key is refused naming the file and the key.
+    std::fs::write(&config, "epsilon = 1\nrelease-sometimes = 3\n").unwrap();
+    let result = dpsynth(&args);
+    assert_eq!(result.status.code(), Some(2));
+    assert!(stderr(&result).contains("release-sometimes"), "{}", stderr(&result));
+}
