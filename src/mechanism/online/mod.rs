@@ -37,8 +37,11 @@ pub use plan::{OnlinePlan, MAX_ONLINE_DEPTH};
 /// every cell is looked at once (an idle one only to see that it is idle).
 const STEPS_PER_PASS: usize = 1 << 20;
 
-/// Cells handled per rayon task.
+/// Cells handled per rayon task, at most.
 const CELLS_PER_TASK: usize = 1 << 8;
+
+/// Feeds at least this long split the cells of a depth finely between tasks.
+const LONG_FEED: usize = 1 << 12;
 
 /// The consistency rule of the releases (the same default as PMM's).
 pub const ONLINE_CONSISTENCY: ConsistencyRule = ConsistencyRule::Uniform;
@@ -264,8 +267,16 @@ impl OnlineTree {
                 fill[cell] += 1;
             }
             let ones_of = |code: u64| &hits[starts[code as usize] as usize..starts[code as usize + 1] as usize];
+            // The densest cells (small depths) draw checks one by one over long feeds: then a task per
+            // cell or few, so that they run in parallel.
+            let per_task = if codes.len() >= LONG_FEED {
+                (cells.len() / (4 * rayon::current_num_threads())).clamp(1, CELLS_PER_TASK)
+            } else {
+                CELLS_PER_TASK
+            };
             for_each_busy_cell(
                 cells,
+                per_task,
                 depth,
                 key,
                 |code, cell| !ones_of(code).is_empty() || !cell.counter.is_idle_through(last),
@@ -305,20 +316,22 @@ fn for_each_cell(
     key: &NoiseKey,
     work: impl Fn(u64, &mut Cell, &mut ChaCha12Rng) + Sync,
 ) {
-    for_each_busy_cell(cells, depth, key, |_, _| true, work);
+    for_each_busy_cell(cells, CELLS_PER_TASK, depth, key, |_, _| true, work);
 }
 
-/// [`for_each_cell`] on the cells for which `busy(code, cell)` holds; the others' streams stay closed.
+/// [`for_each_cell`] on the cells for which `busy(code, cell)` holds, `per_task` cells per rayon task;
+/// the others' streams stay closed.
 fn for_each_busy_cell(
     cells: &mut [Cell],
+    per_task: usize,
     depth: u32,
     key: &NoiseKey,
     busy: impl Fn(u64, &Cell) -> bool + Sync,
     work: impl Fn(u64, &mut Cell, &mut ChaCha12Rng) + Sync,
 ) {
-    cells.par_chunks_mut(CELLS_PER_TASK).enumerate().for_each(|(task, chunk)| {
+    cells.par_chunks_mut(per_task).enumerate().for_each(|(task, chunk)| {
         for (offset, cell) in chunk.iter_mut().enumerate() {
-            let code = (task * CELLS_PER_TASK + offset) as u64;
+            let code = (task * per_task + offset) as u64;
             if busy(code, cell) {
                 with_cell_stream(cell, depth, code, key, |cell, rng| work(code, cell, rng));
             }
