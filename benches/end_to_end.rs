@@ -27,7 +27,7 @@ fn env_or(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_string())
 }
 
-/// The baseline: the same mmap reader, projection and row-group parallelism as `synth`, decoding
+/// The baseline: the same reader, projection and row-group parallelism as `synth`, decoding
 /// every value and summing it so the decode cannot be optimised away; nothing else.
 fn plain_decode(path: &Path, names: &[String]) -> f64 {
     let source = ParquetSource::open(path).expect("bench input opens");

@@ -53,7 +53,7 @@ fn bounds() -> Vec<ColumnBounds> {
         .collect()
 }
 
-/// The baseline of loading: the same mmap reader, projection and row-group parallelism, summing every
+/// The baseline of loading: the same reader, projection and row-group parallelism, summing every
 /// decoded value so the decode cannot be optimised away.
 fn plain_decode(path: &Path, names: &[String]) -> f64 {
     let source = ParquetSource::open(path).expect("bench input opens");

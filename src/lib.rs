@@ -5,7 +5,7 @@
 //!
 //! | phase | module |
 //! |---|---|
-//! | read Parquet columns (mmap, projected, row groups in parallel); write Parquet atomically | [`io`] |
+//! | read Parquet files and datasets (positioned reads, projected, row groups in parallel); write Parquet atomically | [`io`] |
 //! | public bounds and [0,1]^d, dyadic cell codes, the regular grid, the tree of counts | [`geometry`] |
 //! | leaf histograms (CPU, or GPU with the `gpu` feature); the data pass mechanisms read through | [`binner`] |
 //! | Boolean / one-hot / binned encoding of columns for the covariance-loss mechanisms | [`encoding`] |

@@ -1,4 +1,4 @@
-//! Reading and writing tables: the memory-mapped Parquet source and the atomic Parquet sink.
+//! Reading and writing tables: the Parquet source (a file or a dataset, positioned reads) and the atomic Parquet sink.
 
 pub mod paths;
 pub mod sink;
