@@ -424,16 +424,25 @@ impl<R: Read> Reader<R> {
         self.left
     }
     fn take(&mut self, count: usize) -> std::result::Result<Vec<u8>, String> {
+        // Checked before allocating: a damaged length must not allocate gigabytes.
         if self.left < count as u64 {
             return Err("it ends too early".into());
         }
         let mut taken = vec![0; count];
-        self.source
-            .read_exact(&mut taken)
-            .map_err(|error| format!("it cannot be read to its end: {error}"))?;
-        self.left -= count as u64;
-        self.hash = fnv1a_continue(self.hash, &taken);
+        self.fill(&mut taken)?;
         Ok(taken)
+    }
+    /// Reads exactly `buffer.len()` bytes of the body (at most what is left) and hashes them.
+    fn fill(&mut self, buffer: &mut [u8]) -> std::result::Result<(), String> {
+        if self.left < buffer.len() as u64 {
+            return Err("it ends too early".into());
+        }
+        self.source
+            .read_exact(buffer)
+            .map_err(|error| format!("it cannot be read to its end: {error}"))?;
+        self.left -= buffer.len() as u64;
+        self.hash = fnv1a_continue(self.hash, buffer);
+        Ok(())
     }
     /// After the last field: the body must be used up and the checksum after it must match.
     fn check_sum(&mut self) -> std::result::Result<(), String> {
@@ -450,15 +459,8 @@ impl<R: Read> Reader<R> {
         Ok(())
     }
     fn array<const N: usize>(&mut self) -> std::result::Result<[u8; N], String> {
-        if self.left < N as u64 {
-            return Err("it ends too early".into());
-        }
         let mut taken = [0u8; N];
-        self.source
-            .read_exact(&mut taken)
-            .map_err(|error| format!("it cannot be read to its end: {error}"))?;
-        self.left -= N as u64;
-        self.hash = fnv1a_continue(self.hash, &taken);
+        self.fill(&mut taken)?;
         Ok(taken)
     }
     fn u8(&mut self) -> std::result::Result<u8, String> {
