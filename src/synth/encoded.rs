@@ -16,6 +16,7 @@ use crate::encoding::{ColumnEncoding, Encoding};
 use crate::error::{Error, Result};
 use crate::io::sink::ParquetSink;
 use crate::io::source::ParquetSource;
+use crate::mechanism::covloss::moments::covariance_loss;
 use crate::mechanism::covloss::points::{block_rng, WeightedPoints, BLOCK_ROWS};
 use crate::mechanism::covloss::{CovlossPlan, MicroaggPlan};
 use crate::mechanism::{AccuracyBound, MechanismParameters};
@@ -81,6 +82,8 @@ pub(super) fn synthesize_encoded(
                 ),
             })
         })?;
+        // Owner-only, and a second pass over the pairs: computed only when the diagnostics are asked for.
+        let covariance_loss = outputs.diagnostics.as_ref().map(|_| covariance_loss(&data, &points));
         drop(data);
         let epsilon_spent = budget.check()?;
         let decodable = Some(decodable_share(&encoding, &points));
@@ -131,6 +134,7 @@ pub(super) fn synthesize_encoded(
         let mut diagnostics =
             Diagnostics::new(&stats, &names, threads, "cpu: bit planes, AND + popcount".to_string());
         diagnostics.timings_seconds = timings.into_phases();
+        diagnostics.covariance_loss = covariance_loss;
         commit_outputs(outputs, report, diagnostics, sink)
     })
 }

@@ -102,6 +102,10 @@ pub struct Diagnostics {
     /// Whether the input's pages carry CRC checksums (then verified as read). Without them a corrupt
     /// page can decode to wrong values unnoticed.
     pub input_page_checksums: bool,
+    /// covloss and microagg: the covariance loss ‖S − Σ_j w_j ỹ_j ỹ_jᵀ‖_F of the released points against
+    /// the data's exact second moment (rescaled units, x̃ = x/√p).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub covariance_loss: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -134,6 +138,7 @@ impl Diagnostics {
             binning,
             peak_memory_bytes: None,
             input_page_checksums: false,
+            covariance_loss: None,
         }
     }
 }

@@ -77,10 +77,16 @@ fn covloss_writes_the_input_columns_and_types_and_states_its_guarantee() {
     let report = dir.path().join("report.json");
     let (input_text, output_text, report_text) =
         (input.to_str().unwrap(), output.to_str().unwrap(), report.to_str().unwrap());
+    let diagnostics = dir.path().join("diagnostics.json");
     let mut args = encoded_args(input_text, output_text, report_text);
     args.extend(["--mechanism", "covloss", "--epsilon", "2", "--neighbours", "replace", "--damping", "cells", "--seed", "7", "--rows", "5000"]);
+    args.extend(["--diagnostics", diagnostics.to_str().unwrap()]);
     let result = dpsynth(&args);
     assert!(result.status.success(), "{}", stderr(&result));
+    // The covariance loss is owner-only: in the diagnostics, never in the publishable report.
+    let loss = report_json(&diagnostics)["covariance_loss"].as_f64().expect("covariance_loss in the diagnostics");
+    assert!(loss > 0.0 && loss < 1.0, "covariance loss {loss}");
+    assert!(!std::fs::read_to_string(&report).unwrap().contains("covariance_loss"));
     let batches = batches(&output);
     let schema = batches[0].schema();
     let types: Vec<(String, DataType)> =

@@ -8,6 +8,7 @@
 
 use rayon::prelude::*;
 
+use super::points::WeightedPoints;
 use crate::encoding::read::{BitChunk, BitRows};
 
 /// The upper triangle (a ≤ b, diagonal included) of XᵀX for 0/1 rows, packed row by row.
@@ -85,6 +86,21 @@ pub fn second_moment(counts: &[i64], bits: usize, rows: u64) -> Vec<f64> {
         }
     }
     matrix
+}
+
+/// The covariance loss ‖S − Σ_j w_j ỹ_j ỹ_jᵀ‖_F (rescaled units, x̃ = x/√p, so both sides are
+/// (1/p)-scaled second moments): what the weighted points miss of the data's exact second moment S.
+/// Owner-only: it reads the data.
+pub fn covariance_loss(rows: &BitRows, points: &WeightedPoints) -> f64 {
+    let bits = rows.bits;
+    let exact: Vec<i64> = pair_counts(rows).counts.iter().map(|&count| count as i64).collect();
+    let data = second_moment(&exact, bits, rows.rows());
+    let released = points.second_moment();
+    data.iter()
+        .zip(&released)
+        .map(|(s, r)| (s - r / bits as f64).powi(2))
+        .sum::<f64>()
+        .sqrt()
 }
 
 /// z_i = Uᵀ x_i / √p for every row of `chunk` (`rows × t`, row-major), with U given p×t row-major.

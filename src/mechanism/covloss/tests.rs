@@ -4,7 +4,7 @@ use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::microagg::{centroids, equipartition, MicroaggPlan};
-use super::moments::{pair_counts, second_moment, GroupSums};
+use super::moments::{covariance_loss, pair_counts, second_moment, GroupSums};
 use super::net::LatticeNet;
 use super::partition::SpectralPartition;
 use super::points::WeightedPoints;
@@ -94,6 +94,16 @@ fn microaggregation_keeps_the_mean_and_loses_a_psd_covariance_equal_to_the_withi
     let spectrum = crate::mechanism::lowdim::basis::Spectrum::of_symmetric(&loss, p).unwrap();
     assert!(spectrum.eigenvalues.iter().all(|&lambda| lambda > -1e-12), "PSD: {:?}", spectrum.eigenvalues);
     assert!(frobenius(&data, &released) > 1e-6, "a coarse partition loses some covariance");
+    // The diagnostics' covariance loss is the norm of that scatter; points that are the rows lose nothing.
+    let bit_rows = BitRows::from_rows(p, &rows, 64);
+    let scatter_norm = frobenius(&scatter, &vec![0.0; p * p]);
+    assert!((covariance_loss(&bit_rows, &points) - scatter_norm).abs() < 1e-12);
+    let every_row = WeightedPoints {
+        bits: p,
+        weights: vec![1.0 / rows.len() as f64; rows.len()],
+        points: rows.iter().flatten().map(|&bit| f64::from(bit)).collect(),
+    };
+    assert!(covariance_loss(&bit_rows, &every_row) < 1e-12);
 }
 
 #[test]
