@@ -18,7 +18,8 @@ pub fn expand_input(input: &Path) -> Result<Vec<PathBuf>> {
         return Ok(vec![input.to_path_buf()]);
     }
     let mut files = Vec::new();
-    collect_parquet_files(input, &mut files)?;
+    let mut visited = Vec::new();
+    collect_parquet_files(input, &mut files, &mut visited)?;
     if files.is_empty() {
         return Err(Error::in_file(
             input,
@@ -29,8 +30,16 @@ pub fn expand_input(input: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// The `*.parquet` files under `directory`, at any depth, hidden entries skipped.
-fn collect_parquet_files(directory: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
+/// The `*.parquet` files under `directory`, at any depth, hidden entries skipped. A directory reached
+/// twice (through a symbolic link, possibly a loop) is read once.
+fn collect_parquet_files(directory: &Path, files: &mut Vec<PathBuf>, visited: &mut Vec<PathBuf>) -> Result<()> {
+    let canonical = directory
+        .canonicalize()
+        .map_err(|error| Error::in_file(directory, format!("cannot open: {error}")))?;
+    if visited.contains(&canonical) {
+        return Ok(());
+    }
+    visited.push(canonical);
     let entries = std::fs::read_dir(directory)
         .map_err(|error| Error::in_file(directory, format!("cannot list the directory: {error}")))?;
     for entry in entries {
@@ -43,7 +52,7 @@ fn collect_parquet_files(directory: &Path, files: &mut Vec<PathBuf>) -> Result<(
         let kind = std::fs::metadata(&path)
             .map_err(|error| Error::in_file(&path, format!("cannot open: {error}")))?;
         if kind.is_dir() {
-            collect_parquet_files(&path, files)?;
+            collect_parquet_files(&path, files, visited)?;
         } else if path.extension().is_some_and(|extension| extension == "parquet") {
             files.push(path);
         }
@@ -90,6 +99,17 @@ mod tests {
             .map(|path| path.strip_prefix(root).unwrap().to_string_lossy().into_owned())
             .collect();
         assert_eq!(relative, ["a/10.parquet", "a/2.parquet", "b.parquet", "year=2024/x.parquet"]);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symbolic_link_loop_is_read_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        touch(&root.join("a/1.parquet"));
+        std::os::unix::fs::symlink(root, root.join("a/up")).unwrap();
+        let files = expand_input(root).unwrap();
+        assert_eq!(files, [root.join("a/1.parquet")]);
     }
 
     #[test]
