@@ -40,7 +40,12 @@ enum Command {
     /// Compare a synthetic table with the real one: W1 and friends (owner only: reads the real data).
     Eval(EvalArgs),
     /// Show a Parquet file's or dataset's schema, row count, files and row groups (nothing about its values).
-    Inspect { input: PathBuf },
+    Inspect {
+        input: PathBuf,
+        /// A directory input's Hive-style key=value folders are listed as columns (as synth --hive-columns).
+        #[arg(long = "hive-columns")]
+        hive_columns: bool,
+    },
     /// Write a synthetic test table (not private data: a generator for tests and benchmarks).
     Generate(GenerateArgs),
     /// Continual ε-DP release over a growing table: synthetic copies at chosen times t, resumable.
@@ -205,8 +210,8 @@ fn parse(argv: Vec<OsString>) -> std::result::Result<Cli, ParseFailure> {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Synth(args) => run_synth(args),
-        Command::Inspect { input } => {
-            print!("{}", crate::inspect::describe(&input)?);
+        Command::Inspect { input, hive_columns } => {
+            print!("{}", crate::inspect::describe(&input, hive_columns)?);
             Ok(())
         }
         Command::Eval(args) => run_eval(args),

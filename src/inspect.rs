@@ -7,8 +7,8 @@ use std::path::Path;
 use crate::error::Result;
 use crate::io::source::{is_numeric, ParquetSource};
 
-pub fn describe(path: &Path) -> Result<String> {
-    let source = ParquetSource::open(path)?;
+pub fn describe(path: &Path, hive_columns: bool) -> Result<String> {
+    let source = ParquetSource::open_with(path, hive_columns)?;
     let files = source.files();
     let metadata = files[0].parquet_metadata();
     let mut text = String::new();

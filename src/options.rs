@@ -90,6 +90,9 @@ impl std::str::FromStr for TargetDim {
 pub struct SynthArgs {
     /// The sensitive input: a Parquet file, a directory of them (recursively, in path order) or a glob.
     pub input: PathBuf,
+    /// A directory input's Hive-style key=value folders become columns after the files' own.
+    #[arg(long = "hive-columns")]
+    pub hive_columns: bool,
     /// Where the synthetic table goes (written atomically).
     #[arg(long, short)]
     pub output: Option<PathBuf>,
@@ -236,6 +239,8 @@ pub struct SynthOptions {
     pub threads: Option<usize>,
     /// Bytes the cell arrays may use; `None` is half the machine's memory.
     pub memory_limit: Option<u64>,
+    /// Read a directory input's Hive-style key=value folders as columns.
+    pub hive_columns: bool,
 }
 
 /// The chosen mechanism with its own options.
@@ -361,6 +366,7 @@ impl SynthOptions {
             placement: Placement::DEFAULT,
             threads: None,
             memory_limit: None,
+            hive_columns: false,
         }
     }
 
@@ -682,6 +688,7 @@ impl SynthArgs {
             placement: self.placement.unwrap_or(Placement::DEFAULT),
             threads: self.threads,
             memory_limit,
+            hive_columns: self.hive_columns,
         };
         Ok(SynthRequest {
             input: self.input,

@@ -39,7 +39,7 @@ pub(super) fn synthesize_encoded(
     options: &SynthOptions,
     progress: &Progress,
 ) -> Result<SynthOutcome> {
-    let source = ParquetSource::open(input)?;
+    let source = ParquetSource::open_with(input, options.hive_columns)?;
     let spec = match &options.mechanism {
         MechanismOptions::Covloss(covloss) => &covloss.encoding,
         MechanismOptions::Microagg(microagg) => &microagg.encoding,

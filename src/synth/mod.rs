@@ -69,7 +69,7 @@ pub fn synthesize(
     ) {
         return encoded::synthesize_encoded(input, outputs, options, progress);
     }
-    let source = ParquetSource::open(input)?;
+    let source = ParquetSource::open_with(input, options.hive_columns)?;
     let names: Vec<String> = options
         .bounds
         .iter()

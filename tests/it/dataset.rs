@@ -134,3 +134,47 @@ fn an_output_inside_an_input_directory_is_refused() {
     assert!(message.contains("inside the input"), "{message}");
     assert!(!output.exists());
 }
+
+#[test]
+fn hive_folders_become_columns_only_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    // The concatenated table with `year` stored as its last column...
+    let whole = dir.path().join("whole.parquet");
+    let year = |range: std::ops::Range<usize>| -> ArrayRef {
+        Arc::new(Int64Array::from_iter_values(range.map(|i| if i < 1800 { 2023 } else { 2024 })))
+    };
+    let mut all = columns(0..ROWS);
+    all.push(("year", year(0..ROWS)));
+    write_parquet(&whole, all, 1000);
+    // ...and the same rows partitioned by year=... folders, the year only in the folder names.
+    let parts = dir.path().join("parts");
+    std::fs::create_dir_all(parts.join("year=2023")).unwrap();
+    std::fs::create_dir_all(parts.join("year=2024")).unwrap();
+    write_parquet(&parts.join("year=2023/a.parquet"), columns(0..1800), 700);
+    write_parquet(&parts.join("year=2024/a.parquet"), columns(1800..ROWS), 700);
+    let run = |input: &Path, name: &str, extra: &[&str]| {
+        let output = dir.path().join(format!("{name}.parquet"));
+        let mut args = vec![
+            "synth", text(input), "--output", text(&output), "--epsilon", "1", "--bounds", "a=0:1",
+            "--bounds", "b=0:100", "--bounds", "year=2000:2100", "--seed", "7", "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        (dpsynth(&args), output)
+    };
+    let (result, expected) = run(&whole, "from-file", &[]);
+    assert!(result.status.success(), "{}", stderr(&result));
+    let (result, output) = run(&parts, "from-folders", &["--hive-columns"]);
+    assert!(result.status.success(), "{}", stderr(&result));
+    assert_eq!(std::fs::read(&output).unwrap(), std::fs::read(&expected).unwrap());
+    // Without the flag the folders are only folders.
+    let (result, _) = run(&parts, "unasked", &[]);
+    assert_eq!(result.status.code(), Some(2));
+    assert!(stderr(&result).contains("'year'") && stderr(&result).contains("no such column"), "{}", stderr(&result));
+    let listing = dpsynth(&["inspect", text(&parts), "--hive-columns"]);
+    assert!(String::from_utf8_lossy(&listing.stdout).contains("year"));
+    // A file outside the year=... folders has no year: refused naming it.
+    write_parquet(&parts.join("stray.parquet"), columns(0..10), 10);
+    let (result, _) = run(&parts, "stray", &["--hive-columns"]);
+    assert_eq!(result.status.code(), Some(2));
+    assert!(stderr(&result).contains("stray.parquet") && stderr(&result).contains("partition keys"), "{}", stderr(&result));
+}

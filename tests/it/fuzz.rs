@@ -78,7 +78,7 @@ fn check_library<T>(what: &str, run: impl FnOnce() -> dpsynth::error::Result<T>)
 
 /// Opens and fully decodes every numeric column of `path`, and describes it as `inspect` does.
 fn read_everything(path: &Path) -> Result<(), TestCaseError> {
-    check_library("inspect", || dpsynth::inspect::describe(path))?;
+    check_library("inspect", || dpsynth::inspect::describe(path, false))?;
     check_library("read", || {
         let source = ParquetSource::open(path)?;
         let names: Vec<String> = source

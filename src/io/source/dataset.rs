@@ -60,6 +60,21 @@ fn collect_parquet_files(directory: &Path, files: &mut Vec<PathBuf>, visited: &m
     Ok(())
 }
 
+/// The Hive-style `key=value` folders between `root` and `file`, outermost first (`year=2024/month=3/`
+/// gives ("year", "2024"), ("month", "3")); folders without `=` are skipped.
+pub fn hive_partitions(root: &Path, file: &Path) -> Vec<(String, String)> {
+    let relative = file.strip_prefix(root).unwrap_or(file);
+    relative
+        .parent()
+        .into_iter()
+        .flat_map(Path::components)
+        .filter_map(|component| {
+            let (key, value) = component.as_os_str().to_str()?.split_once('=')?;
+            Some((key.to_string(), value.to_string()))
+        })
+        .collect()
+}
+
 fn expand_glob(input: &Path, pattern: &str) -> Result<Vec<PathBuf>> {
     let matches = glob::glob(pattern)
         .map_err(|error| Error::in_file(input, format!("not a valid glob: {error}")))?;

@@ -14,7 +14,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, SchemaRef};
+use arrow::array::{ArrayRef, Float64Array, Int64Array, StringArray};
+use arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
@@ -42,13 +43,30 @@ pub struct ParquetSource {
     files: Vec<ParquetFile>,
     /// (file, row group within it) of every row group of the dataset, in order.
     row_groups: Vec<(usize, usize)>,
+    /// The first file's fields, then the partition columns.
+    schema: SchemaRef,
+    partitions: Vec<PartitionColumn>,
+}
+
+/// A column read from the Hive-style `key=value` folders of a directory input: one value per file,
+/// Int64 when every value is an integer, Float64 when every one is a number, else Utf8 (not usable).
+struct PartitionColumn {
+    field: FieldRef,
+    values: Vec<String>,
 }
 
 impl ParquetSource {
     /// Opens `input`: a Parquet file, a directory (its `*.parquet` files, recursively, in path order) or a
     /// glob ([`dataset::expand_input`]).
     pub fn open(input: &Path) -> Result<Self> {
-        let files = dataset::expand_input(input)?
+        Self::open_with(input, false)
+    }
+
+    /// [`ParquetSource::open`], and with `hive_columns` the `key=value` folders of a directory input
+    /// become columns after the files' own (every file must sit under the same keys).
+    pub fn open_with(input: &Path, hive_columns: bool) -> Result<Self> {
+        let paths = dataset::expand_input(input)?;
+        let files = paths
             .iter()
             .map(|path| ParquetFile::open(path))
             .collect::<Result<Vec<_>>>()?;
@@ -57,10 +75,24 @@ impl ParquetSource {
             .enumerate()
             .flat_map(|(file, opened)| (0..opened.row_group_count()).map(move |group| (file, group)))
             .collect();
+        let partitions = if hive_columns {
+            partition_columns(input, &paths, files[0].schema())?
+        } else {
+            Vec::new()
+        };
+        let fields: Vec<FieldRef> = files[0]
+            .schema()
+            .fields()
+            .iter()
+            .cloned()
+            .chain(partitions.iter().map(|column| column.field.clone()))
+            .collect();
         Ok(ParquetSource {
             input: input.to_path_buf(),
             files,
             row_groups,
+            schema: Arc::new(Schema::new(fields)),
+            partitions,
         })
     }
 
@@ -74,10 +106,10 @@ impl ParquetSource {
         &self.files
     }
 
-    /// The first file's schema: the used columns have the same names and types in every file
-    /// ([`ParquetSource::numeric_columns`] checks).
+    /// The first file's schema, then the partition columns: the used columns have the same names and
+    /// types in every file ([`ParquetSource::numeric_columns`] checks).
     pub fn schema(&self) -> &SchemaRef {
-        self.files[0].schema()
+        &self.schema
     }
 
     /// Rows in all files according to their footers.
@@ -107,7 +139,9 @@ impl ParquetSource {
     /// keeps.
     pub fn numeric_columns(&self, names: &[String]) -> Result<Vec<NumericColumn>> {
         let (first, others) = self.files.split_first().expect("a dataset has a file");
-        let columns = first.numeric_columns(names)?;
+        let is_partition = |name: &String| self.partitions.iter().any(|column| column.field.name() == name);
+        let in_files: Vec<String> = names.iter().filter(|name| !is_partition(name)).cloned().collect();
+        let mut columns = first.numeric_columns(&in_files)?;
         for file in others {
             for column in &columns {
                 let field = file.schema().field_with_name(&column.name).map_err(|_| {
@@ -130,6 +164,26 @@ impl ParquetSource {
                     ));
                 }
             }
+        }
+        let file_fields = first.schema().fields().len();
+        for (position, partition) in self.partitions.iter().enumerate() {
+            if !names.contains(partition.field.name()) {
+                continue;
+            }
+            let data_type = partition.field.data_type();
+            let kind = ColumnKind::of(data_type).ok_or_else(|| {
+                Error::in_column(
+                    &self.input,
+                    partition.field.name(),
+                    "a key=value folder whose values are not all numbers; dpsynth reads numeric columns",
+                )
+            })?;
+            columns.push(NumericColumn {
+                name: partition.field.name().clone(),
+                schema_index: file_fields + position,
+                kind,
+                data_type: data_type.clone(),
+            });
         }
         Ok(columns)
     }
@@ -156,6 +210,24 @@ impl ParquetSource {
         let (file, group) = self.row_groups[row_group];
         let mut wanted: Vec<usize> = schema_indices.into_iter().collect();
         wanted.sort_unstable();
+        let file_fields = self.files[0].schema().fields().len();
+        let partitions: Vec<(FieldRef, String)> = wanted
+            .iter()
+            .filter(|&&index| index >= file_fields)
+            .map(|&index| {
+                let column = &self.partitions[index - file_fields];
+                (column.field.clone(), column.values[file].clone())
+            })
+            .collect();
+        wanted.retain(|&index| index < file_fields);
+        let mut batches = self.file_row_group_reader(file, group, wanted)?;
+        batches.partitions = partitions;
+        Ok(batches)
+    }
+
+    /// The batches of row group `group` of file `file`, projected to `wanted` (ascending indices of the
+    /// first file's schema), in that order.
+    fn file_row_group_reader(&self, file: usize, group: usize, wanted: Vec<usize>) -> Result<RowGroupBatches> {
         if file == 0 {
             return self.files[0].row_group_reader_of(group, wanted);
         }
@@ -337,6 +409,7 @@ impl ParquetFile {
         Ok(RowGroupBatches {
             reader: Some(reader),
             order: None,
+            partitions: Vec::new(),
         })
     }
 
@@ -355,6 +428,29 @@ pub struct RowGroupBatches {
     /// For a file whose columns come in another order than the first file's: batch column k is the
     /// decoded column order[k].
     order: Option<Vec<usize>>,
+    /// Partition columns appended to every batch: their field and this file's value.
+    partitions: Vec<(FieldRef, String)>,
+}
+
+impl RowGroupBatches {
+    /// A decoded batch in the first file's column order, with the partition columns after its own.
+    fn arrange(&self, batch: RecordBatch) -> std::result::Result<RecordBatch, ArrowError> {
+        let batch = match &self.order {
+            Some(order) => batch.project(order)?,
+            None => batch,
+        };
+        if self.partitions.is_empty() {
+            return Ok(batch);
+        }
+        let rows = batch.num_rows();
+        let mut fields: Vec<FieldRef> = batch.schema().fields().iter().cloned().collect();
+        let mut columns = batch.columns().to_vec();
+        for (field, value) in &self.partitions {
+            fields.push(field.clone());
+            columns.push(constant_column(field.data_type(), value, rows));
+        }
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+    }
 }
 
 impl Iterator for RowGroupBatches {
@@ -366,10 +462,7 @@ impl Iterator for RowGroupBatches {
         let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reader.next()));
         DECODING.with(|decoding| decoding.set(false));
         match decoded {
-            Ok(Some(Ok(batch))) => Some(match &self.order {
-                Some(order) => batch.project(order),
-                None => Ok(batch),
-            }),
+            Ok(Some(Ok(batch))) => Some(self.arrange(batch)),
             Ok(batch) => batch,
             Err(_) => {
                 self.reader = None;
@@ -396,6 +489,66 @@ pub fn silence_decoder_panics() {
             previous(info);
         }
     }));
+}
+
+/// The partition columns of `paths` under the directory `input`, checked: a directory input, the same keys
+/// in the same order for every file, no key that is also a column of the files.
+fn partition_columns(input: &Path, paths: &[PathBuf], schema: &SchemaRef) -> Result<Vec<PartitionColumn>> {
+    if !input.is_dir() {
+        return Err(Error::in_file(
+            input,
+            "--hive-columns reads the key=value folders of a directory input; this input is not a directory",
+        ));
+    }
+    let per_file: Vec<Vec<(String, String)>> =
+        paths.iter().map(|path| dataset::hive_partitions(input, path)).collect();
+    let keys: Vec<&String> = per_file[0].iter().map(|(key, _)| key).collect();
+    for (path, partitions) in paths.iter().zip(&per_file) {
+        let these: Vec<&String> = partitions.iter().map(|(key, _)| key).collect();
+        if these != keys {
+            return Err(Error::in_file(
+                path,
+                format!(
+                    "its folders give the partition keys [{}] but {} has [{}]: every file needs the same keys",
+                    these.iter().map(|key| key.as_str()).collect::<Vec<_>>().join(", "),
+                    paths[0].display(),
+                    keys.iter().map(|key| key.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+    }
+    let mut columns = Vec::with_capacity(keys.len());
+    for (position, key) in keys.iter().enumerate() {
+        if schema.field_with_name(key).is_ok() {
+            return Err(Error::in_column(
+                &paths[0],
+                key.as_str(),
+                "is both a column of the files and a key=value folder; rename one",
+            ));
+        }
+        let values: Vec<String> = per_file.iter().map(|partitions| partitions[position].1.clone()).collect();
+        let data_type = if values.iter().all(|value| value.parse::<i64>().is_ok()) {
+            DataType::Int64
+        } else if values.iter().all(|value| value.parse::<f64>().is_ok_and(f64::is_finite)) {
+            DataType::Float64
+        } else {
+            DataType::Utf8
+        };
+        columns.push(PartitionColumn {
+            field: Arc::new(Field::new(key.as_str(), data_type, false)),
+            values,
+        });
+    }
+    Ok(columns)
+}
+
+/// `rows` copies of a partition value, as an array of its column's type.
+fn constant_column(data_type: &DataType, value: &str, rows: usize) -> ArrayRef {
+    match data_type {
+        DataType::Int64 => Arc::new(Int64Array::from_value(value.parse().expect("checked integer"), rows)),
+        DataType::Float64 => Arc::new(Float64Array::from_value(value.parse().expect("checked number"), rows)),
+        _ => Arc::new(StringArray::from_iter_values(std::iter::repeat_n(value, rows))),
+    }
 }
 
 /// Whether an Arrow type is one dpsynth reads as a number.
