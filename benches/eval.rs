@@ -96,7 +96,7 @@ fn eval(c: &mut Criterion) {
     );
     let names: Vec<String> = bounds().into_iter().map(|b| b.column).collect();
     let load =
-        |path: &Path| load_table(path, &bounds(), NullPolicy::Error).expect("bench table loads");
+        |path: &Path| load_table(path, false, &bounds(), NullPolicy::Error).expect("bench table loads");
     let (real, synth) = (load(&real_path), load(&synth_path));
 
     let mut group = c.benchmark_group("eval-load");

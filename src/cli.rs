@@ -96,6 +96,9 @@ struct EvalArgs {
     /// Rows with null/NaN/inf values: error or drop [default: error].
     #[arg(long, value_enum)]
     nulls: Option<NullPolicy>,
+    /// The --real directory's Hive-style key=value folders become columns (as synth --hive-columns).
+    #[arg(long = "hive-columns")]
+    hive_columns: bool,
     /// Worker threads [default: all cores].
     #[arg(long)]
     threads: Option<usize>,
@@ -287,6 +290,7 @@ fn run_eval(args: EvalArgs) -> Result<()> {
         ));
     }
     options.nulls = args.nulls.unwrap_or(options.nulls);
+    options.real_hive_columns = args.hive_columns;
     if args.grid_side == Some(0) {
         return Err(Error::bad_input("--grid-side must be at least 1"));
     }

@@ -67,9 +67,14 @@ pub fn run(request: &EvalRequest) -> Result<EvalCommandOutput> {
     let paths: Vec<&PathBuf> = std::iter::once(&request.real)
         .chain(&request.synths)
         .collect();
+    let options = &request.options;
     let mut tables: Vec<Table> = paths
         .par_iter()
-        .map(|path| load_table(path, &request.options.bounds, request.options.nulls))
+        .enumerate()
+        .map(|(index, path)| {
+            let hive_columns = index == 0 && options.real_hive_columns;
+            load_table(path, hive_columns, &options.bounds, options.nulls)
+        })
         .collect::<Result<_>>()?;
     let load_seconds = started.elapsed().as_secs_f64();
     let synth_tables = tables.split_off(1);

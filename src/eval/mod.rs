@@ -54,6 +54,8 @@ pub struct EvalOptions {
     pub grid_side: Option<usize>,
     /// Exact transport between subsamples (rows, repeats, seed).
     pub subsample: SubsampleOptions,
+    /// Read the real input's Hive-style key=value folders as columns (a directory input).
+    pub real_hive_columns: bool,
 }
 
 impl EvalOptions {
@@ -63,6 +65,7 @@ impl EvalOptions {
             nulls: NullPolicy::DEFAULT,
             grid_side: None,
             subsample: SubsampleOptions::default(),
+            real_hive_columns: false,
         }
     }
 }
@@ -179,8 +182,8 @@ pub fn evaluate(real: &Path, synth: &Path, options: &EvalOptions) -> Result<Eval
 pub fn load_pair(real: &Path, synth: &Path, options: &EvalOptions) -> Result<(Table, Table, f64)> {
     let started = Instant::now();
     let (real, synth) = rayon::join(
-        || load_table(real, &options.bounds, options.nulls),
-        || load_table(synth, &options.bounds, options.nulls),
+        || load_table(real, options.real_hive_columns, &options.bounds, options.nulls),
+        || load_table(synth, false, &options.bounds, options.nulls),
     );
     Ok((real?, synth?, started.elapsed().as_secs_f64()))
 }

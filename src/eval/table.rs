@@ -49,13 +49,14 @@ struct PartStats {
 /// Reads the columns named by `bounds` (in that order) from `path`. Every column must exist and be numeric;
 /// values outside the bounds are clamped and counted; a null, NaN or infinite value is an error naming the
 /// file, column and row (or, with `NullPolicy::Drop`, its row is left out and counted).
-pub fn load_table(path: &Path, bounds: &[ColumnBounds], nulls: NullPolicy) -> Result<Table> {
+/// With `hive_columns`, a directory input's key=value folders are columns too.
+pub fn load_table(path: &Path, hive_columns: bool, bounds: &[ColumnBounds], nulls: NullPolicy) -> Result<Table> {
     if bounds.is_empty() {
         return Err(Error::bad_input(
             "no columns to evaluate: give --bounds COLUMN=LO:HI for each (or a config file with [bounds])",
         ));
     }
-    let source = ParquetSource::open(path)?;
+    let source = ParquetSource::open_with(path, hive_columns)?;
     let names: Vec<String> = bounds.iter().map(|b| b.column.clone()).collect();
     let columns = source.numeric_columns(&names)?;
     // `columns` is in schema order, the reader's batch order; axis k of the points is `bounds[k]`.

@@ -172,6 +172,21 @@ fn hive_folders_become_columns_only_when_asked() {
     assert!(stderr(&result).contains("'year'") && stderr(&result).contains("no such column"), "{}", stderr(&result));
     let listing = dpsynth(&["inspect", text(&parts), "--hive-columns"]);
     assert!(String::from_utf8_lossy(&listing.stdout).contains("year"));
+    // eval reads the partitioned real data as the file that stores the year.
+    let evaluate = |real: &Path, json: &str, extra: &[&str]| {
+        let json = dir.path().join(json);
+        let mut args = vec![
+            "eval", "--real", text(real), "--synth", text(&expected), "--bounds", "a=0:1", "--bounds", "b=0:100",
+            "--bounds", "year=2000:2100", "--json", text(&json), "--seed", "3", "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        let result = dpsynth(&args);
+        assert!(result.status.success(), "{}", stderr(&result));
+        report_json(&json)["w1"].clone()
+    };
+    let from_folders = evaluate(&parts, "folders.json", &["--hive-columns"]);
+    assert!(from_folders["value"].is_number(), "{from_folders}");
+    assert_eq!(from_folders, evaluate(&whole, "file.json", &[]));
     // A file outside the year=... folders has no year: refused naming it.
     write_parquet(&parts.join("stray.parquet"), columns(0..10), 10);
     let (result, _) = run(&parts, "stray", &["--hive-columns"]);
