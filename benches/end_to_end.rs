@@ -16,7 +16,7 @@ use arrow::datatypes::Float64Type;
 use dpsynth::binner::device::DeviceChoice;
 use dpsynth::generate::{write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS};
 use dpsynth::geometry::bounds::ColumnBounds;
-use dpsynth::io::source::ParquetSource;
+use dpsynth::io::source::Source;
 use dpsynth::mechanism::MechanismParameters;
 use dpsynth::options::{MechanismOptions, PmmOptions};
 use dpsynth::progress::Progress;
@@ -30,7 +30,7 @@ fn env_or(name: &str, default: &str) -> String {
 /// The baseline: the same reader, projection and row-group parallelism as `synth`, decoding
 /// every value and summing it so the decode cannot be optimised away; nothing else.
 fn plain_decode(path: &Path, names: &[String]) -> f64 {
-    let source = ParquetSource::open(path).expect("bench input opens");
+    let source = Source::open(path).expect("bench input opens");
     let columns = source.numeric_columns(names).expect("bench columns exist");
     (0..source.row_group_count())
         .into_par_iter()

@@ -22,7 +22,7 @@ use dpsynth::eval::summary::Moments;
 use dpsynth::eval::w1::{w1_exact_small, w1_marginal, Sample};
 use dpsynth::eval::{load_table, Table};
 use dpsynth::generate::{write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS};
-use dpsynth::io::source::ParquetSource;
+use dpsynth::io::source::Source;
 use rayon::prelude::*;
 use std::hint::black_box;
 
@@ -56,7 +56,7 @@ fn bounds() -> Vec<ColumnBounds> {
 /// The baseline of loading: the same reader, projection and row-group parallelism, summing every
 /// decoded value so the decode cannot be optimised away.
 fn plain_decode(path: &Path, names: &[String]) -> f64 {
-    let source = ParquetSource::open(path).expect("bench input opens");
+    let source = Source::open(path).expect("bench input opens");
     let columns = source.numeric_columns(names).expect("bench columns exist");
     (0..source.row_group_count())
         .into_par_iter()

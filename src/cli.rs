@@ -9,6 +9,7 @@ use crate::binner::NullPolicy;
 use crate::config::config_arguments;
 use crate::encoding::{BinCount, CategoryList, Unlisted};
 use crate::error::{compact_number, Error, Result, EXIT_INTERNAL, EXIT_OK};
+use crate::eval::command::TableInput;
 use crate::eval::EvalOptions;
 use crate::geometry::bounds::ColumnBounds;
 use crate::generate::{
@@ -176,6 +177,40 @@ pub fn main() -> i32 {
     }
 }
 
+/// `synth`'s arguments from the words after `dpsynth synth`, a `--config` file's keys read as the command
+/// line reads them: library callers (the Python package) parse their options here, so each keeps its
+/// flag's name, checks and default.
+pub fn parse_synth(words: Vec<OsString>) -> Result<SynthArgs> {
+    match parse_subcommand("synth", words)? {
+        Command::Synth(args) => Ok(args),
+        _ => Err(Error::internal("parsed synth's arguments as another command")),
+    }
+}
+
+/// `eval`'s request, worker threads and quietness from the words after `dpsynth eval`, as [`parse_synth`].
+pub fn parse_eval(words: Vec<OsString>) -> Result<(crate::eval::command::EvalRequest, usize, bool)> {
+    match parse_subcommand("eval", words)? {
+        Command::Eval(args) if args.marginals => Err(Error::bad_input(
+            "eval --marginals reads its tables from Parquet files: run it from the command line",
+        )),
+        Command::Eval(args) => eval_request(args),
+        _ => Err(Error::internal("parsed eval's arguments as another command")),
+    }
+}
+
+fn parse_subcommand(name: &str, words: Vec<OsString>) -> Result<Command> {
+    let argv: Vec<OsString> = ["dpsynth", name].into_iter().map(OsString::from).chain(words).collect();
+    match parse(argv) {
+        Ok(cli) => Ok(cli.command),
+        Err(ParseFailure::Config(error)) => Err(error),
+        Err(ParseFailure::Usage(error)) => {
+            let rendered = error.render().to_string();
+            let reason = rendered.lines().next().unwrap_or_default();
+            Err(Error::bad_input(reason.strip_prefix("error: ").unwrap_or(reason).to_string()))
+        }
+    }
+}
+
 enum ParseFailure {
     Usage(clap::Error),
     Config(Error),
@@ -279,6 +314,28 @@ fn run_eval(args: EvalArgs) -> Result<()> {
     if args.marginals {
         return run_eval_marginals(args);
     }
+    let (request, threads, quiet) = eval_request(args)?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|error| Error::internal(format!("cannot start {threads} threads: {error}")))?;
+    pool.install(|| {
+        let done = crate::eval::command::run(&request)?;
+        if let Some(text) = done.stdout {
+            print!("{text}");
+        }
+        if !quiet {
+            for warning in done.output.comparisons.iter().flat_map(|report| &report.warnings) {
+                eprintln!("warning: {warning}");
+            }
+            eprintln!("NOT PRIVATE (owner only): these numbers are computed from the real data");
+        }
+        Ok(())
+    })
+}
+
+/// The request of a W1 `eval`, its worker threads and whether it is quiet.
+fn eval_request(args: EvalArgs) -> Result<(crate::eval::command::EvalRequest, usize, bool)> {
     if !args.categories.is_empty() || !args.bins.is_empty() || args.unlisted.is_some() {
         return Err(Error::bad_input("--categories, --bins and --unlisted apply to eval --marginals only"));
     }
@@ -299,36 +356,19 @@ fn run_eval(args: EvalArgs) -> Result<()> {
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     check_threads(threads)?;
-    let quiet = args.quiet;
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|error| Error::internal(format!("cannot start {threads} threads: {error}")))?;
     let subsample = &mut options.subsample;
     subsample.rows = args.subsample_rows.unwrap_or(subsample.rows);
     subsample.repeats = args.subsample_repeats.unwrap_or(subsample.repeats);
     subsample.seed = args.seed.unwrap_or(subsample.seed);
     let request = crate::eval::command::EvalRequest {
-        real: args.real,
-        synths: args.synth,
+        real: TableInput::File(args.real),
+        synths: args.synth.into_iter().map(TableInput::File).collect(),
         run_reports: args.run_report,
         json: args.json,
         report_dir: args.report_dir,
         options,
     };
-    pool.install(|| {
-        let done = crate::eval::command::run(&request)?;
-        if let Some(text) = done.stdout {
-            print!("{text}");
-        }
-        if !quiet {
-            for warning in done.output.comparisons.iter().flat_map(|report| &report.warnings) {
-                eprintln!("warning: {warning}");
-            }
-            eprintln!("NOT PRIVATE (owner only): these numbers are computed from the real data");
-        }
-        Ok(())
-    })
+    Ok((request, threads, args.quiet))
 }
 
 /// `eval --marginals`: the covariance-loss paper's MSE_d on the encoded columns of each synthetic table.
@@ -355,7 +395,7 @@ fn run_eval_marginals(args: EvalArgs) -> Result<()> {
     let progress = Progress::hidden();
     pool.install(|| {
         let read = |path: &std::path::Path| -> Result<_> {
-            let source = crate::io::source::ParquetSource::open(path)?;
+            let source = crate::io::source::Source::open(path)?;
             let encoding = Encoding::resolve(&source, &spec)?;
             read_bits(&source, &encoding, &progress)
         };

@@ -12,11 +12,18 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_INTERNAL: i32 = 1;
 /// Exit code for bad input or usage (the same code clap uses for usage errors).
 pub const EXIT_BAD_INPUT: i32 = 2;
+/// Exit code for a run stopped by SIGINT (the shell's 128 + 2).
+pub const EXIT_INTERRUPTED: i32 = 130;
 
 #[derive(Debug)]
 pub enum Error {
     /// The user's input is wrong: file, column, option or value, with the reason.
     BadInput(String),
+    /// The request would break the privacy guarantee (a budget, relation or policy that cannot hold):
+    /// bad input too (exit code 2), named apart so library callers can tell it from a typo.
+    Privacy(String),
+    /// A library caller asked the run to stop ([`crate::progress::ProgressWatcher`]); nothing was written.
+    Interrupted,
     /// Something failed that the user did not cause.
     Internal(String),
 }
@@ -26,6 +33,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     pub fn bad_input(message: impl Into<String>) -> Self {
         Error::BadInput(message.into())
+    }
+
+    pub fn privacy(message: impl Into<String>) -> Self {
+        Error::Privacy(message.into())
     }
 
     pub fn internal(message: impl Into<String>) -> Self {
@@ -44,7 +55,8 @@ impl Error {
 
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::BadInput(_) => EXIT_BAD_INPUT,
+            Error::BadInput(_) | Error::Privacy(_) => EXIT_BAD_INPUT,
+            Error::Interrupted => EXIT_INTERRUPTED,
             Error::Internal(_) => EXIT_INTERNAL,
         }
     }
@@ -53,7 +65,8 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::BadInput(message) => write!(f, "{message}"),
+            Error::BadInput(message) | Error::Privacy(message) => write!(f, "{message}"),
+            Error::Interrupted => write!(f, "interrupted; nothing was written"),
             Error::Internal(message) => write!(f, "internal error: {message}"),
         }
     }

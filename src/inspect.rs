@@ -5,10 +5,10 @@ use std::fmt::Write;
 use std::path::Path;
 
 use crate::error::Result;
-use crate::io::source::{is_numeric, ParquetSource};
+use crate::io::source::{is_numeric, Source};
 
 pub fn describe(path: &Path, hive_columns: bool) -> Result<String> {
-    let source = ParquetSource::open_with(path, hive_columns)?;
+    let source = Source::open_with(path, hive_columns)?;
     let files = source.files();
     let metadata = files[0].parquet_metadata();
     let mut text = String::new();

@@ -378,7 +378,7 @@ impl SynthOptions {
         check_epsilon(self.epsilon)?;
         if let MechanismOptions::Covloss(covloss) = &self.mechanism {
             if self.neighbours != Neighbours::Replace {
-                return Err(Error::bad_input(
+                return Err(Error::privacy(
                     "--mechanism covloss needs --neighbours replace: its parameters (alpha, t, the damping b) and its \
                      sensitivities use the row count n, which is public only under replace (SPEC §1); the paper does \
                      not cover add-remove",
@@ -436,7 +436,7 @@ impl SynthOptions {
         }
         check_output_rows("--rows", self.rows)?;
         if self.neighbours == Neighbours::Replace && self.nulls == NullPolicy::Drop {
-            return Err(Error::bad_input(
+            return Err(Error::privacy(
                 "--nulls drop cannot be used with --neighbours replace: dropping rows makes n depend on the data, \
                  while replace treats n as public; use --neighbours add-remove, or clean the file first",
             ));
@@ -474,7 +474,26 @@ pub struct SynthRequest {
 impl SynthArgs {
     /// The typed options, with every default applied and every option checked against the mechanism
     /// it belongs to.
-    pub fn resolve(self) -> Result<SynthRequest> {
+    pub fn resolve(mut self) -> Result<SynthRequest> {
+        let input = std::mem::take(&mut self.input);
+        let (table, report, diagnostics) = (self.output.take(), self.report.take(), self.diagnostics.take());
+        let quiet = self.quiet;
+        let options = self.resolve_options()?;
+        Ok(SynthRequest {
+            input,
+            outputs: OutputPaths {
+                table: table.ok_or_else(|| Error::bad_input("--output is required"))?,
+                report,
+                diagnostics,
+            },
+            options,
+            quiet,
+        })
+    }
+
+    /// The typed options alone (input and outputs aside): what a library caller with its own input and
+    /// outputs runs.
+    pub fn resolve_options(self) -> Result<SynthOptions> {
         let mechanism = self.mechanism.unwrap_or(Mechanism::Pmm);
         let epsilon = match (mechanism, self.epsilon) {
             (Mechanism::Microagg, Some(_)) => {
@@ -677,7 +696,7 @@ impl SynthArgs {
             })?),
             None => None,
         };
-        let options = SynthOptions {
+        Ok(SynthOptions {
             epsilon,
             bounds,
             neighbours: self.neighbours.unwrap_or(Neighbours::DEFAULT),
@@ -689,18 +708,6 @@ impl SynthArgs {
             threads: self.threads,
             memory_limit,
             hive_columns: self.hive_columns,
-        };
-        Ok(SynthRequest {
-            input: self.input,
-            outputs: OutputPaths {
-                table: self
-                    .output
-                    .ok_or_else(|| Error::bad_input("--output is required"))?,
-                report: self.report,
-                diagnostics: self.diagnostics,
-            },
-            options,
-            quiet: self.quiet,
         })
     }
 }

@@ -1,33 +1,68 @@
 //! Progress on a terminal, silence in batch (docs/design.md): a bar is drawn only when stderr is a terminal
-//! and the user did not ask for `--quiet`. Passed down explicitly so library callers choose.
+//! and the user did not ask for `--quiet`. Passed down explicitly so library callers choose; a library
+//! caller may instead watch the phases itself and ask a run to stop ([`ProgressWatcher`]: the Python
+//! package's logger, tqdm bar and Ctrl-C).
 
 use std::io::IsTerminal;
+use std::sync::Arc;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::error::{Error, Result};
+
 pub struct Progress {
     show: bool,
+    watcher: Option<Arc<dyn ProgressWatcher>>,
 }
 
-/// One phase's bar (or nothing).
-pub struct PhaseBar(Option<ProgressBar>);
+/// A library caller's view of a run: told each phase's start, advance and end (from worker threads), and
+/// asked between batches whether the run should stop.
+pub trait ProgressWatcher: Send + Sync {
+    fn started(&self, phase: &str, total: u64, unit: &str);
+    fn advanced(&self, phase: &str, units: u64);
+    fn finished(&self, phase: &str);
+    /// Whether the caller asked the run to stop; the run then fails with [`Error::Interrupted`].
+    fn interrupted(&self) -> bool;
+}
+
+/// One phase's bar (or nothing), and its watcher.
+pub struct PhaseBar {
+    bar: Option<ProgressBar>,
+    watcher: Option<(Arc<dyn ProgressWatcher>, String)>,
+}
 
 impl Progress {
     /// Bars on a terminal unless `quiet`.
     pub fn for_terminal(quiet: bool) -> Self {
         Progress {
             show: !quiet && std::io::stderr().is_terminal(),
+            watcher: None,
         }
     }
 
     pub fn hidden() -> Self {
-        Progress { show: false }
+        Progress {
+            show: false,
+            watcher: None,
+        }
+    }
+
+    /// No bar; every phase is reported to `watcher`, which can stop the run.
+    pub fn watched(watcher: Arc<dyn ProgressWatcher>) -> Self {
+        Progress {
+            show: false,
+            watcher: Some(watcher),
+        }
     }
 
     /// A bar counting `total` units of `unit` (for example rows) for one phase.
     pub fn phase(&self, label: &str, total: u64, unit: &str) -> PhaseBar {
+        let watcher = self.watcher.as_ref().map(|watcher| {
+            watcher.started(label, total, unit);
+            (watcher.clone(), label.to_string())
+        });
         if !self.show {
-            return PhaseBar(None);
+            return PhaseBar { bar: None, watcher };
         }
         let bar = ProgressBar::new(total);
         let template = format!("{{prefix:>10}} [{{bar:40}}] {{human_pos}}/{{human_len}} {unit} ({{per_sec}}, eta {{eta}})");
@@ -35,20 +70,46 @@ impl Progress {
             bar.set_style(style.progress_chars("=> "));
         }
         bar.set_prefix(label.to_string());
-        PhaseBar(Some(bar))
+        PhaseBar {
+            bar: Some(bar),
+            watcher,
+        }
+    }
+
+    /// [`Error::Interrupted`] once the watcher asked the run to stop.
+    pub fn check_interrupted(&self) -> Result<()> {
+        match &self.watcher {
+            Some(watcher) if watcher.interrupted() => Err(Error::Interrupted),
+            _ => Ok(()),
+        }
     }
 }
 
 impl PhaseBar {
-    pub fn advance(&self, units: u64) {
-        if let Some(bar) = &self.0 {
+    /// Counts `units` more done, then fails with [`Error::Interrupted`] if the watcher asked the run to
+    /// stop (the loops of long phases call this between batches).
+    pub fn advance(&self, units: u64) -> Result<()> {
+        if let Some(bar) = &self.bar {
             bar.inc(units);
+        }
+        match &self.watcher {
+            Some((watcher, phase)) => {
+                watcher.advanced(phase, units);
+                if watcher.interrupted() {
+                    return Err(Error::Interrupted);
+                }
+                Ok(())
+            }
+            None => Ok(()),
         }
     }
 
     pub fn finish(self) {
-        if let Some(bar) = self.0 {
+        if let Some(bar) = self.bar {
             bar.finish_and_clear();
+        }
+        if let Some((watcher, phase)) = self.watcher {
+            watcher.finished(&phase);
         }
     }
 }

@@ -9,12 +9,12 @@ use crate::error::Result;
 use crate::geometry::bounds::ColumnBounds;
 use crate::geometry::grid::RegularGrid;
 use crate::geometry::partition::CellGeometry;
-use crate::io::source::{NumericColumn, ParquetSource};
+use crate::io::source::{NumericColumn, Source};
 use crate::progress::Progress;
 
 /// The input as a mechanism may read it.
 pub struct DataPass<'a> {
-    pub source: &'a ParquetSource,
+    pub source: &'a Source,
     /// The used columns, in schema order, with their public bounds in the same order.
     pub columns: &'a [NumericColumn],
     pub bounds: &'a [ColumnBounds],

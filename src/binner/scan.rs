@@ -12,7 +12,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::progress::PhaseBar;
 use crate::io::source::column::NumericValues;
-use crate::io::source::{NumericColumn, ParquetSource};
+use crate::io::source::{NumericColumn, Source};
 
 /// What the pass saw. Owner-only diagnostics: none of this is ever released.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -53,7 +53,7 @@ struct Scratch {
 /// Reads every row group of `source` on the current rayon pool and returns the leaf histogram.
 /// `columns` and `axes` are in the same (schema) order.
 pub fn scan_leaf_counts<B: Binner>(
-    source: &ParquetSource,
+    source: &Source,
     columns: &[NumericColumn],
     axes: &[AxisPlan],
     nulls: NullPolicy,
@@ -70,7 +70,7 @@ pub fn scan_leaf_counts<B: Binner>(
 /// `new_worker`; returns the workers for the caller to merge. Binning is one use; `lowdim` folds
 /// the same quantised rows into exact Gram sums, or projects them before binning.
 pub fn scan_quantised_rows<W: BinnerWorker>(
-    source: &ParquetSource,
+    source: &Source,
     columns: &[NumericColumn],
     axes: &[AxisPlan],
     nulls: NullPolicy,
@@ -125,7 +125,7 @@ pub fn scan_quantised_rows<W: BinnerWorker>(
 
 #[allow(clippy::too_many_arguments)]
 fn scan_row_group<W: BinnerWorker>(
-    source: &ParquetSource,
+    source: &Source,
     row_group: usize,
     columns: &[NumericColumn],
     axes: &[AxisPlan],
@@ -194,7 +194,7 @@ fn scan_row_group<W: BinnerWorker>(
             .count() as u64;
         let slices: Vec<&[u32]> = scratch.indices.iter().map(Vec::as_slice).collect();
         worker.add_batch(&slices)?;
-        progress.advance(rows as u64);
+        progress.advance(rows as u64)?;
         first_row += rows as u64;
     }
     Ok(())
@@ -217,7 +217,7 @@ fn drop_invalid_rows(scratch: &mut Scratch) {
 
 /// Names the first bad value: file, column, row group, row and what is wrong with it.
 fn invalid_value_error(
-    source: &ParquetSource,
+    source: &Source,
     row_group: usize,
     first_row: u64,
     batch: &RecordBatch,

@@ -20,7 +20,7 @@ use arrow::datatypes::DataType;
 
 use crate::error::{Error, Result};
 use crate::geometry::bounds::ColumnBounds;
-use crate::io::source::{ColumnKind, ParquetSource};
+use crate::io::source::{ColumnKind, Source};
 
 /// What to do with a categorical value outside its public list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, clap::ValueEnum)]
@@ -168,7 +168,7 @@ pub const MAX_BITS: usize = 4096;
 
 impl Encoding {
     /// The encoding of `spec` on `source`'s schema (names and types only: public metadata, never values).
-    pub fn resolve(source: &ParquetSource, spec: &EncodingSpec) -> Result<Encoding> {
+    pub fn resolve(source: &Source, spec: &EncodingSpec) -> Result<Encoding> {
         let schema = source.schema();
         let path = source.path();
         for list in &spec.categories {
@@ -195,7 +195,7 @@ impl Encoding {
                 Error::in_column(
                     path,
                     name,
-                    format!("no such column (the file has: {})", available.join(", ")),
+                    format!("no such column (the input has: {})", available.join(", ")),
                 )
             })?;
             if columns.iter().any(|column: &EncodedColumn| column.schema_index == index) {

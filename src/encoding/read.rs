@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use super::{ColumnEncoding, EncodedColumn, Encoding};
 use crate::error::{Error, Result};
-use crate::io::source::ParquetSource;
+use crate::io::source::Source;
 use crate::progress::Progress;
 
 /// Up to [`crate::io::source::BATCH_ROWS`] rows, column-major: bit b of row i is bit i % 64 of
@@ -92,7 +92,7 @@ impl BitRows {
 }
 
 /// Reads and encodes every row of `source`'s used columns (row groups in parallel, in file order).
-pub fn read_bits(source: &ParquetSource, encoding: &Encoding, progress: &Progress) -> Result<BitRows> {
+pub fn read_bits(source: &Source, encoding: &Encoding, progress: &Progress) -> Result<BitRows> {
     let bar = progress.phase("encode", source.row_count(), "rows");
     let lookups: Vec<Option<HashMap<&str, usize>>> = encoding
         .columns
@@ -126,7 +126,7 @@ pub fn read_bits(source: &ParquetSource, encoding: &Encoding, progress: &Progres
                     let place = Place { source, column, row_group };
                     encode_column(&place, batch.column(position), lookups[position].as_ref(), &mut chunk)?;
                 }
-                bar.advance(batch.num_rows() as u64);
+                bar.advance(batch.num_rows() as u64)?;
                 chunks.push(chunk);
             }
             Ok(chunks)
@@ -141,7 +141,7 @@ pub fn read_bits(source: &ParquetSource, encoding: &Encoding, progress: &Progres
 
 /// Where a value was read, for error messages.
 struct Place<'a> {
-    source: &'a ParquetSource,
+    source: &'a Source,
     column: &'a EncodedColumn,
     row_group: usize,
 }

@@ -4,24 +4,48 @@
 //! Outputs are built in memory, checked against the inputs (an output path never replaces an input) and
 //! only then written, each through a temporary file and a rename: bad input writes nothing.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use rayon::prelude::*;
 
 use super::report_dir::report_pages;
 use super::run_report::{read_run_report, RunSummary};
+use super::table::load_source;
 use super::{evaluate_all, load_table, EvalOptions, EvalOutput, PhaseTiming, Table};
 use crate::error::{Error, Result};
 use crate::io::paths::{check_output_paths, NamedPath};
+use crate::io::source::Source;
 use crate::io::staging::{commit_all, StagedFile};
 
+/// A table to compare: a Parquet file or dataset, or one already in memory (the Python package's).
+pub enum TableInput {
+    File(PathBuf),
+    Memory(Source),
+}
+
+impl TableInput {
+    /// The path, or the in-memory table's name.
+    pub fn path(&self) -> &Path {
+        match self {
+            TableInput::File(path) => path,
+            TableInput::Memory(source) => source.path(),
+        }
+    }
+
+    fn load(&self, hive_columns: bool, options: &EvalOptions) -> Result<Table> {
+        match self {
+            TableInput::File(path) => load_table(path, hive_columns, &options.bounds, options.nulls),
+            TableInput::Memory(source) => load_source(source, &options.bounds, options.nulls),
+        }
+    }
+}
+
 /// One `dpsynth eval` run.
-#[derive(Clone, Debug)]
 pub struct EvalRequest {
-    pub real: PathBuf,
+    pub real: TableInput,
     /// At least one synthetic table.
-    pub synths: Vec<PathBuf>,
+    pub synths: Vec<TableInput>,
     /// The k-th run report describes the k-th synthetic table; tables after the last report have none.
     pub run_reports: Vec<PathBuf>,
     pub json: Option<PathBuf>,
@@ -31,8 +55,15 @@ pub struct EvalRequest {
 
 impl EvalRequest {
     fn named_inputs(&self) -> Vec<NamedPath<'_>> {
-        std::iter::once(NamedPath::new("the input --real", self.real.as_path()))
-            .chain(self.synths.iter().map(|path| NamedPath::new("the input --synth", path)))
+        fn file<'a>(role: &'a str, input: &'a TableInput) -> Option<NamedPath<'a>> {
+            match input {
+                TableInput::File(path) => Some(NamedPath::new(role, path)),
+                TableInput::Memory(_) => None,
+            }
+        }
+        file("the input --real", &self.real)
+            .into_iter()
+            .chain(self.synths.iter().filter_map(|input| file("the input --synth", input)))
             .chain(self.run_reports.iter().map(|path| NamedPath::new("the input --run-report", path)))
             .collect()
     }
@@ -64,17 +95,14 @@ pub fn run(request: &EvalRequest) -> Result<EvalCommandOutput> {
         .collect::<Result<_>>()?;
 
     let started = Instant::now();
-    let paths: Vec<&PathBuf> = std::iter::once(&request.real)
+    let inputs: Vec<&TableInput> = std::iter::once(&request.real)
         .chain(&request.synths)
         .collect();
     let options = &request.options;
-    let mut tables: Vec<Table> = paths
+    let mut tables: Vec<Table> = inputs
         .par_iter()
         .enumerate()
-        .map(|(index, path)| {
-            let hive_columns = index == 0 && options.real_hive_columns;
-            load_table(path, hive_columns, &options.bounds, options.nulls)
-        })
+        .map(|(index, input)| input.load(index == 0 && options.real_hive_columns, options))
         .collect::<Result<_>>()?;
     let load_seconds = started.elapsed().as_secs_f64();
     let synth_tables = tables.split_off(1);

@@ -13,7 +13,7 @@ use crate::io::source::column::AsF64;
 use crate::geometry::bounds::ColumnBounds;
 use crate::error::{Error, Result};
 use crate::io::source::column::NumericValues;
-use crate::io::source::ParquetSource;
+use crate::io::source::Source;
 
 /// The used columns of one file, row-major in normalised units.
 #[derive(Clone, Debug)]
@@ -56,7 +56,17 @@ pub fn load_table(path: &Path, hive_columns: bool, bounds: &[ColumnBounds], null
             "no columns to evaluate: give --bounds COLUMN=LO:HI for each (or a config file with [bounds])",
         ));
     }
-    let source = ParquetSource::open_with(path, hive_columns)?;
+    load_source(&Source::open_with(path, hive_columns)?, bounds, nulls)
+}
+
+/// [`load_table`] from an opened input (a Parquet dataset, or a table in memory).
+pub fn load_source(source: &Source, bounds: &[ColumnBounds], nulls: NullPolicy) -> Result<Table> {
+    if bounds.is_empty() {
+        return Err(Error::bad_input(
+            "no columns to evaluate: give --bounds COLUMN=LO:HI for each (or a config file with [bounds])",
+        ));
+    }
+    let path = source.path();
     let names: Vec<String> = bounds.iter().map(|b| b.column.clone()).collect();
     let columns = source.numeric_columns(&names)?;
     // `columns` is in schema order, the reader's batch order; axis k of the points is `bounds[k]`.
@@ -135,7 +145,7 @@ pub fn load_table(path: &Path, hive_columns: bool, bounds: &[ColumnBounds], null
 
 /// Decodes one row group into `out` (its rows × d slots); kept rows come first.
 fn load_row_group(
-    source: &ParquetSource,
+    source: &Source,
     row_group: usize,
     columns: &[crate::io::source::NumericColumn],
     batch_position: &[usize],
@@ -225,7 +235,7 @@ fn load_row_group(
 
 /// Names the bad value of `row` in the batch column `position` (file, column, row group, row).
 fn invalid_value_error(
-    source: &ParquetSource,
+    source: &Source,
     row_group: usize,
     group_row: usize,
     batch: &arrow::record_batch::RecordBatch,

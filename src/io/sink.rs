@@ -204,7 +204,7 @@ fn output_properties() -> WriterProperties {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::source::{ColumnKind, ParquetSource};
+    use crate::io::source::{ColumnKind, Source};
     use arrow::array::AsArray;
     use arrow::datatypes::{DataType, Float64Type, Int32Type};
 
@@ -253,7 +253,7 @@ mod tests {
         let path = dir.path().join("out.parquet");
         let one_thread = write(&path, 1, rows);
         assert_eq!(write(&path, 3, rows), one_thread);
-        let source = ParquetSource::open(&path).unwrap();
+        let source = Source::open(&path).unwrap();
         assert_eq!(source.row_group_count(), 3);
         let (columns, _) = columns();
         let mut row = 0usize;

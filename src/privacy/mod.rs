@@ -22,7 +22,7 @@ use crate::noise::discrete_laplace::RationalScale;
 
 pub use budget::{Accountant, Budget, Spend};
 pub use row_count::{NoisyRowCount, DEFAULT_NOISY_N_SHARE};
-pub use seeds::{NoiseKey, RunSeeds};
+pub use seeds::{draw_seed, NoiseKey, RunSeeds};
 pub use streams::NoiseStream;
 
 /// Which datasets count as neighbours, and so what the guarantee protects.
@@ -76,7 +76,7 @@ pub fn check_epsilon(epsilon: f64) -> Result<()> {
     if epsilon.is_finite() && epsilon > 0.0 {
         Ok(())
     } else {
-        Err(Error::bad_input(format!(
+        Err(Error::privacy(format!(
             "--epsilon must be a finite number > 0, got {}",
             crate::error::compact_number(epsilon)
         )))

@@ -54,6 +54,18 @@ pub fn fill_from_os(bytes: &mut [u8]) -> Result<()> {
         .map_err(|error| Error::internal(format!("the OS random source failed: {error}")))
 }
 
+/// The placement seed of draw `draw` of one release, from the run's own ([`RunSeeds::placement`], which
+/// draw 0 keeps): a SplitMix64 step keyed by the draw, so draws do not share coins.
+pub fn draw_seed(placement: u64, draw: u64) -> u64 {
+    if draw == 0 {
+        return placement;
+    }
+    let mut z = placement ^ draw.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 pub struct RunSeeds {
     /// The key of every noise stream ([`crate::privacy::NoiseStream`]).
     pub noise: NoiseKey,

@@ -21,7 +21,7 @@ use crate::geometry::partition::CellGeometry;
 use crate::io::sink::ParquetSink;
 use crate::io::staging::{commit_all, StagedFile};
 use crate::io::source::column::NumericValues;
-use crate::io::source::{NumericColumn, ParquetSource};
+use crate::io::source::{NumericColumn, Source};
 use crate::io::paths::is_inside_directory;
 use crate::io::source::dataset::expand_input;
 use crate::mechanism::online::state::{
@@ -147,7 +147,7 @@ pub fn run_command(args: StreamArgs) -> Result<()> {
 
 /// One input file, opened, with the columns the stream reads.
 struct StreamInput {
-    source: ParquetSource,
+    source: Source,
     columns: Vec<NumericColumn>,
     fingerprint: FileFingerprint,
 }
@@ -441,7 +441,7 @@ fn check_request(args: StreamArgs) -> Result<StreamRequest> {
     let names: Vec<String> = wanted.iter().map(|bounds| bounds.column.clone()).collect();
     let mut inputs: Vec<StreamInput> = Vec::new();
     for path in expand_inputs(&args.inputs)? {
-        let source = ParquetSource::open(&path)?;
+        let source = Source::open(&path)?;
         let columns = source.numeric_columns(&names)?;
         if let Some(first) = inputs.first() {
             let describe = |columns: &[NumericColumn]| {
@@ -548,7 +548,7 @@ fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
 }
 
 /// A file's identity: canonical path, size, rows and a hash of its last bytes (footer and metadata).
-fn fingerprint(source: &ParquetSource) -> Result<FileFingerprint> {
+fn fingerprint(source: &Source) -> Result<FileFingerprint> {
     let path = source.path();
     let canonical = std::fs::canonicalize(path)
         .map_err(|error| Error::in_file(path, format!("cannot resolve the path: {error}")))?;

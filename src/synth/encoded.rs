@@ -15,7 +15,7 @@ use crate::encoding::read::read_bits;
 use crate::encoding::{ColumnEncoding, Encoding};
 use crate::error::{Error, Result};
 use crate::io::sink::ParquetSink;
-use crate::io::source::ParquetSource;
+use crate::io::source::Source;
 use crate::mechanism::covloss::moments::covariance_loss;
 use crate::mechanism::covloss::points::{block_rng, WeightedPoints, BLOCK_ROWS};
 use crate::mechanism::covloss::{CovlossPlan, MicroaggPlan};
@@ -34,18 +34,17 @@ enum EncodedPlan {
 }
 
 pub(super) fn synthesize_encoded(
-    input: &Path,
+    source: &Source,
     outputs: &OutputPaths,
     options: &SynthOptions,
     progress: &Progress,
 ) -> Result<SynthOutcome> {
-    let source = ParquetSource::open_with(input, options.hive_columns)?;
     let spec = match &options.mechanism {
         MechanismOptions::Covloss(covloss) => &covloss.encoding,
         MechanismOptions::Microagg(microagg) => &microagg.encoding,
         _ => return Err(Error::internal("synthesize_encoded runs covloss and microagg only")),
     };
-    let encoding = Encoding::resolve(&source, spec)?;
+    let encoding = Encoding::resolve(source, spec)?;
     let rows = source.row_count();
     let (threads, pool) = thread_pool(options)?;
     pool.install(|| {
@@ -66,7 +65,7 @@ pub(super) fn synthesize_encoded(
         };
         let seeds = RunSeeds::new(options.seed)?;
         let mut timings = Timings::default();
-        let data = timings.time("encode", || read_bits(&source, &encoding, progress))?;
+        let data = timings.time("encode", || read_bits(source, &encoding, progress))?;
         let (points, budget, mut parameters) = timings.time("release", || -> Result<_> {
             Ok(match &plan {
                 EncodedPlan::Covloss(plan) => (
@@ -122,6 +121,7 @@ pub(super) fn synthesize_encoded(
                     feasible n (docs/mechanisms/covloss.md); dpsynth eval reports mse_1..mse_3",
             },
             device: "cpu: bit planes, AND + popcount".to_string(),
+            sample: None,
         };
         let stats = ScanStats {
             rows_read: rows,
@@ -224,7 +224,7 @@ fn write_points(
         let codes = points.sample_codes(encoding, start, batch_rows, seed);
         let mut placement = block_rng(seed, start / ENCODED_BATCH_ROWS as u64, 2);
         sink.write_batch(&to_batch(encoding, &schema, &codes, &mut placement)?)?;
-        bar.advance(batch_rows as u64);
+        bar.advance(batch_rows as u64)?;
         start += batch_rows as u64;
     }
     bar.finish();

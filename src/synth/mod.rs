@@ -10,6 +10,11 @@ pub mod memory;
 pub mod report;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::datatypes::{Field, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use rayon::prelude::*;
 
 use crate::binner::pass::DataPass;
 use crate::error::{compact_number, Error, Result};
@@ -17,11 +22,12 @@ use crate::geometry::bounds::ColumnBounds;
 use crate::io::paths::{check_output_paths, NamedPath};
 use crate::io::sink::ParquetSink;
 use crate::io::staging::{commit_all, StagedFile};
-use crate::io::source::{ColumnKind, NumericColumn, ParquetSource};
+use crate::io::source::column::build_array;
+use crate::io::source::{ColumnKind, NumericColumn, Source};
 use crate::mechanism::{Plan, PublicInputs, Release};
-use crate::options::{MechanismOptions, SynthOptions};
-use crate::progress::{Progress, Timings};
-use crate::sampler::{RowGenerator, SAMPLE_BLOCK_ROWS};
+use crate::options::{check_output_rows, MechanismOptions, SynthOptions};
+use crate::progress::{PhaseTiming, Progress, Timings};
+use crate::sampler::{Placement, RowGenerator, SAMPLE_BLOCK_ROWS};
 use memory::{peak_memory_bytes, physical_memory_bytes};
 use report::*;
 
@@ -63,13 +69,43 @@ pub fn synthesize(
 ) -> Result<SynthOutcome> {
     options.validate()?;
     check_output_paths(&[NamedPath::new("the input", input)], &outputs.named())?;
+    let source = Source::open_with(input, options.hive_columns)?;
+    synthesize_source(&source, outputs, options, progress)
+}
+
+/// [`synthesize`] on an opened input (a Parquet dataset, or a table in memory).
+pub fn synthesize_source(
+    source: &Source,
+    outputs: &OutputPaths,
+    options: &SynthOptions,
+    progress: &Progress,
+) -> Result<SynthOutcome> {
+    options.validate()?;
     if matches!(
         options.mechanism,
         MechanismOptions::Covloss(_) | MechanismOptions::Microagg(_)
     ) {
-        return encoded::synthesize_encoded(input, outputs, options, progress);
+        return encoded::synthesize_encoded(source, outputs, options, progress);
     }
-    let source = ParquetSource::open_with(input, options.hive_columns)?;
+    let fitted = fit(source, options, progress)?;
+    fitted.write(outputs, options.rows, progress)
+}
+
+/// The private part of a run: plan, release and budget check, on the run's own thread pool. What comes
+/// back holds the released measure and public facts only, never the data, so it can be sampled any
+/// number of times ([`Fitted::sample`]) without spending more of ε (post-processing).
+pub fn fit(source: &Source, options: &SynthOptions, progress: &Progress) -> Result<Fitted> {
+    options.validate()?;
+    if matches!(
+        options.mechanism,
+        MechanismOptions::Covloss(_) | MechanismOptions::Microagg(_)
+    ) {
+        return Err(Error::bad_input(format!(
+            "--mechanism {} releases weighted points of encoded columns and writes them directly; it cannot be \
+             fitted once and sampled again",
+            options.mechanism.name()
+        )));
+    }
     let names: Vec<String> = options
         .bounds
         .iter()
@@ -88,7 +124,7 @@ pub fn synthesize(
         })
         .collect();
     for (column, bounds) in columns.iter().zip(&bounds) {
-        check_bounds_fit_type(&source, column, bounds)?;
+        check_bounds_fit_type(source, column, bounds)?;
     }
     let (threads, pool) = thread_pool(options)?;
     let public = PublicInputs {
@@ -103,41 +139,154 @@ pub fn synthesize(
         placement: options.placement,
     };
     let data = DataPass {
-        source: &source,
+        source,
         columns: &columns,
         bounds: &bounds,
         nulls: options.nulls,
         progress,
     };
-    pool.install(|| {
+    let (release, epsilon_spent, seeds, timings) = pool.install(|| -> Result<_> {
         let plan = Plan::new(&public, &options.mechanism)?;
         let seeds = crate::privacy::RunSeeds::new(options.seed)?;
         let mut timings = Timings::default();
         let release = plan.release(&data, &seeds, &mut timings)?;
         let epsilon_spent = release.budget.check()?;
-        let (sink, synthetic_rows) = timings.time(release.output_phase, || {
-            let rows = release
-                .measure
-                .rows(options.rows, options.placement, seeds.placement());
-            write_table(&columns, &bounds, outputs, rows.as_ref(), progress)
-        })?;
-        let run = RunFacts {
-            source: &source,
-            columns: &columns,
-            bounds: &bounds,
-            options,
-        };
-        let report = run.report(&release, epsilon_spent, synthetic_rows);
-        let mut diagnostics = Diagnostics::new(
-            &release.scan,
-            &run.column_names(),
-            threads,
-            release.binning.clone(),
-        );
-        diagnostics.timings_seconds = timings.into_phases();
-        diagnostics.input_page_checksums = source.has_page_checksums();
-        commit_outputs(outputs, report, diagnostics, sink)
+        Ok((release, epsilon_spent, seeds, timings))
+    })?;
+    let run = RunFacts {
+        source,
+        columns: &columns,
+        bounds: &bounds,
+        options,
+    };
+    let report = run.report(&release, epsilon_spent, 0);
+    let mut diagnostics = Diagnostics::new(&release.scan, &run.column_names(), threads, release.binning.clone());
+    diagnostics.timings_seconds = timings.into_phases();
+    diagnostics.input_page_checksums = source.has_page_checksums();
+    Ok(Fitted {
+        columns,
+        bounds,
+        release,
+        report,
+        diagnostics,
+        placement: options.placement,
+        placement_seed: seeds.placement(),
+        pool,
     })
+}
+
+/// A released measure and the public facts of its run: what [`fit`] returns. Sampling it again spends
+/// nothing: the data is not read, only the release.
+pub struct Fitted {
+    columns: Vec<NumericColumn>,
+    bounds: Vec<ColumnBounds>,
+    release: Release,
+    /// The report of the run, with no rows sampled yet.
+    report: RunReport,
+    diagnostics: Diagnostics,
+    placement: Placement,
+    /// Seeds the placement of draw 0, the run's own output; later draws derive theirs from it.
+    placement_seed: u64,
+    pool: rayon::ThreadPool,
+}
+
+impl Fitted {
+    /// The publishable report of the release (`release.synthetic_rows` is 0 until a table is sampled).
+    pub fn report(&self) -> &RunReport {
+        &self.report
+    }
+
+    /// Owner-only facts about the data pass (NOT private).
+    pub fn diagnostics(&self) -> &Diagnostics {
+        &self.diagnostics
+    }
+
+    /// The synthetic table's schema: the used input columns, in input order, with their types.
+    pub fn schema(&self) -> SchemaRef {
+        output_schema(&self.columns)
+    }
+
+    /// The report of draw `draw` of `rows` rows: the release's report, the rows, and the note that the
+    /// draw spent no budget.
+    pub fn draw_report(&self, rows: u64, draw: u64) -> RunReport {
+        let mut report = self.report.clone();
+        report.release.synthetic_rows = rows;
+        report.sample = Some(SampleInfo::post_processing(draw));
+        report
+    }
+
+    /// Draw `draw` of the released measure as record batches: `rows` rows (default: the released count),
+    /// each column mapped back to its bounds and type. Draw 0 is what [`Fitted::write`] writes; each
+    /// draw has its own placement coins, and none reads the data or spends budget.
+    pub fn sample(&self, rows: Option<u64>, draw: u64, progress: &Progress) -> Result<Vec<RecordBatch>> {
+        check_output_rows("rows", rows)?;
+        let schema = self.schema();
+        self.pool.install(|| {
+            let generator = self.rows(rows, draw);
+            let total_rows = generator.total_rows();
+            let bar = progress.phase("sample", total_rows, "rows");
+            let starts: Vec<u64> = (0..total_rows).step_by(OUTPUT_BATCH_ROWS).collect();
+            let batches = starts
+                .par_iter()
+                .map(|&start| {
+                    let rows = (total_rows - start).min(OUTPUT_BATCH_ROWS as u64) as usize;
+                    let mut unit = vec![Vec::new(); self.columns.len()];
+                    generator.sample_rows(start, rows, &mut unit);
+                    let arrays = self
+                        .columns
+                        .iter()
+                        .zip(&self.bounds)
+                        .zip(&unit)
+                        .map(|((column, bounds), values)| {
+                            build_array(&column.data_type, values, |unit| bounds.denormalise(unit))
+                        })
+                        .collect();
+                    bar.advance(rows as u64)?;
+                    RecordBatch::try_new(schema.clone(), arrays)
+                        .map_err(|error| Error::internal(format!("building an output batch: {error}")))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            bar.finish();
+            Ok(batches)
+        })
+    }
+
+    /// Samples draw 0 into the table at `outputs` and commits it with the reports.
+    pub fn write(self, outputs: &OutputPaths, rows: Option<u64>, progress: &Progress) -> Result<SynthOutcome> {
+        let started = std::time::Instant::now();
+        let written = self.pool.install(|| {
+            let generator = self.rows(rows, 0);
+            write_table(&self.columns, &self.bounds, outputs, generator.as_ref(), progress)
+        });
+        let (sink, synthetic_rows) = written?;
+        let Fitted {
+            mut report,
+            mut diagnostics,
+            release,
+            ..
+        } = self;
+        report.release.synthetic_rows = synthetic_rows;
+        diagnostics.timings_seconds.push(PhaseTiming {
+            phase: release.output_phase,
+            seconds: started.elapsed().as_secs_f64(),
+        });
+        commit_outputs(outputs, report, diagnostics, sink)
+    }
+
+    fn rows(&self, rows: Option<u64>, draw: u64) -> Box<dyn RowGenerator + '_> {
+        let seed = crate::privacy::draw_seed(self.placement_seed, draw);
+        self.release.measure.rows(rows, self.placement, seed)
+    }
+}
+
+/// The schema of a synthetic table of `columns`: their names and types, no nulls.
+fn output_schema(columns: &[NumericColumn]) -> SchemaRef {
+    Arc::new(Schema::new(
+        columns
+            .iter()
+            .map(|column| Field::new(column.name.clone(), column.data_type.clone(), false))
+            .collect::<Vec<_>>(),
+    ))
 }
 
 /// The run's worker threads and their pool.
@@ -154,7 +303,7 @@ fn thread_pool(options: &SynthOptions) -> Result<(usize, rayon::ThreadPool)> {
 
 /// The public facts of a run that its report states.
 struct RunFacts<'a> {
-    source: &'a ParquetSource,
+    source: &'a Source,
     columns: &'a [NumericColumn],
     bounds: &'a [ColumnBounds],
     options: &'a SynthOptions,
@@ -198,6 +347,7 @@ impl RunFacts<'_> {
             },
             accuracy: release.accuracy.clone(),
             device: release.binning.clone(),
+            sample: None,
         }
     }
 
@@ -253,7 +403,7 @@ fn write_rows(
             },
         );
         written?;
-        bar.advance(rows as u64);
+        bar.advance(rows as u64)?;
         std::mem::swap(&mut current, &mut next);
         start = next_start;
     }
@@ -306,7 +456,7 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
 /// Bounds must lie inside the column type's range (so no output value saturates or becomes infinite),
 /// and integer columns need an integer inside them.
 fn check_bounds_fit_type(
-    source: &ParquetSource,
+    source: &Source,
     column: &NumericColumn,
     bounds: &ColumnBounds,
 ) -> Result<()> {

@@ -18,6 +18,32 @@ pub struct RunReport {
     pub release: ReleaseInfo,
     pub accuracy: AccuracyBound,
     pub device: String,
+    /// Set for a table drawn again from a fitted release (the Python package's `sample`): which draw, and
+    /// that it spent nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sample: Option<SampleInfo>,
+}
+
+/// A further draw from a released measure: post-processing, so no budget is spent and the guarantee
+/// above still holds for every draw together.
+#[derive(Clone, Debug, Serialize)]
+pub struct SampleInfo {
+    /// 0 for the first table drawn after the release, then 1, 2, ...
+    pub draw: u64,
+    /// Always 0: the draw reads the release, not the data.
+    pub epsilon_spent_by_this_draw: f64,
+    pub note: &'static str,
+}
+
+impl SampleInfo {
+    pub fn post_processing(draw: u64) -> Self {
+        SampleInfo {
+            draw,
+            epsilon_spent_by_this_draw: 0.0,
+            note: "drawn from the released measure (post-processing): the data was not read again and no budget \
+                   was spent; the guarantee covers every draw together",
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -15,7 +15,7 @@ use dpsynth::binner::{scan_leaf_counts, AxisPlan, Binner, NullPolicy};
 use dpsynth::geometry::bounds::ColumnBounds;
 use dpsynth::geometry::partition::CellGeometry;
 use dpsynth::progress::Progress;
-use dpsynth::io::source::ParquetSource;
+use dpsynth::io::source::Source;
 
 use crate::common::*;
 
@@ -76,7 +76,7 @@ fn conformance_table(path: &Path, rows: usize) -> Vec<ColumnBounds> {
 }
 
 fn histogram<B: Binner>(
-    source: &ParquetSource,
+    source: &Source,
     bounds: &[ColumnBounds],
     geometry: CellGeometry,
     binner: &B,
@@ -125,7 +125,7 @@ fn every_binner_gives_the_same_histogram() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("conformance.parquet");
     let all_bounds = conformance_table(&path, 30_000);
-    let source = ParquetSource::open(&path).unwrap();
+    let source = Source::open(&path).unwrap();
     #[cfg(feature = "gpu")]
     let gpu = gpu_context();
     #[cfg_attr(not(feature = "gpu"), allow(unused_mut))]

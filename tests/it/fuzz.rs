@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use arrow::array::{ArrayRef, Int32Array};
 use dpsynth::error::Error;
-use dpsynth::io::source::ParquetSource;
+use dpsynth::io::source::Source;
 use dpsynth::options::SynthOptions;
 use dpsynth::progress::Progress;
 use dpsynth::synth::{synthesize, OutputPaths};
@@ -66,11 +66,11 @@ fn fuzz<S: Strategy>(name: &str, mut runner: TestRunner, strategy: S, test: impl
     }
 }
 
-/// Library errors must be the user's (bad input), never internal or a panic.
+/// Library errors must be the user's (bad input, or a request the guarantee refuses), never internal or a panic.
 fn check_library<T>(what: &str, run: impl FnOnce() -> dpsynth::error::Result<T>) -> Result<Option<T>, TestCaseError> {
     match catch_unwind(AssertUnwindSafe(run)) {
         Ok(Ok(value)) => Ok(Some(value)),
-        Ok(Err(Error::BadInput(message))) if !message.is_empty() => Ok(None),
+        Ok(Err(Error::BadInput(message) | Error::Privacy(message))) if !message.is_empty() => Ok(None),
         Ok(Err(error)) => Err(TestCaseError::fail(format!("{what}: not a bad-input error: {error}"))),
         Err(_) => Err(TestCaseError::fail(format!("{what}: panicked"))),
     }
@@ -80,7 +80,7 @@ fn check_library<T>(what: &str, run: impl FnOnce() -> dpsynth::error::Result<T>)
 fn read_everything(path: &Path) -> Result<(), TestCaseError> {
     check_library("inspect", || dpsynth::inspect::describe(path, false))?;
     check_library("read", || {
-        let source = ParquetSource::open(path)?;
+        let source = Source::open(path)?;
         let names: Vec<String> = source
             .schema()
             .fields()

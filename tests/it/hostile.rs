@@ -412,7 +412,7 @@ fn a_file_truncated_while_open_is_an_error_not_a_crash() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("shrinking.parquet");
     write_parquet(&path, vec![("a", floats((0..200_000).map(|i| i as f64)))], 50_000);
-    let source = dpsynth::io::source::ParquetSource::open(&path).unwrap();
+    let source = dpsynth::io::source::Source::open(&path).unwrap();
     let columns = source.numeric_columns(&["a".to_string()]).unwrap();
     // Another process truncates the file after its footer was read (a memory map died with SIGBUS).
     std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(4096).unwrap();

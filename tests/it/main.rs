@@ -12,6 +12,7 @@ mod dataset;
 mod eval_cli;
 mod fuzz;
 mod hostile;
+mod library;
 mod lowdim;
 mod pe;
 mod privacy_loss;

@@ -36,16 +36,25 @@ use crate::error::{Error, Result};
 pub const BATCH_ROWS: usize = 1 << 16;
 
 /// The input: the files of a dataset (one for a plain file), each opened once, and the row groups of
-/// all of them in order.
-pub struct ParquetSource {
-    /// The input as given (a file, a directory or a glob).
+/// all of them in order; or a table already in memory ([`Source::from_batches`], the Python package's
+/// data frames), cut into row groups of at most [`BATCH_ROWS`] rows without copying a value.
+pub struct Source {
+    /// The input as given (a file, a directory or a glob), or the in-memory table's name.
     input: PathBuf,
-    files: Vec<ParquetFile>,
-    /// (file, row group within it) of every row group of the dataset, in order.
-    row_groups: Vec<(usize, usize)>,
-    /// The first file's fields, then the partition columns.
+    /// The first file's fields, then the partition columns; or the in-memory table's fields.
     schema: SchemaRef,
-    partitions: Vec<PartitionColumn>,
+    data: SourceData,
+}
+
+enum SourceData {
+    Files {
+        files: Vec<ParquetFile>,
+        /// (file, row group within it) of every row group of the dataset, in order.
+        row_groups: Vec<(usize, usize)>,
+        partitions: Vec<PartitionColumn>,
+    },
+    /// Slices of the caller's batches, each a row group.
+    Memory(Vec<RecordBatch>),
 }
 
 /// A column read from the Hive-style `key=value` folders of a directory input: one value per file,
@@ -55,14 +64,14 @@ struct PartitionColumn {
     values: Vec<String>,
 }
 
-impl ParquetSource {
+impl Source {
     /// Opens `input`: a Parquet file, a directory (its `*.parquet` files, recursively, in path order) or a
     /// glob ([`dataset::expand_input`]).
     pub fn open(input: &Path) -> Result<Self> {
         Self::open_with(input, false)
     }
 
-    /// [`ParquetSource::open`], and with `hive_columns` the `key=value` folders of a directory input
+    /// [`Source::open`], and with `hive_columns` the `key=value` folders of a directory input
     /// become columns after the files' own (every file must sit under the same keys).
     pub fn open_with(input: &Path, hive_columns: bool) -> Result<Self> {
         let paths = dataset::expand_input(input)?;
@@ -87,59 +96,109 @@ impl ParquetSource {
             .cloned()
             .chain(partitions.iter().map(|column| column.field.clone()))
             .collect();
-        Ok(ParquetSource {
+        Ok(Source {
             input: input.to_path_buf(),
-            files,
-            row_groups,
             schema: Arc::new(Schema::new(fields)),
-            partitions,
+            data: SourceData::Files {
+                files,
+                row_groups,
+                partitions,
+            },
         })
     }
 
-    /// The input as given.
+    /// A table in memory, called `name` in messages and reports: `batches` of `schema` (an Arrow
+    /// stream's), sliced into row groups of at most [`BATCH_ROWS`] rows; the values are shared, not copied.
+    pub fn from_batches(name: &str, schema: SchemaRef, batches: Vec<RecordBatch>) -> Result<Self> {
+        let input = PathBuf::from(name);
+        let mut row_groups = Vec::new();
+        for batch in batches {
+            if batch.schema().fields() != schema.fields() {
+                return Err(Error::in_file(
+                    &input,
+                    "a batch's columns differ from the table's schema (every batch of a stream needs the same columns and types)",
+                ));
+            }
+            let mut start = 0;
+            while start < batch.num_rows() {
+                let rows = BATCH_ROWS.min(batch.num_rows() - start);
+                row_groups.push(batch.slice(start, rows));
+                start += rows;
+            }
+        }
+        Ok(Source {
+            input,
+            schema,
+            data: SourceData::Memory(row_groups),
+        })
+    }
+
+    /// The input as given, or the in-memory table's name.
     pub fn path(&self) -> &Path {
         &self.input
     }
 
-    /// The dataset's files, in order (one for a plain file).
+    /// The dataset's files, in order (one for a plain file; none for a table in memory).
     pub fn files(&self) -> &[ParquetFile] {
-        &self.files
+        match &self.data {
+            SourceData::Files { files, .. } => files,
+            SourceData::Memory(_) => &[],
+        }
     }
 
     /// The first file's schema, then the partition columns: the used columns have the same names and
-    /// types in every file ([`ParquetSource::numeric_columns`] checks).
+    /// types in every file ([`Source::numeric_columns`] checks).
     pub fn schema(&self) -> &SchemaRef {
         &self.schema
     }
 
-    /// Rows in all files according to their footers.
+    /// Rows in all files according to their footers (in the table, for one in memory).
     pub fn row_count(&self) -> u64 {
-        self.files.iter().map(ParquetFile::row_count).sum()
+        match &self.data {
+            SourceData::Files { files, .. } => files.iter().map(ParquetFile::row_count).sum(),
+            SourceData::Memory(groups) => groups.iter().map(|group| group.num_rows() as u64).sum(),
+        }
     }
 
     /// Row groups of all files.
     pub fn row_group_count(&self) -> usize {
-        self.row_groups.len()
+        match &self.data {
+            SourceData::Files { row_groups, .. } => row_groups.len(),
+            SourceData::Memory(groups) => groups.len(),
+        }
     }
 
     pub fn row_group_rows(&self, row_group: usize) -> u64 {
-        let (file, group) = self.row_groups[row_group];
-        self.files[file].row_group_rows(group)
+        match &self.data {
+            SourceData::Files { files, row_groups, .. } => {
+                let (file, group) = row_groups[row_group];
+                files[file].row_group_rows(group)
+            }
+            SourceData::Memory(groups) => groups[row_group].num_rows() as u64,
+        }
     }
 
     /// Where row group `row_group` of the dataset is: its file and its number in that file (what a
     /// message about it names).
     pub fn row_group_place(&self, row_group: usize) -> (&Path, usize) {
-        let (file, group) = self.row_groups[row_group];
-        (self.files[file].path(), group)
+        match &self.data {
+            SourceData::Files { files, row_groups, .. } => {
+                let (file, group) = row_groups[row_group];
+                (files[file].path(), group)
+            }
+            SourceData::Memory(_) => (&self.input, row_group),
+        }
     }
 
     /// Finds the named columns and checks that each is a supported numeric type, of the same type in
     /// every file. The result is in the order of the first file's schema, which is the order the output
     /// keeps.
     pub fn numeric_columns(&self, names: &[String]) -> Result<Vec<NumericColumn>> {
-        let (first, others) = self.files.split_first().expect("a dataset has a file");
-        let is_partition = |name: &String| self.partitions.iter().any(|column| column.field.name() == name);
+        let SourceData::Files { files, partitions, .. } = &self.data else {
+            return numeric_columns_of(&self.input, &self.schema, names);
+        };
+        let (first, others) = files.split_first().expect("a dataset has a file");
+        let is_partition = |name: &String| partitions.iter().any(|column| column.field.name() == name);
         let in_files: Vec<String> = names.iter().filter(|name| !is_partition(name)).cloned().collect();
         let mut columns = first.numeric_columns(&in_files)?;
         for file in others {
@@ -166,7 +225,7 @@ impl ParquetSource {
             }
         }
         let file_fields = first.schema().fields().len();
-        for (position, partition) in self.partitions.iter().enumerate() {
+        for (position, partition) in partitions.iter().enumerate() {
             if !names.contains(partition.field.name()) {
                 continue;
             }
@@ -188,9 +247,13 @@ impl ParquetSource {
         Ok(columns)
     }
 
-    /// Whether every file's pages carry CRC checksums (verified as they are read).
+    /// Whether every file's pages carry CRC checksums (verified as they are read); a table in memory
+    /// has none.
     pub fn has_page_checksums(&self) -> bool {
-        self.files.iter().all(ParquetFile::has_page_checksums)
+        match &self.data {
+            SourceData::Files { files, .. } => files.iter().all(ParquetFile::has_page_checksums),
+            SourceData::Memory(_) => false,
+        }
     }
 
     /// The decoded batches of one row group of the dataset, projected to `columns` (whose batch columns
@@ -207,32 +270,47 @@ impl ParquetSource {
         row_group: usize,
         schema_indices: impl IntoIterator<Item = usize>,
     ) -> Result<RowGroupBatches> {
-        let (file, group) = self.row_groups[row_group];
         let mut wanted: Vec<usize> = schema_indices.into_iter().collect();
         wanted.sort_unstable();
-        let file_fields = self.files[0].schema().fields().len();
-        let partitions: Vec<(FieldRef, String)> = wanted
+        let (files, row_groups, partitions) = match &self.data {
+            SourceData::Files { files, row_groups, partitions } => (files, row_groups, partitions),
+            SourceData::Memory(groups) => {
+                let projected = groups[row_group]
+                    .project(&wanted)
+                    .map_err(|error| Error::internal(format!("projecting a batch in memory: {error}")))?;
+                return Ok(RowGroupBatches::in_memory(projected));
+            }
+        };
+        let (file, group) = row_groups[row_group];
+        let file_fields = files[0].schema().fields().len();
+        let partition_values: Vec<(FieldRef, String)> = wanted
             .iter()
             .filter(|&&index| index >= file_fields)
             .map(|&index| {
-                let column = &self.partitions[index - file_fields];
+                let column = &partitions[index - file_fields];
                 (column.field.clone(), column.values[file].clone())
             })
             .collect();
         wanted.retain(|&index| index < file_fields);
-        let mut batches = self.file_row_group_reader(file, group, wanted)?;
-        batches.partitions = partitions;
+        let mut batches = self.file_row_group_reader(files, file, group, wanted)?;
+        batches.partitions = partition_values;
         Ok(batches)
     }
 
     /// The batches of row group `group` of file `file`, projected to `wanted` (ascending indices of the
     /// first file's schema), in that order.
-    fn file_row_group_reader(&self, file: usize, group: usize, wanted: Vec<usize>) -> Result<RowGroupBatches> {
+    fn file_row_group_reader(
+        &self,
+        files: &[ParquetFile],
+        file: usize,
+        group: usize,
+        wanted: Vec<usize>,
+    ) -> Result<RowGroupBatches> {
         if file == 0 {
-            return self.files[0].row_group_reader_of(group, wanted);
+            return files[0].row_group_reader_of(group, wanted);
         }
         let first = self.schema();
-        let opened = &self.files[file];
+        let opened = &files[file];
         let local = wanted
             .iter()
             .map(|&index| {
@@ -325,48 +403,7 @@ impl ParquetFile {
     /// Finds the named columns and checks that each is a supported numeric type. The result is in the
     /// order of the file's schema, which is the order the output keeps.
     pub fn numeric_columns(&self, names: &[String]) -> Result<Vec<NumericColumn>> {
-        let schema = self.schema();
-        let mut columns = Vec::with_capacity(names.len());
-        for name in names {
-            let index = schema.index_of(name).map_err(|_| {
-                let available: Vec<&str> = schema
-                    .fields()
-                    .iter()
-                    .map(|field| field.name().as_str())
-                    .collect();
-                Error::in_column(
-                    &self.path,
-                    name,
-                    format!("no such column (the file has: {})", available.join(", ")),
-                )
-            })?;
-            if columns
-                .iter()
-                .any(|column: &NumericColumn| column.schema_index == index)
-            {
-                return Err(Error::in_column(&self.path, name, "named twice"));
-            }
-            let namesakes = schema.fields().iter().filter(|field| field.name() == name).count();
-            if namesakes > 1 {
-                return Err(Error::in_column(
-                    &self.path,
-                    name,
-                    format!("the file has {namesakes} columns of this name; rename them apart first"),
-                ));
-            }
-            let field = schema.field(index);
-            let kind = ColumnKind::of(field.data_type()).ok_or_else(|| {
-                Error::in_column(&self.path, name, unsupported_type(field.data_type()))
-            })?;
-            columns.push(NumericColumn {
-                name: name.clone(),
-                schema_index: index,
-                kind,
-                data_type: field.data_type().clone(),
-            });
-        }
-        columns.sort_by_key(|column| column.schema_index);
-        Ok(columns)
+        numeric_columns_of(&self.path, self.schema(), names)
     }
 
     /// Whether the file's pages carry CRC checksums (judged by the first page of the first column;
@@ -410,6 +447,7 @@ impl ParquetFile {
             reader: Some(reader),
             order: None,
             partitions: Vec::new(),
+            in_memory: None,
         })
     }
 
@@ -430,9 +468,20 @@ pub struct RowGroupBatches {
     order: Option<Vec<usize>>,
     /// Partition columns appended to every batch: their field and this file's value.
     partitions: Vec<(FieldRef, String)>,
+    /// A row group in memory: its one (projected) batch, until it is taken.
+    in_memory: Option<RecordBatch>,
 }
 
 impl RowGroupBatches {
+    fn in_memory(batch: RecordBatch) -> Self {
+        RowGroupBatches {
+            reader: None,
+            order: None,
+            partitions: Vec::new(),
+            in_memory: Some(batch),
+        }
+    }
+
     /// A decoded batch in the first file's column order, with the partition columns after its own.
     fn arrange(&self, batch: RecordBatch) -> std::result::Result<RecordBatch, ArrowError> {
         let batch = match &self.order {
@@ -457,6 +506,9 @@ impl Iterator for RowGroupBatches {
     type Item = std::result::Result<RecordBatch, ArrowError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if let Some(batch) = self.in_memory.take() {
+            return Some(Ok(batch));
+        }
         let reader = self.reader.as_mut()?;
         DECODING.with(|decoding| decoding.set(true));
         let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reader.next()));
@@ -549,6 +601,47 @@ fn constant_column(data_type: &DataType, value: &str, rows: usize) -> ArrayRef {
         DataType::Float64 => Arc::new(Float64Array::from_value(value.parse().expect("checked number"), rows)),
         _ => Arc::new(StringArray::from_iter_values(std::iter::repeat_n(value, rows))),
     }
+}
+
+/// The named columns of `schema` (of the input called `place` in messages), each checked to be a supported
+/// numeric type, in schema order (the order the output keeps).
+fn numeric_columns_of(place: &Path, schema: &SchemaRef, names: &[String]) -> Result<Vec<NumericColumn>> {
+    let mut columns = Vec::with_capacity(names.len());
+    for name in names {
+        let index = schema.index_of(name).map_err(|_| {
+            let available: Vec<&str> = schema
+                .fields()
+                .iter()
+                .map(|field| field.name().as_str())
+                .collect();
+            Error::in_column(place, name, format!("no such column (the input has: {})", available.join(", ")))
+        })?;
+        if columns
+            .iter()
+            .any(|column: &NumericColumn| column.schema_index == index)
+        {
+            return Err(Error::in_column(place, name, "named twice"));
+        }
+        let namesakes = schema.fields().iter().filter(|field| field.name() == name).count();
+        if namesakes > 1 {
+            return Err(Error::in_column(
+                place,
+                name,
+                format!("the file has {namesakes} columns of this name; rename them apart first"),
+            ));
+        }
+        let field = schema.field(index);
+        let kind = ColumnKind::of(field.data_type())
+            .ok_or_else(|| Error::in_column(place, name, unsupported_type(field.data_type())))?;
+        columns.push(NumericColumn {
+            name: name.clone(),
+            schema_index: index,
+            kind,
+            data_type: field.data_type().clone(),
+        });
+    }
+    columns.sort_by_key(|column| column.schema_index);
+    Ok(columns)
 }
 
 /// Whether an Arrow type is one dpsynth reads as a number.

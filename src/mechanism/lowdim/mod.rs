@@ -47,7 +47,7 @@ impl LowdimBudget {
             }
             (Neighbours::AddRemove, Some(share)) => (Some(share * epsilon), (1.0 - share) * epsilon),
             (Neighbours::AddRemove, None) => {
-                return Err(Error::bad_input(
+                return Err(Error::privacy(
                     "--mechanism lowdim under --neighbours add-remove needs --noisy-n-share S: the paper's \
                      covariance and mean noise use the row count n, which is private under add-remove, so a \
                      share S of epsilon must first release a noisy n (for example --noisy-n-share 0.1); \

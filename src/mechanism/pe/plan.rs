@@ -20,7 +20,7 @@ use super::{PeInit, PeVariant};
 use crate::binner::pass::DataPass;
 use crate::binner::{AxisPlan, BinnerWorker, ScanStats};
 use crate::error::{Error, Result};
-use crate::io::source::ParquetSource;
+use crate::io::source::Source;
 use crate::mechanism::{
     AccuracyBound, MechanismParameters, PublicInputs, Release, ReleasedMeasure, NORMALISED_UNITS,
 };
@@ -88,7 +88,7 @@ pub struct PePlan {
 impl PePlan {
     pub fn new(public: &PublicInputs, options: &PeOptions) -> Result<Self> {
         if public.neighbours != Neighbours::Replace {
-            return Err(Error::bad_input(
+            return Err(Error::privacy(
                 "--mechanism pe supports --neighbours replace only: it normalises its histogram by the \
                  public n (the paper's relation); under add-remove n is private",
             ));
@@ -353,7 +353,7 @@ impl PePlan {
             }
             PeInit::Centre => vec![0.5; self.samples * dims],
             PeInit::File(path) => {
-                let source = ParquetSource::open(path)?;
+                let source = Source::open(path)?;
                 let names: Vec<String> = data.columns.iter().map(|c| c.name.clone()).collect();
                 let columns = source.numeric_columns(&names)?;
                 // The public table's columns come in its own schema order: bounds follow them, and
