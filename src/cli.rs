@@ -261,6 +261,10 @@ fn run(cli: Cli) -> Result<()> {
 fn run_synth(args: SynthArgs) -> Result<()> {
     let config = args.config.clone();
     let request = args.resolve()?;
+    #[cfg(feature = "mpi")]
+    if crate::cluster::mpi::launched_by_mpi() {
+        std::process::exit(crate::cluster::mpi::run_synth(request));
+    }
     let (options, outputs, quiet) = (&request.options, &request.outputs, request.quiet);
     if let Some(config) = &config {
         check_output_paths(&[NamedPath::new("the --config file", config)], &outputs.named())?;

@@ -16,6 +16,7 @@
 //! | synthetic points from released cell counts | [`sampler`] |
 //! | the driver (plan → release → budget check → sample → write → commit) and the reports | [`synth`] |
 //! | continual release over a growing table, resumable (`dpsynth stream`) | [`stream`] |
+//! | PMM across ranks (MPI with the `mpi` feature, threads in tests), bit-identical to one machine | [`cluster`] |
 //! | owner-side evaluation: W1 estimates, moments, marginals, plots (`dpsynth eval`) | [`eval`] |
 //! | options declared once, config files, the CLI | [`options`], [`config`], [`cli`] |
 //!
@@ -23,6 +24,7 @@
 
 pub mod binner;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod encoding;
 pub mod error;

@@ -56,6 +56,10 @@ pub struct LeafSampler {
     widths: Vec<f64>,
     /// offsets[θ] = Σ_{θ' < θ} m_θ', with the total at the end.
     offsets: Vec<u64>,
+    /// For a part of the cells ([`LeafSampler::part`]): the first one's code, and the number of the first
+    /// row in the whole table (the row streams are keyed by it). 0 and 0 for the whole table.
+    first_cell: usize,
+    first_row: u64,
     placement: Placement,
     seed: u64,
 }
@@ -69,6 +73,28 @@ impl LeafSampler {
         seed: u64,
     ) -> Self {
         assert_eq!(leaf_counts.len(), geometry.leaf_count());
+        Self::new_unchecked(geometry, leaf_counts, placement, seed)
+    }
+
+    /// The rows of the leaves `first_leaf ..` (their counts given) of a dyadic partition whose earlier
+    /// leaves hold `first_row` rows: exactly those rows of [`LeafSampler::new`]'s table on all the leaves
+    /// (a rank's part of a distributed release). Rows are numbered from 0 within the part.
+    pub fn part(
+        geometry: CellGeometry,
+        leaf_counts: &[u64],
+        first_leaf: usize,
+        first_row: u64,
+        placement: Placement,
+        seed: u64,
+    ) -> Self {
+        assert!(first_leaf + leaf_counts.len() <= geometry.leaf_count());
+        let mut sampler = Self::new_unchecked(geometry, leaf_counts, placement, seed);
+        sampler.first_cell = first_leaf;
+        sampler.first_row = first_row;
+        sampler
+    }
+
+    fn new_unchecked(geometry: CellGeometry, leaf_counts: &[u64], placement: Placement, seed: u64) -> Self {
         let widths = (0..geometry.dims())
             .map(|axis| (-(geometry.axis_bits(axis) as f64)).exp2())
             .collect();
@@ -101,6 +127,8 @@ impl LeafSampler {
             cells,
             widths,
             offsets,
+            first_cell: 0,
+            first_row: 0,
             placement,
             seed,
         }
@@ -111,38 +139,51 @@ impl LeafSampler {
     }
 
     /// Fills `columns[k]` with the normalised coordinate k of rows `start..start + rows`, reusing their
-    /// capacity. `start` must be a multiple of [`SAMPLE_BLOCK_ROWS`] (batches are whole blocks but the last).
+    /// capacity.
     pub fn sample_rows(&self, start: u64, rows: usize, columns: &mut [Vec<f64>]) {
-        assert_eq!(
-            start % SAMPLE_BLOCK_ROWS as u64,
-            0,
-            "batches must start on a block boundary"
-        );
         assert!(start + rows as u64 <= self.total_rows());
-        let mut blocks: Vec<Vec<&mut [f64]>> = (0..rows.div_ceil(SAMPLE_BLOCK_ROWS))
-            .map(|_| Vec::with_capacity(columns.len()))
+        // Pieces cut at the whole table's block boundaries, each drawn from its block's stream.
+        let block_rows = SAMPLE_BLOCK_ROWS as u64;
+        let mut pieces = Vec::new();
+        let (mut row, end) = (self.first_row + start, self.first_row + start + rows as u64);
+        while row < end {
+            let piece_end = ((row / block_rows + 1) * block_rows).min(end);
+            pieces.push((row, (piece_end - row) as usize));
+            row = piece_end;
+        }
+        let mut blocks: Vec<(u64, Vec<&mut [f64]>)> = pieces
+            .iter()
+            .map(|&(first, _)| (first, Vec::with_capacity(columns.len())))
             .collect();
         for column in columns.iter_mut() {
             column.resize(rows, 0.0);
-            for (block, chunk) in blocks.iter_mut().zip(column.chunks_mut(SAMPLE_BLOCK_ROWS)) {
-                block.push(chunk);
+            let mut rest = column.as_mut_slice();
+            for ((_, block), &(_, len)) in blocks.iter_mut().zip(&pieces) {
+                let (piece, tail) = rest.split_at_mut(len);
+                block.push(piece);
+                rest = tail;
             }
         }
         blocks
             .into_par_iter()
-            .enumerate()
-            .for_each(|(offset, mut block)| {
-                self.sample_block(start + (offset * SAMPLE_BLOCK_ROWS) as u64, &mut block);
-            });
+            .for_each(|(first, mut block)| self.sample_block(first, &mut block));
     }
 
-    /// Rows first_row.. of one block, one slice per axis.
+    /// Rows first_row.. (numbered in the whole table) of one block, one slice per axis. A piece that starts
+    /// inside its block first replays the stream's draws for the rows before it.
     fn sample_block(&self, first_row: u64, columns: &mut [&mut [f64]]) {
         let widths = &self.widths;
         let dims = widths.len();
         let rows = columns[0].len();
         let block_index = first_row / SAMPLE_BLOCK_ROWS as u64;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix(self.seed, block_index));
+        if self.placement == Placement::Uniform {
+            for _ in 0..(first_row % SAMPLE_BLOCK_ROWS as u64) * dims as u64 {
+                rng.next_u64();
+            }
+        }
+        // Row numbers of the part from here on; the streams above used the whole table's.
+        let first_row = first_row - self.first_row;
         let mut leaf = self.offsets.partition_point(|&offset| offset <= first_row) - 1;
         let mut corner = vec![0.0f64; dims];
         let mut indices = vec![0u32; dims];
@@ -152,7 +193,7 @@ impl LeafSampler {
                 leaf += 1;
             }
             if corner_leaf != leaf {
-                self.cells.axis_indices(leaf, &mut indices);
+                self.cells.axis_indices(self.first_cell + leaf, &mut indices);
                 for axis in 0..dims {
                     corner[axis] = indices[axis] as f64 * widths[axis];
                 }

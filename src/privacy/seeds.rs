@@ -90,6 +90,26 @@ impl RunSeeds {
         })
     }
 
+    /// The seeds as bytes, for the ranks of one distributed run to share (as secret as the key).
+    pub fn to_bytes(&self) -> [u8; 40] {
+        let mut bytes = [0u8; 40];
+        bytes[..32].copy_from_slice(&self.noise.to_bytes());
+        bytes[32..].copy_from_slice(&self.post_processing.to_le_bytes());
+        bytes
+    }
+
+    /// Seeds saved by [`RunSeeds::to_bytes`].
+    pub fn from_bytes(bytes: [u8; 40]) -> Self {
+        let mut key = [0u8; 32];
+        key.copy_from_slice(&bytes[..32]);
+        let mut post_processing = [0u8; 8];
+        post_processing.copy_from_slice(&bytes[32..]);
+        RunSeeds {
+            noise: NoiseKey::from_bytes(key),
+            post_processing: u64::from_le_bytes(post_processing),
+        }
+    }
+
     /// The coins of the consistency step's tie-breaking.
     pub fn consistency(&self) -> u64 {
         self.post_processing

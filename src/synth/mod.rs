@@ -106,38 +106,9 @@ pub fn fit(source: &Source, options: &SynthOptions, progress: &Progress) -> Resu
             options.mechanism.name()
         )));
     }
-    let names: Vec<String> = options
-        .bounds
-        .iter()
-        .map(|bounds| bounds.column.clone())
-        .collect();
-    let columns = source.numeric_columns(&names)?;
-    let bounds: Vec<ColumnBounds> = columns
-        .iter()
-        .map(|column| {
-            options
-                .bounds
-                .iter()
-                .find(|bounds| bounds.column == column.name)
-                .cloned()
-                .expect("columns come from the bounds")
-        })
-        .collect();
-    for (column, bounds) in columns.iter().zip(&bounds) {
-        check_bounds_fit_type(source, column, bounds)?;
-    }
+    let (columns, bounds) = used_columns(source, options)?;
     let (threads, pool) = thread_pool(options)?;
-    let public = PublicInputs {
-        dims: columns.len(),
-        epsilon: options.epsilon,
-        neighbours: options.neighbours,
-        file_rows: source.row_count(),
-        memory_limit: options.memory_limit.unwrap_or_else(|| {
-            physical_memory_bytes().map_or(FALLBACK_MEMORY_LIMIT, |bytes| bytes / 2)
-        }),
-        threads,
-        placement: options.placement,
-    };
+    let public = public_inputs(source, &columns, options, threads);
     let data = DataPass {
         source,
         columns: &columns,
@@ -289,8 +260,54 @@ fn output_schema(columns: &[NumericColumn]) -> SchemaRef {
     ))
 }
 
+/// The columns the options name (with bounds), in the input's order, each checked against its bounds; and
+/// their bounds in the same order.
+pub(crate) fn used_columns(source: &Source, options: &SynthOptions) -> Result<(Vec<NumericColumn>, Vec<ColumnBounds>)> {
+    let names: Vec<String> = options
+        .bounds
+        .iter()
+        .map(|bounds| bounds.column.clone())
+        .collect();
+    let columns = source.numeric_columns(&names)?;
+    let bounds: Vec<ColumnBounds> = columns
+        .iter()
+        .map(|column| {
+            options
+                .bounds
+                .iter()
+                .find(|bounds| bounds.column == column.name)
+                .cloned()
+                .expect("columns come from the bounds")
+        })
+        .collect();
+    for (column, bounds) in columns.iter().zip(&bounds) {
+        check_bounds_fit_type(source, column, bounds)?;
+    }
+    Ok((columns, bounds))
+}
+
+/// What a plan may know: public facts of the input and the options.
+pub(crate) fn public_inputs(
+    source: &Source,
+    columns: &[NumericColumn],
+    options: &SynthOptions,
+    threads: usize,
+) -> PublicInputs {
+    PublicInputs {
+        dims: columns.len(),
+        epsilon: options.epsilon,
+        neighbours: options.neighbours,
+        file_rows: source.row_count(),
+        memory_limit: options.memory_limit.unwrap_or_else(|| {
+            physical_memory_bytes().map_or(FALLBACK_MEMORY_LIMIT, |bytes| bytes / 2)
+        }),
+        threads,
+        placement: options.placement,
+    }
+}
+
 /// The run's worker threads and their pool.
-fn thread_pool(options: &SynthOptions) -> Result<(usize, rayon::ThreadPool)> {
+pub(crate) fn thread_pool(options: &SynthOptions) -> Result<(usize, rayon::ThreadPool)> {
     let threads = options
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
@@ -302,15 +319,15 @@ fn thread_pool(options: &SynthOptions) -> Result<(usize, rayon::ThreadPool)> {
 }
 
 /// The public facts of a run that its report states.
-struct RunFacts<'a> {
-    source: &'a Source,
-    columns: &'a [NumericColumn],
-    bounds: &'a [ColumnBounds],
-    options: &'a SynthOptions,
+pub(crate) struct RunFacts<'a> {
+    pub source: &'a Source,
+    pub columns: &'a [NumericColumn],
+    pub bounds: &'a [ColumnBounds],
+    pub options: &'a SynthOptions,
 }
 
 impl RunFacts<'_> {
-    fn column_names(&self) -> Vec<String> {
+    pub fn column_names(&self) -> Vec<String> {
         self.columns
             .iter()
             .map(|column| column.name.clone())
@@ -318,7 +335,7 @@ impl RunFacts<'_> {
     }
 
     /// The publishable report: public inputs and released values only.
-    fn report(&self, release: &Release, epsilon_spent: f64, synthetic_rows: u64) -> RunReport {
+    pub fn report(&self, release: &Release, epsilon_spent: f64, synthetic_rows: u64) -> RunReport {
         RunReport {
             tool: ToolInfo::current(),
             mechanism: release.mechanism,
@@ -376,7 +393,7 @@ impl RunFacts<'_> {
 
 /// Generates every row of `generator` into `sink`, double-buffered: the next batch is sampled while the
 /// current one is encoded and written. Returns the number of rows written.
-fn write_rows(
+pub(crate) fn write_rows(
     sink: &mut ParquetSink,
     generator: &dyn RowGenerator,
     dims: usize,

@@ -132,6 +132,21 @@ pub struct Diagnostics {
     /// the data's exact second moment (rescaled units, x̃ = x/√p).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub covariance_loss: Option<f64>,
+    /// A run across ranks (`mpirun`): each rank's share of the work.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<RankInfo>,
+}
+
+/// One rank's share of a distributed run (owner-only: its true rows are not private).
+#[derive(Clone, Debug, Serialize)]
+pub struct RankInfo {
+    pub rank: usize,
+    pub row_groups: u64,
+    pub rows_read: u64,
+    /// Leaf counts it received from the reduce-scatter (8 bytes each, from every rank).
+    pub leaves_owned: u64,
+    pub rows_written: u64,
+    pub seconds: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -165,6 +180,7 @@ impl Diagnostics {
             peak_memory_bytes: None,
             input_page_checksums: false,
             covariance_loss: None,
+            ranks: Vec::new(),
         }
     }
 }

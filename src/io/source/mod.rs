@@ -152,10 +152,17 @@ impl Source {
         &self.schema
     }
 
-    /// Rows in all files according to their footers (in the table, for one in memory).
+    /// Rows in all files according to their footers (in the table, for one in memory; in the row groups
+    /// kept, for a share of the input).
     pub fn row_count(&self) -> u64 {
         match &self.data {
-            SourceData::Files { files, .. } => files.iter().map(ParquetFile::row_count).sum(),
+            SourceData::Files { files, row_groups, .. } => {
+                if row_groups.len() == files.iter().map(ParquetFile::row_group_count).sum::<usize>() {
+                    files.iter().map(ParquetFile::row_count).sum()
+                } else {
+                    (0..row_groups.len()).map(|row_group| self.row_group_rows(row_group)).sum()
+                }
+            }
             SourceData::Memory(groups) => groups.iter().map(|group| group.num_rows() as u64).sum(),
         }
     }
@@ -176,6 +183,27 @@ impl Source {
             }
             SourceData::Memory(groups) => groups[row_group].num_rows() as u64,
         }
+    }
+
+    /// What row group `row_group` weighs as work: its compressed bytes (its rows, for a table in memory).
+    pub fn row_group_bytes(&self, row_group: usize) -> u64 {
+        match &self.data {
+            SourceData::Files { files, row_groups, .. } => {
+                let (file, group) = row_groups[row_group];
+                files[file].parquet_metadata().row_group(group).compressed_size().max(0) as u64
+            }
+            SourceData::Memory(groups) => groups[row_group].num_rows() as u64,
+        }
+    }
+
+    /// Only the row groups `range` of this input (one rank's share of the work); files, schema and
+    /// partition columns stay the whole input's, and the row count becomes the share's.
+    pub fn keep_row_groups(mut self, range: std::ops::Range<usize>) -> Self {
+        match &mut self.data {
+            SourceData::Files { row_groups, .. } => *row_groups = row_groups[range].to_vec(),
+            SourceData::Memory(groups) => *groups = groups[range].to_vec(),
+        }
+        self
     }
 
     /// Where row group `row_group` of the dataset is: its file and its number in that file (what a

@@ -30,22 +30,34 @@ pub const DEFAULT_CONSISTENCY: ConsistencyRule = ConsistencyRule::Uniform;
 pub fn enforce_consistency(tree: &mut CountTree, rule: ConsistencyRule, coin_seed: u64) {
     for parent_level in 0..tree.depth() {
         let (parents, children) = tree.parent_and_children_mut(parent_level);
-        parents
-            .par_chunks(CELLS_PER_TASK)
-            .zip(children.par_chunks_mut(2 * CELLS_PER_TASK))
-            .enumerate()
-            .for_each(|(task, (parents, children))| {
-                let first_cell = (task * CELLS_PER_TASK) as u64;
-                for (offset, (&parent, pair)) in
-                    parents.iter().zip(children.chunks_exact_mut(2)).enumerate()
-                {
-                    let coin = || coin_flip(coin_seed, parent_level, first_cell + offset as u64);
-                    let (left, right) = split(rule, parent, pair[0], pair[1], coin);
-                    pair[0] = left;
-                    pair[1] = right;
-                }
-            });
+        split_children(parents, children, parent_level, 0, rule, coin_seed);
     }
+}
+
+/// One level of the top-down pass: the children of `parents` (cells `first_parent ..` of `parent_level`)
+/// made to sum to them. A rank's part of the tree runs this on its own cells and gets the whole tree's
+/// result there: each pair depends only on its parent, its noisy children and its coin.
+pub fn split_children(
+    parents: &[i64],
+    children: &mut [i64],
+    parent_level: u32,
+    first_parent: u64,
+    rule: ConsistencyRule,
+    coin_seed: u64,
+) {
+    parents
+        .par_chunks(CELLS_PER_TASK)
+        .zip(children.par_chunks_mut(2 * CELLS_PER_TASK))
+        .enumerate()
+        .for_each(|(task, (parents, children))| {
+            let first_cell = first_parent + (task * CELLS_PER_TASK) as u64;
+            for (offset, (&parent, pair)) in parents.iter().zip(children.chunks_exact_mut(2)).enumerate() {
+                let coin = || coin_flip(coin_seed, parent_level, first_cell + offset as u64);
+                let (left, right) = split(rule, parent, pair[0], pair[1], coin);
+                pair[0] = left;
+                pair[1] = right;
+            }
+        });
 }
 
 /// One step of Algorithm 3: children (a, b) ≥ 0 of a parent with count m ≥ 0 become (x, y).

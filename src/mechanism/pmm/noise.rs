@@ -15,17 +15,43 @@ use crate::privacy::streams::{NoiseStream, NOISE_CHUNK_CELLS};
 pub fn add_level_noise(tree: &mut CountTree, scales: &[Option<RationalScale>], key: &NoiseKey) {
     for (level, scale) in scales.iter().enumerate() {
         let Some(scale) = *scale else { continue };
-        let sampler = ScaleSampler::new(scale);
-        tree.level_mut(level as u32)
-            .par_chunks_mut(NOISE_CHUNK_CELLS)
-            .enumerate()
-            .for_each(|(chunk, cells)| {
-                let mut rng = key.stream(NoiseStream::PmmLevel(level as u32), chunk as u64);
-                for count in cells {
-                    *count = (*count + sampler.sample(&mut rng)).max(0);
-                }
-            });
+        add_noise_to_cells(tree.level_mut(level as u32), level as u32, 0, scale, key);
     }
+}
+
+/// The noise of [`add_level_noise`] on cells `first_cell ..` of one level only (a rank's part of the
+/// tree): each cell gets the very draw it gets in the whole level. A chunk the range starts inside is
+/// drawn from its start, the draws before the range discarded (the sampler's draws vary in length).
+pub fn add_noise_to_cells(cells: &mut [i64], level: u32, first_cell: u64, scale: RationalScale, key: &NoiseKey) {
+    let sampler = ScaleSampler::new(scale);
+    let chunk_cells = NOISE_CHUNK_CELLS as u64;
+    let end = first_cell + cells.len() as u64;
+    // The range cut at chunk boundaries: (chunk, cells of the range in it).
+    let mut pieces = Vec::new();
+    let mut cell = first_cell;
+    while cell < end {
+        let chunk = cell / chunk_cells;
+        let piece_end = ((chunk + 1) * chunk_cells).min(end);
+        pieces.push((chunk, (piece_end - cell) as usize));
+        cell = piece_end;
+    }
+    let mut rest = cells;
+    let mut slices = Vec::with_capacity(pieces.len());
+    for &(chunk, len) in &pieces {
+        let (piece, tail) = rest.split_at_mut(len);
+        slices.push((chunk, piece));
+        rest = tail;
+    }
+    slices.into_par_iter().for_each(|(chunk, piece)| {
+        let mut rng = key.stream(NoiseStream::PmmLevel(level), chunk);
+        let skipped = (first_cell.max(chunk * chunk_cells) - chunk * chunk_cells) as usize;
+        for _ in 0..skipped {
+            sampler.sample(&mut rng);
+        }
+        for count in piece {
+            *count = (*count + sampler.sample(&mut rng)).max(0);
+        }
+    });
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use super::schedule::{
 use super::{coarsen_leaves, release_leaf_counts};
 use crate::binner::device::DeviceChoice;
 use crate::binner::pass::DataPass;
+use crate::binner::ScanStats;
 use crate::error::{Error, Result};
 use crate::geometry::partition::{CellGeometry, MAX_DEPTH};
 use crate::mechanism::{
@@ -191,54 +192,84 @@ impl PmmPlan {
         seeds: &RunSeeds,
         timings: &mut Timings,
     ) -> Result<Release> {
-        let planned = match &self.depth {
-            Depth::Known(schedule) => schedule.depth,
-            Depth::FromReleasedNHat { planned } => *planned,
-        };
+        let planned = self.planned_depth();
         let (mut leaves, scan, binning) = timings.time("bin", || {
             data.leaf_counts(CellGeometry::new(self.dims, planned), self.device)
         })?;
         let (counts, schedule) = timings.time("noise and consistency", || {
-            let (schedule, n_hat) = match (&self.depth, self.size) {
-                (Depth::Known(schedule), _) => (schedule.clone(), None),
-                (Depth::FromReleasedNHat { .. }, TreeSize::ReleasedFirst(row_count)) => {
-                    let n_hat = row_count.release(scan.rows_binned, &seeds.noise);
-                    let depth = depth_within_memory(
-                        Neighbours::AddRemove,
-                        self.level_epsilon,
-                        self.dims,
-                        n_hat as f64,
-                        Some(row_count.scale.to_f64()),
-                        self.memory_depth,
-                    );
-                    if depth <= planned {
-                        leaves = coarsen_leaves(std::mem::take(&mut leaves), planned, depth);
-                    } else {
-                        let geometry = CellGeometry::new(self.dims, depth);
-                        leaves = data.leaf_counts(geometry, self.device)?.0;
-                    }
-                    let schedule = LevelSchedule::new(
-                        Neighbours::AddRemove,
-                        self.level_epsilon,
-                        self.dims,
-                        depth,
-                        RootNoise::Released(row_count.scale),
-                    )?;
-                    (schedule, Some(n_hat))
-                }
-                (Depth::FromReleasedNHat { .. }, _) => {
-                    return Err(Error::internal("n̂ is released by the plan that planned it"))
-                }
-            };
+            let (schedule, n_hat) = self.schedule_for(scan.rows_binned, seeds)?;
+            if schedule.depth <= planned {
+                leaves = coarsen_leaves(std::mem::take(&mut leaves), planned, schedule.depth);
+            } else {
+                let geometry = CellGeometry::new(self.dims, schedule.depth);
+                leaves = data.leaf_counts(geometry, self.device)?.0;
+            }
             let counts = self.release_with(&schedule, std::mem::take(&mut leaves), n_hat, seeds);
             Ok((counts, schedule))
         })?;
         let root_count: u64 = counts.iter().sum();
         let geometry = CellGeometry::new(self.dims, schedule.depth);
-        Ok(Release {
+        Ok(self.finish(&schedule, ReleasedMeasure::Leaves { geometry, counts }, root_count, scan, binning))
+    }
+
+    /// The depth the data are binned at first: the known one, or the one planned before n̂.
+    pub fn planned_depth(&self) -> u32 {
+        match &self.depth {
+            Depth::Known(schedule) => schedule.depth,
+            Depth::FromReleasedNHat { planned } => *planned,
+        }
+    }
+
+    /// The schedule of the release, and n̂ when this plan releases it first from `rows_binned` (the true
+    /// number of rows binned; the depth then follows from n̂).
+    pub fn schedule_for(&self, rows_binned: u64, seeds: &RunSeeds) -> Result<(LevelSchedule, Option<u64>)> {
+        match (&self.depth, self.size) {
+            (Depth::Known(schedule), _) => Ok((schedule.clone(), None)),
+            (Depth::FromReleasedNHat { .. }, TreeSize::ReleasedFirst(row_count)) => {
+                let n_hat = row_count.release(rows_binned, &seeds.noise);
+                let depth = depth_within_memory(
+                    Neighbours::AddRemove,
+                    self.level_epsilon,
+                    self.dims,
+                    n_hat as f64,
+                    Some(row_count.scale.to_f64()),
+                    self.memory_depth,
+                );
+                let schedule = LevelSchedule::new(
+                    Neighbours::AddRemove,
+                    self.level_epsilon,
+                    self.dims,
+                    depth,
+                    RootNoise::Released(row_count.scale),
+                )?;
+                Ok((schedule, Some(n_hat)))
+            }
+            (Depth::FromReleasedNHat { .. }, _) => Err(Error::internal("n̂ is released by the plan that planned it")),
+        }
+    }
+
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+
+    pub fn consistency(&self) -> ConsistencyRule {
+        self.consistency
+    }
+
+    /// The release of `measure` (whose total is `root_count`) under `schedule`: its budget, report
+    /// parameters and accuracy bound.
+    pub fn finish(
+        &self,
+        schedule: &LevelSchedule,
+        measure: ReleasedMeasure,
+        root_count: u64,
+        scan: ScanStats,
+        binning: String,
+    ) -> Release {
+        Release {
             mechanism: "pmm",
-            budget: self.budget(&schedule),
-            parameters: MechanismParameters::Pmm(self.parameters(&schedule)),
+            budget: self.budget(schedule),
+            parameters: MechanismParameters::Pmm(self.parameters(schedule)),
             root_count,
             root_count_is: root_count_is(self.neighbours),
             accuracy: AccuracyBound {
@@ -247,11 +278,11 @@ impl PmmPlan {
                 n: root_count,
                 formula: ACCURACY_FORMULA,
             },
-            measure: ReleasedMeasure::Leaves { geometry, counts },
+            measure,
             scan,
             binning,
             output_phase: "sample and write",
-        })
+        }
     }
 
     /// Noise and consistency on leaves binned at the known depth (lowdim's subroutine bins them

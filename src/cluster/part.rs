@@ -1,0 +1,204 @@
+//! PMM's release split by subtrees. The tree's level k (the top level) is cut into contiguous shares of
+//! cells, one per rank; a rank owns the subtrees under its share. Every rank releases levels 0..k from
+//! the summed level-k counts (the same noise and coins everywhere, so the same result), then noises and
+//! makes consistent only its own subtrees. Noise is keyed by (level, chunk of cells) and coins by (level,
+//! cell), never by rank or thread, so each cell gets what it gets in the single-machine release.
+
+use rayon::prelude::*;
+
+use super::{even_starts, Communicator};
+use crate::geometry::tree::CountTree;
+use crate::mechanism::pmm::consistency::{enforce_consistency, split_children, ConsistencyRule};
+use crate::mechanism::pmm::noise::{add_level_noise, add_noise_to_cells};
+use crate::noise::discrete_laplace::RationalScale;
+use crate::privacy::NoiseKey;
+
+/// Top-level cells per rank at least: shares then differ by at most 1/16 of one.
+const TOP_CELLS_PER_RANK: u64 = 16;
+
+/// Which subtrees each rank owns at one depth.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ownership {
+    /// The level k whose cells are shared out (never below the leaves).
+    pub top_level: u32,
+    pub depth: u32,
+    /// Rank r owns the level-k cells `cell_starts[r] .. cell_starts[r + 1]`.
+    pub cell_starts: Vec<usize>,
+}
+
+impl Ownership {
+    pub fn new(depth: u32, ranks: usize) -> Self {
+        let wanted = (ranks as u64 * TOP_CELLS_PER_RANK).next_power_of_two().trailing_zeros();
+        let top_level = wanted.min(depth);
+        Ownership {
+            top_level,
+            depth,
+            cell_starts: even_starts(1 << top_level, ranks),
+        }
+    }
+
+    /// The leaves each rank owns: `leaf_starts[r] .. leaf_starts[r + 1]`.
+    pub fn leaf_starts(&self) -> Vec<usize> {
+        self.cell_starts.iter().map(|&cell| cell << (self.depth - self.top_level)).collect()
+    }
+}
+
+/// One rank's share of a released tree: the consistent counts of its leaves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartRelease {
+    /// The code of the first leaf it owns.
+    pub first_leaf: usize,
+    /// The released rows in the leaves before it (of all ranks before this one).
+    pub first_row: u64,
+    pub leaves: Vec<u64>,
+    /// The released total of the whole tree.
+    pub root_count: u64,
+}
+
+/// Releases this rank's part of the tree whose true leaves it owns are `own_leaves` (summed over the
+/// ranks): the same noise, root and consistency as `pmm::release_leaf_counts` on the whole tree.
+#[allow(clippy::too_many_arguments)]
+pub fn release_part(
+    comm: &dyn Communicator,
+    own_leaves: Vec<u64>,
+    ownership: &Ownership,
+    scales: &[Option<RationalScale>],
+    released_root: Option<u64>,
+    key: &NoiseKey,
+    rule: ConsistencyRule,
+    coin_seed: u64,
+) -> PartRelease {
+    let tree = PartTree::new(own_leaves, ownership, comm.rank());
+    let mut top_counts = tree.top_counts();
+    comm.sum(&mut top_counts);
+    tree.release(top_counts, scales, released_root, key, rule, coin_seed)
+}
+
+/// The true counts of one rank's subtrees, levels k..=r (the steps of [`release_part`], for a caller that
+/// runs the collective on its own thread and the work on its pool).
+pub struct PartTree {
+    top: u32,
+    depth: u32,
+    first_cell: usize,
+    end_cell: usize,
+    /// Level k + i holds the cells first_cell << i .. end_cell << i.
+    levels: Vec<Vec<i64>>,
+}
+
+impl PartTree {
+    pub fn new(own_leaves: Vec<u64>, ownership: &Ownership, rank: usize) -> Self {
+        let (top, depth) = (ownership.top_level, ownership.depth);
+        let (first_cell, end_cell) = (ownership.cell_starts[rank], ownership.cell_starts[rank + 1]);
+        assert_eq!(own_leaves.len(), (end_cell - first_cell) << (depth - top));
+        let mut levels: Vec<Vec<i64>> = vec![own_leaves.into_iter().map(|count| count as i64).collect()];
+        for _ in top..depth {
+            let children = levels.last().expect("the leaf level");
+            levels.push(children.par_chunks_exact(2).map(|pair| pair[0] + pair[1]).collect());
+        }
+        levels.reverse();
+        PartTree {
+            top,
+            depth,
+            first_cell,
+            end_cell,
+            levels,
+        }
+    }
+
+    /// Level k of the whole tree with this rank's true counts in its cells and zeros elsewhere: summed
+    /// over the ranks, the whole true level k.
+    pub fn top_counts(&self) -> Vec<u64> {
+        let mut counts = vec![0u64; 1 << self.top];
+        for (total, &count) in counts[self.first_cell..self.end_cell].iter_mut().zip(&self.levels[0]) {
+            *total = count as u64;
+        }
+        counts
+    }
+
+    /// The release of this part, given the whole true level k: levels 0..=k released as on every rank,
+    /// then this rank's subtrees.
+    pub fn release(
+        mut self,
+        top_counts: Vec<u64>,
+        scales: &[Option<RationalScale>],
+        released_root: Option<u64>,
+        key: &NoiseKey,
+        rule: ConsistencyRule,
+        coin_seed: u64,
+    ) -> PartRelease {
+        let (top, depth, first_cell, end_cell) = (self.top, self.depth, self.first_cell, self.end_cell);
+        let mut top_tree = CountTree::from_leaves(top_counts, top);
+        let mut top_scales = scales[..=top as usize].to_vec();
+        if let Some(root) = released_root {
+            top_tree.level_mut(0)[0] = root as i64;
+            top_scales[0] = None;
+        }
+        add_level_noise(&mut top_tree, &top_scales, key);
+        enforce_consistency(&mut top_tree, rule, coin_seed);
+        let released_top = top_tree.level(top);
+
+        let levels = &mut self.levels;
+        for level in top + 1..=depth {
+            if let Some(scale) = scales[level as usize] {
+                let first = (first_cell as u64) << (level - top);
+                add_noise_to_cells(&mut levels[(level - top) as usize], level, first, scale, key);
+            }
+        }
+        levels[0].copy_from_slice(&released_top[first_cell..end_cell]);
+        for level in top..depth {
+            let (upper, lower) = levels.split_at_mut((level - top) as usize + 1);
+            let first = (first_cell as u64) << (level - top);
+            split_children(&upper[(level - top) as usize], &mut lower[0], level, first, rule, coin_seed);
+        }
+        PartRelease {
+            first_leaf: first_cell << (depth - top),
+            first_row: released_top[..first_cell].iter().map(|&count| count as u64).sum(),
+            leaves: levels.pop().expect("the leaf level").into_iter().map(|count| count as u64).collect(),
+            root_count: released_top.iter().map(|&count| count as u64).sum(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::local::run_local;
+    use crate::mechanism::pmm::release_leaf_counts;
+    use crate::mechanism::pmm::schedule::LevelSchedule;
+    use crate::privacy::Neighbours;
+
+    /// The parts of every rank count, put together, are the whole release, for roots noised or given,
+    /// trees shallower than the top level, and ranks that own nothing.
+    #[test]
+    fn the_parts_of_any_rank_count_are_the_whole_release() {
+        let key = NoiseKey::from_user_seed(9);
+        for (depth, root) in [(14, None), (14, Some(5000)), (3, None), (0, Some(12))] {
+            let leaves: Vec<u64> = (0..1u64 << depth).map(|cell| (cell * 2654435761) % 7).collect();
+            let scales: Vec<_> = (0..=depth).map(|level| RationalScale::round_up(1.5 + level as f64)).collect();
+            let rule = ConsistencyRule::Uniform;
+            let schedule = LevelSchedule {
+                neighbours: Neighbours::AddRemove,
+                dims: 2,
+                depth,
+                scales: scales.clone(),
+            };
+            let whole = release_leaf_counts(leaves.clone(), &schedule, root, &key, rule, 77);
+            for ranks in [1, 2, 3, 7, 40] {
+                let ownership = Ownership::new(depth, ranks);
+                let starts = ownership.leaf_starts();
+                let parts = run_local(ranks, |comm| {
+                    let own = leaves[starts[comm.rank()]..starts[comm.rank() + 1]].to_vec();
+                    release_part(comm, own, &ownership, &scales, root, &key, rule, 77)
+                });
+                let joined: Vec<u64> = parts.iter().flat_map(|part| part.leaves.clone()).collect();
+                assert_eq!(joined, whole, "depth {depth}, {ranks} ranks");
+                let mut rows = 0;
+                for part in &parts {
+                    assert_eq!(part.first_row, rows);
+                    assert_eq!(part.root_count, whole.iter().sum::<u64>());
+                    rows += part.leaves.iter().sum::<u64>();
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! PMM across ranks (issue 17): ranks as threads of one process (`cluster::local`) run the distributed
+//! driver; its parts, in rank order, are the single-machine table and its report the single-machine
+//! report, for every rank count, thread count and relation. With the `mpi` feature the same driver runs
+//! under `mpirun` (`mpi_parts_are_the_single_machine_table`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Float64Array};
+
+use crate::common::*;
+use dpsynth::cluster::driver::{part_path, synthesize_across, PartsOutput};
+use dpsynth::cluster::local::run_local;
+use dpsynth::geometry::bounds::ColumnBounds;
+use dpsynth::privacy::Neighbours;
+use dpsynth::progress::Progress;
+use dpsynth::synth::{synthesize, OutputPaths};
+use dpsynth::SynthOptions;
+
+const ROWS: usize = 40_000;
+
+/// Three columns in four files of unequal row groups.
+fn dataset(dir: &Path) -> PathBuf {
+    let input = dir.join("input");
+    std::fs::create_dir_all(&input).unwrap();
+    let mut fixture = Fixture::new(17);
+    let values: Vec<[f64; 3]> = (0..ROWS)
+        .map(|_| {
+            let a = fixture.unit();
+            [a, (a * 0.7 + fixture.unit() * 0.3), fixture.unit() * fixture.unit()]
+        })
+        .collect();
+    for (file, range) in [(0, 0..7000), (1, 7000..20000), (2, 20000..21000), (3, 21000..ROWS)].into_iter() {
+        let columns = ["a", "b", "c"]
+            .iter()
+            .enumerate()
+            .map(|(axis, name)| (*name, floats(values[range.clone()].iter().map(|row| row[axis]))))
+            .collect();
+        write_parquet(&input.join(format!("part-{file}.parquet")), columns, 1500 + 1000 * file);
+    }
+    input
+}
+
+fn options(neighbours: Neighbours, threads: usize) -> SynthOptions {
+    let bounds = ["a=0:1", "b=0:1", "c=0:1"].map(|text| text.parse::<ColumnBounds>().unwrap());
+    let mut options = SynthOptions::new(1.0, bounds.to_vec());
+    options.neighbours = neighbours;
+    options.seed = Some(23);
+    options.threads = Some(threads);
+    options
+}
+
+/// Every row of the Parquet files of `paths`, in order.
+fn rows(paths: &[PathBuf]) -> Vec<Vec<f64>> {
+    let mut all = vec![Vec::new(); 3];
+    for path in paths {
+        let (_, columns) = read_parquet(path);
+        for (column, values) in all.iter_mut().zip(columns) {
+            column.extend(values);
+        }
+    }
+    all
+}
+
+fn report_json(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+#[test]
+fn parts_in_rank_order_are_the_single_machine_table_for_any_rank_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dataset(dir.path());
+    let progress = Progress::hidden();
+    for neighbours in [Neighbours::AddRemove, Neighbours::Replace] {
+        let single = OutputPaths {
+            table: dir.path().join("single.parquet"),
+            report: Some(dir.path().join("single.json")),
+            diagnostics: None,
+        };
+        synthesize(&input, &single, &options(neighbours, 2), &progress).unwrap();
+        let expected = rows(&[single.table.clone()]);
+        let expected_report = report_json(single.report.as_ref().unwrap());
+        for (ranks, threads) in [(1, 1), (2, 1), (3, 2), (4, 1), (7, 1)] {
+            let outputs = PartsOutput {
+                directory: dir.path().join(format!("parts-{ranks}")),
+                report: Some(dir.path().join(format!("parts-{ranks}.json"))),
+                diagnostics: Some(dir.path().join(format!("parts-{ranks}.diagnostics.json"))),
+            };
+            let reports = run_local(ranks, |comm| {
+                synthesize_across(comm, &input, &outputs, &options(neighbours, threads), &progress).unwrap()
+            });
+            assert!(reports[0].is_some() && reports[1..].iter().all(Option::is_none));
+            let parts: Vec<PathBuf> = (0..ranks).map(|rank| part_path(&outputs.directory, rank)).collect();
+            assert_eq!(files_in(&outputs.directory), parts, "{ranks} ranks: one part each, nothing else");
+            assert!(rows(&parts) == expected, "{neighbours:?}, {ranks} ranks: the parts differ from one machine's table");
+            assert_eq!(report_json(outputs.report.as_ref().unwrap()), expected_report, "{ranks} ranks");
+            let diagnostics = report_json(outputs.diagnostics.as_ref().unwrap());
+            let per_rank = diagnostics["ranks"].as_array().unwrap();
+            assert_eq!(per_rank.len(), ranks);
+            let read: u64 = per_rank.iter().map(|rank| rank["rows_read"].as_u64().unwrap()).sum();
+            assert_eq!(read, ROWS as u64, "every row group is read by exactly one rank");
+        }
+    }
+}
+
+#[test]
+fn fewer_ranks_replace_the_parts_of_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dataset(dir.path());
+    let outputs = PartsOutput {
+        directory: dir.path().join("parts"),
+        report: None,
+        diagnostics: None,
+    };
+    let progress = Progress::hidden();
+    for ranks in [4, 2] {
+        run_local(ranks, |comm| {
+            synthesize_across(comm, &input, &outputs, &options(Neighbours::AddRemove, 1), &progress).unwrap()
+        });
+    }
+    let parts: Vec<PathBuf> = (0..2).map(|rank| part_path(&outputs.directory, rank)).collect();
+    assert_eq!(files_in(&outputs.directory), parts, "the 4-rank run's last parts would read as rows");
+}
+
+#[test]
+fn bad_input_on_one_rank_stops_every_rank_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dataset(dir.path());
+    // The last file, read by the last rank, has a null.
+    let holes: ArrayRef = Arc::new(Float64Array::from(vec![Some(0.5), None, Some(0.25)]));
+    write_parquet(
+        &input.join("part-9.parquet"),
+        vec![("a", holes.clone()), ("b", holes.clone()), ("c", holes)],
+        3,
+    );
+    let outputs = PartsOutput {
+        directory: dir.path().join("parts"),
+        report: Some(dir.path().join("report.json")),
+        diagnostics: None,
+    };
+    let progress = Progress::hidden();
+    let errors = run_local(3, |comm| {
+        synthesize_across(comm, &input, &outputs, &options(Neighbours::AddRemove, 1), &progress)
+            .err()
+            .expect("every rank fails")
+            .to_string()
+    });
+    assert!(errors[2].contains("part-9.parquet: column 'a': a null"), "{}", errors[2]);
+    for error in &errors[..2] {
+        assert!(error.contains("rank 2 failed"), "{error}");
+    }
+    assert!(files_in(&outputs.directory).is_empty(), "a failed run left a part");
+    assert!(!dir.path().join("report.json").exists());
+}
+
+#[test]
+fn only_pmm_without_rows_runs_across_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dataset(dir.path());
+    let outputs = PartsOutput {
+        directory: dir.path().join("parts"),
+        report: None,
+        diagnostics: None,
+    };
+    let progress = Progress::hidden();
+    let mut with_rows = options(Neighbours::AddRemove, 1);
+    with_rows.rows = Some(10);
+    let refused = run_local(2, |comm| synthesize_across(comm, &input, &outputs, &with_rows, &progress).err().unwrap().to_string());
+    assert!(refused[0].contains("--rows does not run across ranks"), "{}", refused[0]);
+    assert!(!outputs.directory.exists());
+}
+
+/// The real thing: `mpirun -n P` on the binary built with `--features mpi`.
+#[cfg(feature = "mpi")]
+#[test]
+fn mpi_parts_are_the_single_machine_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dataset(dir.path());
+    let text = |path: &Path| path.to_str().unwrap().to_string();
+    let common = ["--bounds", "a=0:1", "--bounds", "b=0:1", "--bounds", "c=0:1", "--epsilon", "1", "--seed", "23", "--quiet"];
+    let single = dir.path().join("single.parquet");
+    let output = dpsynth(&[&["synth", &text(&input), "--output", &text(&single)][..], &common[..]].concat());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let expected = rows(&[single]);
+    for ranks in [2, 3, 4] {
+        let parts = dir.path().join(format!("parts-{ranks}"));
+        let output = mpirun(ranks, &[&["synth", &text(&input), "--output", &text(&parts)][..], &common[..]].concat());
+        assert!(output.status.success(), "{ranks} ranks: {}", stderr(&output));
+        let written: Vec<PathBuf> = (0..ranks).map(|rank| part_path(&parts, rank)).collect();
+        assert_eq!(files_in(&parts), written);
+        assert!(rows(&written) == expected, "{ranks} MPI ranks: the parts differ from one machine's table");
+    }
+}
+
+/// `mpirun --oversubscribe -n ranks dpsynth ARGS` (as root too, as in CI containers).
+#[cfg(feature = "mpi")]
+fn mpirun(ranks: usize, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("mpirun")
+        .args(["--oversubscribe", "-n", &ranks.to_string(), env!("CARGO_BIN_EXE_dpsynth")])
+        .args(args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("mpirun runs (Open MPI installed)")
+}
+
+/// A rank killed with SIGKILL fails the job, and no part appears under its final name.
+#[cfg(feature = "mpi")]
+#[test]
+fn a_killed_rank_fails_the_job_and_leaves_no_part() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("big.parquet");
+    let schema = dir.path().join("bounds.toml");
+    let text = |path: &Path| path.to_str().unwrap().to_string();
+    let generated = dpsynth(&["generate", &text(&input), "--rows", "3000000", "--dims", "3", "--schema", &text(&schema)]);
+    assert!(generated.status.success(), "{}", stderr(&generated));
+    let parts = dir.path().join("parts");
+    let mut job = std::process::Command::new("mpirun")
+        .args(["--oversubscribe", "-n", "3", env!("CARGO_BIN_EXE_dpsynth"), "synth", &text(&input)])
+        .args(["--config", &text(&schema), "--epsilon", "1", "--output", &text(&parts), "--quiet"])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The ranks are the processes whose command line starts with the binary (mpirun's starts with
+    // "mpirun") and names this run's output directory.
+    let pattern = format!("^{} synth .*{}", env!("CARGO_BIN_EXE_dpsynth"), parts.display());
+    let victim = loop {
+        let found = std::process::Command::new("pgrep").args(["-f", &pattern]).output().unwrap();
+        let pids: Vec<String> = String::from_utf8_lossy(&found.stdout).lines().map(str::to_string).collect();
+        if let Some(pid) = pids.last() {
+            break pid.clone();
+        }
+        assert!(job.try_wait().unwrap().is_none(), "the job ended before a rank could be found");
+    };
+    std::process::Command::new("kill").args(["-9", &victim]).status().unwrap();
+    let status = job.wait().unwrap();
+    assert!(!status.success(), "a job with a killed rank reported success");
+    let left = if parts.exists() { files_in(&parts) } else { Vec::new() };
+    let final_parts: Vec<PathBuf> = left
+        .into_iter()
+        .filter(|path| path.file_name().unwrap().to_string_lossy().starts_with("part-"))
+        .collect();
+    assert!(final_parts.is_empty(), "parts under their final names: {final_parts:?}");
+}
+
+/// Under MPI too, a rank's bad input names its file and column, fails the job and writes nothing.
+#[cfg(feature = "mpi")]
+#[test]
+fn mpi_bad_input_on_one_rank_fails_the_job_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dataset(dir.path());
+    let holes: ArrayRef = Arc::new(Float64Array::from(vec![Some(0.5), None, Some(0.25)]));
+    write_parquet(
+        &input.join("part-9.parquet"),
+        vec![("a", holes.clone()), ("b", holes.clone()), ("c", holes)],
+        3,
+    );
+    let parts = dir.path().join("parts");
+    let text = |path: &Path| path.to_str().unwrap().to_string();
+    let output = mpirun(
+        3,
+        &["synth", &text(&input), "--output", &text(&parts), "--bounds", "a=0:1", "--bounds", "b=0:1",
+          "--bounds", "c=0:1", "--epsilon", "1", "--quiet"],
+    );
+    assert!(!output.status.success());
+    let message = stderr(&output);
+    assert!(message.contains("part-9.parquet: column 'a': a null"), "{message}");
+    assert!(!parts.exists() || files_in(&parts).is_empty(), "a failed job left a part");
+}
