@@ -68,11 +68,56 @@ impl CpuBinner {
 }
 
 pub struct CpuWorker {
+    deposit: Deposit,
+    histogram: SpillingHistogram,
+    codes: Vec<u32>,
+}
+
+/// How one worker turns axis indices into leaf codes.
+#[derive(Clone)]
+struct Deposit {
     method: DepositMethod,
     tables: Vec<[[u32; 256]; 4]>,
     masks: Vec<u32>,
-    histogram: SpillingHistogram,
-    codes: Vec<u32>,
+}
+
+impl CpuBinner {
+    fn deposit(&self) -> Deposit {
+        Deposit {
+            method: self.method,
+            tables: self.tables.clone(),
+            masks: (0..self.geometry.dims())
+                .map(|axis| self.geometry.axis_mask(axis))
+                .collect(),
+        }
+    }
+
+    /// A worker that keeps every row's leaf code instead of counting it: for a share of rows far
+    /// smaller than the leaves (a rank of a distributed run), whose histogram would be mostly zeros.
+    pub fn code_worker(&self) -> CodeWorker {
+        CodeWorker {
+            deposit: self.deposit(),
+            codes: Vec::new(),
+        }
+    }
+}
+
+/// The leaf codes of the rows a worker saw, in the order it saw them ([`CpuBinner::code_worker`]).
+pub struct CodeWorker {
+    deposit: Deposit,
+    pub codes: Vec<u32>,
+}
+
+impl BinnerWorker for CodeWorker {
+    fn add_batch(&mut self, axes: &[&[u32]]) -> Result<()> {
+        let rows = axes.first().map_or(0, |axis| axis.len());
+        let start = self.codes.len();
+        self.codes.resize(start + rows, 0);
+        for (axis, indices) in axes.iter().enumerate() {
+            self.deposit.axis(axis, indices, &mut self.codes[start..]);
+        }
+        Ok(())
+    }
 }
 
 impl Binner for CpuBinner {
@@ -80,11 +125,7 @@ impl Binner for CpuBinner {
 
     fn worker(&self) -> Result<CpuWorker> {
         Ok(CpuWorker {
-            method: self.method,
-            tables: self.tables.clone(),
-            masks: (0..self.geometry.dims())
-                .map(|axis| self.geometry.axis_mask(axis))
-                .collect(),
+            deposit: self.deposit(),
             histogram: SpillingHistogram::new(self.geometry.leaf_count()),
             codes: Vec::new(),
         })
@@ -101,10 +142,17 @@ impl Binner for CpuBinner {
 
 impl CpuWorker {
     fn deposit_axis(&mut self, axis: usize, indices: &[u32]) {
+        self.deposit.axis(axis, indices, &mut self.codes);
+    }
+}
+
+impl Deposit {
+    /// ORs axis `axis`'s bits of each row's code into `codes`.
+    fn axis(&self, axis: usize, indices: &[u32], codes: &mut [u32]) {
         match self.method {
             DepositMethod::LookupTable => {
                 let table = &self.tables[axis];
-                for (code, &index) in self.codes.iter_mut().zip(indices) {
+                for (code, &index) in codes.iter_mut().zip(indices) {
                     let bytes = index.to_le_bytes();
                     *code |= table[0][bytes[0] as usize]
                         | table[1][bytes[1] as usize]
@@ -115,7 +163,7 @@ impl CpuWorker {
             #[cfg(target_arch = "x86_64")]
             DepositMethod::Bmi2 => {
                 // SAFETY: Bmi2 is only chosen after `is_x86_feature_detected!("bmi2")`.
-                unsafe { deposit_axis_bmi2(&mut self.codes, indices, self.masks[axis]) }
+                unsafe { deposit_axis_bmi2(codes, indices, self.masks[axis]) }
             }
         }
     }

@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use super::exchange::{Exchange, LocalCounts};
 use super::part::{Ownership, PartRelease, PartTree};
 use super::{agree, weighted_starts, Communicator};
 use crate::binner::pass::DataPass;
@@ -18,7 +19,7 @@ use crate::io::paths::{check_output_paths, NamedPath};
 use crate::io::sink::ParquetSink;
 use crate::io::source::Source;
 use crate::io::staging::{commit_all, StagedFile};
-use crate::mechanism::pmm::{coarsen_leaves, PmmPlan};
+use crate::mechanism::pmm::PmmPlan;
 use crate::mechanism::{PublicInputs, ReleasedMeasure};
 use crate::options::{MechanismOptions, SynthOptions};
 use crate::privacy::RunSeeds;
@@ -72,8 +73,19 @@ pub fn synthesize_across(
     let opened = agree(comm, open(input, &outputs.directory, options))?;
     let (source, columns, bounds) = opened;
     let (threads, pool) = thread_pool(options)?;
-    let public = shared_public(comm, public_inputs(&source, &columns, options, threads));
+    let rank_public = shared_public(comm, public_inputs(&source, &columns, options, threads));
+    // The tree is split over the ranks: its memory cap is every rank's limit together. A rank whose
+    // full leaf histogram would not fit its own limit sends sorted leaf codes instead ([`Exchange`]).
+    let mut public = rank_public;
+    public.memory_limit = rank_public.memory_limit.saturating_mul(comm.size() as u64);
     let plan = PmmPlan::new(&public, pmm)?;
+    let exchange = Exchange::choose(
+        plan.planned_depth(),
+        public.file_rows,
+        comm.size(),
+        rank_public.memory_limit,
+        rank_public.threads,
+    );
     let weights: Vec<u64> = (0..source.row_group_count()).map(|group| source.row_group_bytes(group)).collect();
     let shares = weighted_starts(&weights, comm.size());
     let rank = comm.rank();
@@ -89,7 +101,7 @@ pub fn synthesize_across(
     let mut timings = Timings::default();
     // Collectives stay on this thread (MPI is initialised for one thread); the work runs on the pool.
     let (release, scan, binning) = timings.time("bin, exchange, noise and consistency", || {
-        release_across(comm, &pool, &plan, &data, &seeds)
+        release_across(comm, &pool, &plan, &data, &seeds, exchange)
     })?;
     let geometry = CellGeometry::new(plan.dims(), release.schedule.depth);
     let sampler = LeafSampler::part(
@@ -193,22 +205,23 @@ fn release_across(
     plan: &PmmPlan,
     data: &DataPass,
     seeds: &RunSeeds,
+    exchange: Exchange,
 ) -> Result<(RankRelease, ScanStats, String)> {
     let planned = plan.planned_depth();
-    let binned = pool.install(|| data.leaf_counts(CellGeometry::new(plan.dims(), planned), plan.device()));
-    let (mut leaves, mut scan, binning) = agree(comm, binned)?;
+    let geometry = |depth| CellGeometry::new(plan.dims(), depth);
+    let binned = pool.install(|| LocalCounts::bin(data, geometry(planned), plan.device(), exchange));
+    let (mut counts, mut scan, binning) = agree(comm, binned)?;
     let rows_read = scan.rows_read;
     scan = summed(comm, scan);
     let (schedule, n_hat) = plan.schedule_for(scan.rows_binned, seeds)?;
     if schedule.depth <= planned {
-        leaves = coarsen_leaves(leaves, planned, schedule.depth);
+        counts = pool.install(|| counts.coarsen(planned, schedule.depth));
     } else {
-        let rebinned = pool.install(|| data.leaf_counts(CellGeometry::new(plan.dims(), schedule.depth), plan.device()));
-        leaves = agree(comm, rebinned)?.0;
+        let rebinned = pool.install(|| LocalCounts::bin(data, geometry(schedule.depth), plan.device(), exchange));
+        counts = agree(comm, rebinned)?.0;
     }
     let ownership = Ownership::new(schedule.depth, comm.size());
-    let own = comm.reduce_scatter(&leaves, &ownership.leaf_starts());
-    drop(leaves);
+    let own = counts.to_owners(comm, &ownership.leaf_starts());
     let rank = comm.rank();
     let tree = pool.install(|| PartTree::new(own, &ownership, rank));
     let mut top_counts = tree.top_counts();

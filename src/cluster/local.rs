@@ -73,6 +73,25 @@ impl Communicator for LocalRank<'_> {
         }
     }
 
+    fn all_to_all(&self, sends: Vec<Vec<u64>>) -> Vec<Vec<u64>> {
+        // Each rank deposits [len_0, values_0.., len_1, values_1.., ...] and reads its own piece of each.
+        let mut flat = Vec::new();
+        for send in sends {
+            flat.push(send.len() as u64);
+            flat.extend(send);
+        }
+        self.exchange(flat)
+            .into_iter()
+            .map(|flat| {
+                let mut at = 0;
+                for _ in 0..self.rank {
+                    at += 1 + flat[at] as usize;
+                }
+                flat[at + 1..at + 1 + flat[at] as usize].to_vec()
+            })
+            .collect()
+    }
+
     fn reduce_scatter(&self, local: &[u64], starts: &[usize]) -> Vec<u64> {
         let all = self.exchange(local.to_vec());
         (starts[self.rank]..starts[self.rank + 1])
@@ -100,9 +119,12 @@ mod tests {
             comm.sum(&mut values);
             let local: Vec<u64> = (0..6).map(|index| index * 10 + comm.rank() as u64).collect();
             let mine = comm.reduce_scatter(&local, &[0, 1, 4, 6]);
-            (bytes, values, mine)
+            let sends = (0..3).map(|to| vec![comm.rank() as u64 * 10 + to; to as usize]).collect();
+            (bytes, values, mine, comm.all_to_all(sends))
         });
-        for (rank, (bytes, values, mine)) in results.into_iter().enumerate() {
+        for (rank, (bytes, values, mine, received)) in results.into_iter().enumerate() {
+            let expected: Vec<Vec<u64>> = (0..3).map(|from| vec![from * 10 + rank as u64; rank]).collect();
+            assert_eq!(received, expected);
             assert_eq!(bytes, [7, 7]);
             assert_eq!(values, vec![3, 3]);
             let expected: Vec<u64> = [0..1, 1..4, 4..6][rank].clone().map(|index| index * 30 + 3).collect();

@@ -4,11 +4,13 @@
 //! parts they write are, in rank order, the single-machine table, for any number of ranks.
 //!
 //! - [`Communicator`]: the few collectives a run needs, called in the same order on every rank;
+//! - [`exchange`]: a rank's leaf counts, dense or as sorted codes, sent to the ranks that own them;
 //! - [`part`]: PMM's release split by subtrees: every rank releases the top levels (identically), then
 //!   noises, makes consistent and samples the subtrees it owns;
 //! - [`driver`]: `synth` across ranks: open, plan, bin, release, write `part-RANK.parquet`, commit.
 
 pub mod driver;
+pub mod exchange;
 pub mod local;
 #[cfg(feature = "mpi")]
 pub mod mpi;
@@ -27,6 +29,8 @@ pub trait Communicator {
     /// Each rank passes an array of the same length; rank r gets the element-wise sum over the ranks of
     /// its block `starts[r] .. starts[r + 1]` (`starts` has size + 1 entries, the same on every rank).
     fn reduce_scatter(&self, local: &[u64], starts: &[usize]) -> Vec<u64>;
+    /// `sends[r]` goes to rank r; returns what every rank sent to this one, in rank order.
+    fn all_to_all(&self, sends: Vec<Vec<u64>>) -> Vec<Vec<u64>>;
 }
 
 /// Makes every rank agree on a step that may fail on some: a rank that failed returns its own error,

@@ -3,6 +3,7 @@
 //! main thread only (MPI initialised for one thread); each rank's work runs on its own rayon pool.
 
 use mpi::collective::SystemOperation;
+use mpi::datatype::{Partition, PartitionMut};
 use mpi::environment::Universe;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator as _, CommunicatorCollectives, Root};
@@ -54,6 +55,28 @@ impl super::Communicator for MpiWorld {
         self.world.all_reduce_into(&send[..], values, SystemOperation::sum());
     }
 
+    fn all_to_all(&self, sends: Vec<Vec<u64>>) -> Vec<Vec<u64>> {
+        let send_counts: Vec<i32> = sends.iter().map(|send| count(send.len())).collect();
+        let mut receive_counts = vec![0i32; sends.len()];
+        self.world.all_to_all_into(&send_counts[..], &mut receive_counts[..]);
+        let displacements = |counts: &[i32]| -> Vec<i32> {
+            counts.iter().scan(0i32, |at, &count| Some(std::mem::replace(at, *at + count))).collect()
+        };
+        let (send_displacements, receive_displacements) = (displacements(&send_counts), displacements(&receive_counts));
+        let flat: Vec<u64> = sends.into_iter().flatten().collect();
+        let mut received = vec![0u64; receive_counts.iter().map(|&count| count as usize).sum()];
+        {
+            let send = Partition::new(&flat[..], &send_counts[..], &send_displacements[..]);
+            let mut receive = PartitionMut::new(&mut received[..], &receive_counts[..], &receive_displacements[..]);
+            self.world.all_to_all_varcount_into(&send, &mut receive);
+        }
+        receive_counts
+            .iter()
+            .zip(&receive_displacements)
+            .map(|(&count, &at)| received[at as usize..(at + count) as usize].to_vec())
+            .collect()
+    }
+
     fn reduce_scatter(&self, local: &[u64], starts: &[usize]) -> Vec<u64> {
         // MPI's reduce-scatter takes equal blocks: each rank's block is padded to the largest.
         let size = self.size();
@@ -71,6 +94,11 @@ impl super::Communicator for MpiWorld {
         mine.truncate(starts[rank + 1] - starts[rank]);
         mine
     }
+}
+
+/// A message length as MPI's 32-bit count (a rank's share of a release stays below 2^31 values).
+fn count(len: usize) -> i32 {
+    i32::try_from(len).expect("a message of fewer than 2^31 values")
 }
 
 /// `synth` as one rank of an MPI job: `--output` names the directory of the parts. Returns the exit

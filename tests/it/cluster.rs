@@ -1,6 +1,7 @@
 //! PMM across ranks (issue 17): ranks as threads of one process (`cluster::local`) run the distributed
 //! driver; its parts, in rank order, are the single-machine table and its report the single-machine
-//! report, for every rank count, thread count and relation. With the `mpi` feature the same driver runs
+//! report (but for the memory cap, which grows with the ranks), for every rank count, thread count and
+//! relation. With the `mpi` feature the same driver runs
 //! under `mpirun` (`mpi_parts_are_the_single_machine_table`).
 
 use std::path::{Path, PathBuf};
@@ -12,6 +13,7 @@ use crate::common::*;
 use dpsynth::cluster::driver::{part_path, synthesize_across, PartsOutput};
 use dpsynth::cluster::local::run_local;
 use dpsynth::geometry::bounds::ColumnBounds;
+use dpsynth::options::{MechanismOptions, PmmOptions};
 use dpsynth::privacy::Neighbours;
 use dpsynth::progress::Progress;
 use dpsynth::synth::{synthesize, OutputPaths};
@@ -93,7 +95,17 @@ fn parts_in_rank_order_are_the_single_machine_table_for_any_rank_count() {
             let parts: Vec<PathBuf> = (0..ranks).map(|rank| part_path(&outputs.directory, rank)).collect();
             assert_eq!(files_in(&outputs.directory), parts, "{ranks} ranks: one part each, nothing else");
             assert!(rows(&parts) == expected, "{neighbours:?}, {ranks} ranks: the parts differ from one machine's table");
-            assert_eq!(report_json(outputs.report.as_ref().unwrap()), expected_report, "{ranks} ranks");
+            // The same report, but for the memory cap the depth rule names: it grows with the ranks.
+            let without_cap = |mut report: serde_json::Value| {
+                let rule = report["parameters"]["depth_rule"].as_str().unwrap().to_string();
+                report["parameters"]["depth_rule"] = rule.split(" (capped").next().unwrap().into();
+                report
+            };
+            assert_eq!(
+                without_cap(report_json(outputs.report.as_ref().unwrap())),
+                without_cap(expected_report.clone()),
+                "{ranks} ranks"
+            );
             let diagnostics = report_json(outputs.diagnostics.as_ref().unwrap());
             let per_rank = diagnostics["ranks"].as_array().unwrap();
             assert_eq!(per_rank.len(), ranks);
@@ -170,6 +182,70 @@ fn only_pmm_without_rows_runs_across_ranks() {
     assert!(!outputs.directory.exists());
 }
 
+#[test]
+fn sparse_exchange_gives_the_single_machine_table_too() {
+    // 2^20 leaves for 40 000 rows: every rank sends sorted leaf codes instead of a histogram.
+    let dir = tempfile::tempdir().unwrap();
+    let input = dataset(dir.path());
+    let progress = Progress::hidden();
+    let mut deep = options(Neighbours::Replace, 1);
+    deep.mechanism = MechanismOptions::Pmm(PmmOptions { depth: Some(20), ..PmmOptions::DEFAULT });
+    let single = OutputPaths {
+        table: dir.path().join("single.parquet"),
+        report: None,
+        diagnostics: None,
+    };
+    synthesize(&input, &single, &deep, &progress).unwrap();
+    let expected = rows(&[single.table.clone()]);
+    for ranks in [2, 3] {
+        let outputs = PartsOutput {
+            directory: dir.path().join(format!("parts-{ranks}")),
+            report: None,
+            diagnostics: Some(dir.path().join(format!("diagnostics-{ranks}.json"))),
+        };
+        run_local(ranks, |comm| synthesize_across(comm, &input, &outputs, &deep, &progress).unwrap());
+        let diagnostics = report_json(outputs.diagnostics.as_ref().unwrap());
+        assert!(diagnostics["binning"].as_str().unwrap().contains("sorted leaf codes"), "{diagnostics}");
+        let parts: Vec<PathBuf> = (0..ranks).map(|rank| part_path(&outputs.directory, rank)).collect();
+        assert!(rows(&parts) == expected, "{ranks} ranks, sparse: the parts differ from one machine's table");
+    }
+}
+
+#[test]
+fn the_depth_cap_grows_with_the_ranks() {
+    // 1 MiB holds a tree of depth 14 on one machine; the rule asks for 15 (replace, n = 40 000, d = 3).
+    let dir = tempfile::tempdir().unwrap();
+    let input = dataset(dir.path());
+    let progress = Progress::hidden();
+    let mut small = options(Neighbours::Replace, 1);
+    small.memory_limit = Some(1 << 20);
+    let single = OutputPaths {
+        table: dir.path().join("single.parquet"),
+        report: Some(dir.path().join("single.json")),
+        diagnostics: None,
+    };
+    synthesize(&input, &single, &small, &progress).unwrap();
+    assert_eq!(report_json(single.report.as_ref().unwrap())["parameters"]["depth"], 14);
+    let mut forced = small.clone();
+    forced.mechanism = MechanismOptions::Pmm(PmmOptions { depth: Some(15), ..PmmOptions::DEFAULT });
+    let refused = synthesize(&input, &single, &forced, &progress).err().unwrap().to_string();
+    assert!(refused.contains("--depth 15 is too large"), "{refused}");
+
+    // Four ranks with 1 MiB each release depth 15, exactly what one machine with room for it releases.
+    let outputs = PartsOutput {
+        directory: dir.path().join("parts"),
+        report: Some(dir.path().join("parts.json")),
+        diagnostics: None,
+    };
+    run_local(4, |comm| synthesize_across(comm, &input, &outputs, &small, &progress).unwrap());
+    assert_eq!(report_json(outputs.report.as_ref().unwrap())["parameters"]["depth"], 15);
+    let mut roomy = forced.clone();
+    roomy.memory_limit = None;
+    synthesize(&input, &single, &roomy, &progress).unwrap();
+    let parts: Vec<PathBuf> = (0..4).map(|rank| part_path(&outputs.directory, rank)).collect();
+    assert!(rows(&parts) == rows(&[single.table.clone()]), "the deeper distributed tree is not the depth-15 release");
+}
+
 /// The real thing: `mpirun -n P` on the binary built with `--features mpi`.
 #[cfg(feature = "mpi")]
 #[test]
@@ -178,17 +254,22 @@ fn mpi_parts_are_the_single_machine_table() {
     let input = dataset(dir.path());
     let text = |path: &Path| path.to_str().unwrap().to_string();
     let common = ["--bounds", "a=0:1", "--bounds", "b=0:1", "--bounds", "c=0:1", "--epsilon", "1", "--seed", "23", "--quiet"];
-    let single = dir.path().join("single.parquet");
-    let output = dpsynth(&[&["synth", &text(&input), "--output", &text(&single)][..], &common[..]].concat());
-    assert!(output.status.success(), "{}", stderr(&output));
-    let expected = rows(&[single]);
-    for ranks in [2, 3, 4] {
-        let parts = dir.path().join(format!("parts-{ranks}"));
-        let output = mpirun(ranks, &[&["synth", &text(&input), "--output", &text(&parts)][..], &common[..]].concat());
-        assert!(output.status.success(), "{ranks} ranks: {}", stderr(&output));
-        let written: Vec<PathBuf> = (0..ranks).map(|rank| part_path(&parts, rank)).collect();
-        assert_eq!(files_in(&parts), written);
-        assert!(rows(&written) == expected, "{ranks} MPI ranks: the parts differ from one machine's table");
+    // The default depth exchanges dense histograms; depth 20 (2^20 leaves, 40 000 rows) sorted codes.
+    for (name, extra) in [("dense", &[][..]), ("sparse", &["--neighbours", "replace", "--depth", "20"][..])] {
+        let single = dir.path().join(format!("single-{name}.parquet"));
+        let output =
+            dpsynth(&[&["synth", &text(&input), "--output", &text(&single)][..], &common[..], extra].concat());
+        assert!(output.status.success(), "{}", stderr(&output));
+        let expected = rows(&[single]);
+        for ranks in [2, 3, 4] {
+            let parts = dir.path().join(format!("parts-{name}-{ranks}"));
+            let output =
+                mpirun(ranks, &[&["synth", &text(&input), "--output", &text(&parts)][..], &common[..], extra].concat());
+            assert!(output.status.success(), "{name}, {ranks} ranks: {}", stderr(&output));
+            let written: Vec<PathBuf> = (0..ranks).map(|rank| part_path(&parts, rank)).collect();
+            assert_eq!(files_in(&parts), written);
+            assert!(rows(&written) == expected, "{name}, {ranks} MPI ranks: the parts differ from one machine's table");
+        }
     }
 }
 

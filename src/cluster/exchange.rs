@@ -1,0 +1,157 @@
+//! A rank's leaf counts and their way to the ranks that own them. Dense: a full histogram of the 2^r
+//! leaves, reduce-scattered (cheapest when the rank's rows are many). Sparse: the rank's rows as sorted
+//! runs of leaf codes, sent to their owners with an all-to-all, so a rank never holds more than its
+//! rows and its own 2^r / P leaves: what lets the tree outgrow one machine's memory (the plan's memory
+//! cap grows with the number of ranks).
+
+use rayon::prelude::*;
+
+use super::Communicator;
+use crate::binner::cpu::CpuBinner;
+use crate::binner::pass::DataPass;
+use crate::binner::{scan_quantised_rows, AxisPlan, ScanStats};
+use crate::binner::device::DeviceChoice;
+use crate::error::Result;
+use crate::geometry::partition::CellGeometry;
+use crate::mechanism::pmm::coarsen_leaves;
+use crate::mechanism::pmm::schedule::cell_memory_bytes;
+
+/// How the ranks of a run hold and exchange their leaf counts (the same on every rank).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exchange {
+    Dense,
+    Sparse,
+}
+
+impl Exchange {
+    /// Dense while a full histogram fits a rank's own memory limit and the rank's rows are at least an
+    /// eighth of the leaves; sparse otherwise. Decided from public values every rank shares.
+    pub fn choose(depth: u32, file_rows: u64, ranks: usize, rank_memory_limit: u64, threads: usize) -> Self {
+        let dense_fits = cell_memory_bytes(depth, threads) <= u128::from(rank_memory_limit);
+        let rows_per_rank = file_rows / ranks as u64;
+        if dense_fits && u128::from(rows_per_rank) * 8 >= 1u128 << depth {
+            Exchange::Dense
+        } else {
+            Exchange::Sparse
+        }
+    }
+}
+
+/// One rank's true leaf counts at one depth.
+pub enum LocalCounts {
+    Dense(Vec<u64>),
+    /// Ascending leaf codes and their counts.
+    Sparse { codes: Vec<u32>, counts: Vec<u64> },
+}
+
+impl LocalCounts {
+    /// Bins the rank's share of the rows (`data`) at `geometry`, the way `exchange` says, and what the
+    /// scan saw, with the binner's line for the report.
+    pub fn bin(
+        data: &DataPass,
+        geometry: CellGeometry,
+        device: DeviceChoice,
+        exchange: Exchange,
+    ) -> Result<(LocalCounts, ScanStats, String)> {
+        if exchange == Exchange::Dense {
+            let (leaves, scan, binning) = data.leaf_counts(geometry, device)?;
+            return Ok((LocalCounts::Dense(leaves), scan, binning));
+        }
+        let axes = AxisPlan::for_geometry(&geometry, data.bounds);
+        let binner = CpuBinner::new(geometry);
+        let bar = data.progress.phase("bin", data.source.row_count(), "rows");
+        let (workers, scan) =
+            scan_quantised_rows(data.source, data.columns, &axes, data.nulls, &|| Ok(binner.code_worker()), &bar)?;
+        bar.finish();
+        let mut codes: Vec<u32> = workers.into_iter().flat_map(|worker| worker.codes).collect();
+        codes.par_sort_unstable();
+        let (codes, counts) = runs(codes.into_iter().map(|code| (code, 1)));
+        let binning = format!("cpu: sorted leaf codes ({:?} deposit), sent to their owners", binner.method());
+        Ok((LocalCounts::Sparse { codes, counts }, scan, binning))
+    }
+
+    /// The counts of the ancestors at depth `to` of the leaves at depth `from` (Morton order: a leaf's
+    /// ancestor k levels up is its code shifted right by k).
+    pub fn coarsen(self, from: u32, to: u32) -> LocalCounts {
+        match self {
+            LocalCounts::Dense(leaves) => LocalCounts::Dense(coarsen_leaves(leaves, from, to)),
+            LocalCounts::Sparse { codes, counts } => {
+                let (codes, counts) = runs(codes.into_iter().map(|code| code >> (from - to)).zip(counts));
+                LocalCounts::Sparse { codes, counts }
+            }
+        }
+    }
+
+    /// Every rank's counts of the leaves this rank owns (`leaf_starts[rank] ..`), summed.
+    pub fn to_owners(self, comm: &dyn Communicator, leaf_starts: &[usize]) -> Vec<u64> {
+        match self {
+            LocalCounts::Dense(leaves) => comm.reduce_scatter(&leaves, leaf_starts),
+            LocalCounts::Sparse { codes, counts } => {
+                let mut sends = vec![Vec::new(); comm.size()];
+                for (&code, &count) in codes.iter().zip(&counts) {
+                    let owner = leaf_starts.partition_point(|&start| start <= code as usize) - 1;
+                    sends[owner].extend([u64::from(code), count]);
+                }
+                let first = leaf_starts[comm.rank()];
+                let mut own = vec![0u64; leaf_starts[comm.rank() + 1] - first];
+                for pairs in comm.all_to_all(sends) {
+                    for pair in pairs.chunks_exact(2) {
+                        own[pair[0] as usize - first] += pair[1];
+                    }
+                }
+                own
+            }
+        }
+    }
+}
+
+/// Runs of equal codes (given in ascending order) with their counts added.
+fn runs(sorted: impl IntoIterator<Item = (u32, u64)>) -> (Vec<u32>, Vec<u64>) {
+    let (mut codes, mut counts): (Vec<u32>, Vec<u64>) = (Vec::new(), Vec::new());
+    for (code, count) in sorted {
+        if codes.last() == Some(&code) {
+            *counts.last_mut().expect("a count per code") += count;
+        } else {
+            codes.push(code);
+            counts.push(count);
+        }
+    }
+    (codes, counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::local::run_local;
+
+    #[test]
+    fn sparse_and_dense_counts_reach_their_owners_alike() {
+        let depth = 10;
+        let leaves = 1usize << depth;
+        let starts = [0, 100, 100, 700, leaves];
+        let results = run_local(4, |comm| {
+            // Each rank's rows: a few leaves, some shared with other ranks.
+            let rows: Vec<u32> = (0..300u32).map(|row| (row * 37 + comm.rank() as u32 * 101) % leaves as u32).collect();
+            let mut dense = vec![0u64; leaves];
+            for &code in &rows {
+                dense[code as usize] += 1;
+            }
+            let mut sorted = rows.clone();
+            sorted.sort_unstable();
+            let (codes, counts) = runs(sorted.into_iter().map(|code| (code, 1)));
+            let sparse = LocalCounts::Sparse { codes, counts };
+            let from_dense = LocalCounts::Dense(dense.clone()).coarsen(depth, depth - 3);
+            let from_sparse = sparse.coarsen(depth, depth - 3);
+            let coarse_starts: Vec<usize> = starts.iter().map(|start| start >> 3).collect();
+            (
+                from_dense.to_owners(comm, &coarse_starts),
+                from_sparse.to_owners(comm, &coarse_starts),
+            )
+        });
+        for (dense, sparse) in &results {
+            assert_eq!(dense, sparse);
+        }
+        let total: u64 = results.iter().flat_map(|(dense, _)| dense).sum();
+        assert_eq!(total, 4 * 300);
+    }
+}
