@@ -398,15 +398,15 @@ fn run_eval_marginals(args: EvalArgs) -> Result<()> {
         .map_err(|error| Error::internal(format!("cannot start {threads} threads: {error}")))?;
     let progress = Progress::hidden();
     pool.install(|| {
-        let read = |path: &std::path::Path| -> Result<_> {
-            let source = crate::io::source::Source::open(path)?;
+        let read = |path: &std::path::Path, hive_columns: bool| -> Result<_> {
+            let source = crate::io::source::Source::open_with(path, hive_columns)?;
             let encoding = Encoding::resolve(&source, &spec)?;
             read_bits(&source, &encoding, &progress)
         };
-        let real = read(&args.real)?;
+        let real = read(&args.real, args.hive_columns)?;
         let mut comparisons = Vec::new();
         for synth in &args.synth {
-            let synthetic = read(synth)?;
+            let synthetic = read(synth, false)?;
             if synthetic.bits != real.bits {
                 return Err(Error::in_file(synth, "encodes to another number of bits than the real table"));
             }

@@ -187,6 +187,20 @@ fn hive_folders_become_columns_only_when_asked() {
     let from_folders = evaluate(&parts, "folders.json", &["--hive-columns"]);
     assert!(from_folders["value"].is_number(), "{from_folders}");
     assert_eq!(from_folders, evaluate(&whole, "file.json", &[]));
+    // So does eval --marginals (the year one-hot over its two categories of bins).
+    let marginals = |real: &Path, json: &str, extra: &[&str]| {
+        let json = dir.path().join(json);
+        let mut args = vec![
+            "eval", "--marginals", "--real", text(real), "--synth", text(&expected), "--columns", "a,year",
+            "--bounds", "a=0:1", "--bins", "a=4", "--bounds", "year=2023:2025", "--bins", "year=2", "--json",
+            text(&json), "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        let result = dpsynth(&args);
+        assert!(result.status.success(), "{}", stderr(&result));
+        report_json(&json)["comparisons"].clone()
+    };
+    assert_eq!(marginals(&parts, "marginals-folders.json", &["--hive-columns"]), marginals(&whole, "marginals-file.json", &[]));
     // A file outside the year=... folders has no year: refused naming it.
     write_parquet(&parts.join("stray.parquet"), columns(0..10), 10);
     let (result, _) = run(&parts, "stray", &["--hive-columns"]);
