@@ -64,6 +64,25 @@ fn rows(paths: &[PathBuf]) -> Vec<Vec<f64>> {
     all
 }
 
+/// A last file (read by the last rank) whose second row has nulls.
+fn add_a_file_with_a_null(input: &Path) {
+    let holes: ArrayRef = Arc::new(Float64Array::from(vec![Some(0.5), None, Some(0.25)]));
+    write_parquet(
+        &input.join("part-9.parquet"),
+        vec![("a", holes.clone()), ("b", holes.clone()), ("c", holes)],
+        3,
+    );
+}
+
+/// Parts under DIR/parts, no reports.
+fn parts_only(dir: &Path) -> PartsOutput {
+    PartsOutput {
+        directory: dir.join("parts"),
+        report: None,
+        diagnostics: None,
+    }
+}
+
 fn report_json(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
@@ -119,11 +138,7 @@ fn parts_in_rank_order_are_the_single_machine_table_for_any_rank_count() {
 fn fewer_ranks_replace_the_parts_of_more() {
     let dir = tempfile::tempdir().unwrap();
     let input = dataset(dir.path());
-    let outputs = PartsOutput {
-        directory: dir.path().join("parts"),
-        report: None,
-        diagnostics: None,
-    };
+    let outputs = parts_only(dir.path());
     let progress = Progress::hidden();
     for ranks in [4, 2] {
         run_local(ranks, |comm| {
@@ -138,13 +153,7 @@ fn fewer_ranks_replace_the_parts_of_more() {
 fn bad_input_on_one_rank_stops_every_rank_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let input = dataset(dir.path());
-    // The last file, read by the last rank, has a null.
-    let holes: ArrayRef = Arc::new(Float64Array::from(vec![Some(0.5), None, Some(0.25)]));
-    write_parquet(
-        &input.join("part-9.parquet"),
-        vec![("a", holes.clone()), ("b", holes.clone()), ("c", holes)],
-        3,
-    );
+    add_a_file_with_a_null(&input);
     let outputs = PartsOutput {
         directory: dir.path().join("parts"),
         report: Some(dir.path().join("report.json")),
@@ -169,11 +178,7 @@ fn bad_input_on_one_rank_stops_every_rank_and_writes_nothing() {
 fn only_pmm_without_rows_runs_across_ranks() {
     let dir = tempfile::tempdir().unwrap();
     let input = dataset(dir.path());
-    let outputs = PartsOutput {
-        directory: dir.path().join("parts"),
-        report: None,
-        diagnostics: None,
-    };
+    let outputs = parts_only(dir.path());
     let progress = Progress::hidden();
     let mut with_rows = options(Neighbours::AddRemove, 1);
     with_rows.rows = Some(10);
@@ -332,12 +337,7 @@ fn a_killed_rank_fails_the_job_and_leaves_no_part() {
 fn mpi_bad_input_on_one_rank_fails_the_job_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let input = dataset(dir.path());
-    let holes: ArrayRef = Arc::new(Float64Array::from(vec![Some(0.5), None, Some(0.25)]));
-    write_parquet(
-        &input.join("part-9.parquet"),
-        vec![("a", holes.clone()), ("b", holes.clone()), ("c", holes)],
-        3,
-    );
+    add_a_file_with_a_null(&input);
     let parts = dir.path().join("parts");
     let text = |path: &Path| path.to_str().unwrap().to_string();
     let output = mpirun(
