@@ -10,7 +10,7 @@ cargo test --release
 # It needs Open MPI (mpirun, mpicc) and libclang; .ci/run installs them and sets DPSYNTH_REQUIRE_MPI=1.
 if command -v mpirun >/dev/null && command -v mpicc >/dev/null; then
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-    cargo test --release --features mpi --test it -- cluster::
+    cargo test --release --features mpi -- cluster::
 elif [ "${DPSYNTH_REQUIRE_MPI:-0}" = 1 ]; then
   echo "error: DPSYNTH_REQUIRE_MPI=1 but Open MPI (mpirun, mpicc) is not installed" >&2
   exit 1
