@@ -206,15 +206,14 @@ def _words(options: Mapping[str, Any]) -> List[str]:
         if value is True:
             words.append(flag)
         elif isinstance(value, Mapping):
-            for column, entry in value.items():
-                words += [flag, f"{column}={_entry(key, entry)}"]
+            words += [f"{flag}={column}={_entry(key, entry)}" for column, entry in value.items()]
         elif isinstance(value, (list, tuple)) and key in ("columns", "covloss_shares"):
-            words += [flag, ",".join(_text(item) for item in value)]
+            words.append(f"{flag}={','.join(_text(item) for item in value)}")
         elif isinstance(value, (list, tuple)):
-            for item in value:
-                words += [flag, _text(item)]
+            words += [f"{flag}={_text(item)}" for item in value]
         else:
-            words += [flag, _text(value)]
+            # FLAG=VALUE: a value such as -1 is then a (refused) value, never read as a flag.
+            words.append(f"{flag}={_text(value)}")
     return words
 
 

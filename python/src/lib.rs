@@ -74,7 +74,12 @@ fn import_stream(data: &Bound<'_, PyAny>, name: &str) -> PyResult<(SchemaRef, Ve
     let capsule = data.call_method1("__arrow_c_stream__", (data.py().None(),))?;
     let capsule = capsule.cast::<PyCapsule>()?;
     let pointer = capsule.pointer_checked(Some(STREAM_CAPSULE))?;
-    let unreadable = |error: arrow::error::ArrowError| PyValueError::new_err(format!("{name}: cannot read its Arrow stream: {error}"));
+    let unreadable = |error: arrow::error::ArrowError| {
+        PyValueError::new_err(format!(
+            "{name}: not a readable table: its Arrow stream is not one of record batches ({error}); pass a pyarrow \
+             Table or RecordBatchReader, a pandas or polars DataFrame, or a path"
+        ))
+    };
     // SAFETY: the capsule holds an FFI_ArrowArrayStream (its name says so); from_raw moves the stream out
     // and leaves a released one behind, which the capsule's destructor then ignores.
     let reader = unsafe { RecordBatchStreamReader::from_raw(pointer.as_ptr().cast::<FFI_ArrowArrayStream>()) }

@@ -242,14 +242,11 @@ fn invalid_value_error(
                 continue;
             }
         };
-        let (file, group) = source.row_group_place(row_group);
+        let (file, place) = source.row_place(row_group, first_row + row as u64);
         return Error::in_column(
             file,
             &column.name,
-            format!(
-                "{what} in row group {group}, row {} of the group; pass --nulls drop to leave such rows out",
-                first_row + row as u64
-            ),
+            format!("{what} in {place}; pass --nulls drop to leave such rows out"),
         );
     }
     Error::internal("a row was flagged invalid but no column holds a bad value")

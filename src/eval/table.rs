@@ -251,14 +251,8 @@ fn invalid_value_error(
     } else {
         "an infinite value"
     };
-    let (file, group) = source.row_group_place(row_group);
-    Error::in_column(
-        file,
-        column,
-        format!(
-            "{what} in row group {group}, row {group_row} of the group; pass --nulls drop to leave such rows out"
-        ),
-    )
+    let (file, place) = source.row_place(row_group, group_row as u64);
+    Error::in_column(file, column, format!("{what} in {place}; pass --nulls drop to leave such rows out"))
 }
 
 /// Writes (v − lo)/(hi − lo) of every value to `out[row·stride]` (non-finite stays non-finite).

@@ -185,6 +185,21 @@ impl Source {
         }
     }
 
+    /// Where row `row` of row group `row_group` is, in a message's words: its file and "row group G, row R
+    /// of the group"; for a table in memory, its name and "row N" (counted from the table's first row).
+    pub fn row_place(&self, row_group: usize, row: u64) -> (&Path, String) {
+        match &self.data {
+            SourceData::Files { .. } => {
+                let (file, group) = self.row_group_place(row_group);
+                (file, format!("row group {group}, row {row} of the group"))
+            }
+            SourceData::Memory(groups) => {
+                let before: u64 = groups[..row_group].iter().map(|group| group.num_rows() as u64).sum();
+                (&self.input, format!("row {}", before + row))
+            }
+        }
+    }
+
     /// What row group `row_group` weighs as work: its compressed bytes (its rows, for a table in memory).
     pub fn row_group_bytes(&self, row_group: usize) -> u64 {
         match &self.data {
@@ -655,7 +670,7 @@ fn numeric_columns_of(place: &Path, schema: &SchemaRef, names: &[String]) -> Res
             return Err(Error::in_column(
                 place,
                 name,
-                format!("the file has {namesakes} columns of this name; rename them apart first"),
+                format!("the input has {namesakes} columns of this name; rename them apart first"),
             ));
         }
         let field = schema.field(index);
