@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use super::exchange::{Exchange, LocalCounts};
 use super::part::{Ownership, PartRelease, PartTree};
+use super::rows::{allocate_part_rows, rows_before};
 use super::{agree, weighted_starts, Communicator};
 use crate::binner::pass::DataPass;
 use crate::binner::ScanStats;
@@ -58,12 +59,6 @@ pub fn synthesize_across(
             options.mechanism.name()
         )));
     };
-    if options.rows.is_some() {
-        return Err(Error::bad_input(
-            "--rows does not run across ranks yet (it re-spreads rows over every rank's leaves): leave it out \
-             to write the released number of rows",
-        ));
-    }
     let part = part_path(&outputs.directory, comm.rank());
     let mut named = vec![NamedPath::new("the part", &part)];
     named.extend(outputs.report.as_deref().map(|path| NamedPath::new("--report", path)));
@@ -104,11 +99,25 @@ pub fn synthesize_across(
         release_across(comm, &pool, &plan, &data, &seeds, exchange)
     })?;
     let geometry = CellGeometry::new(plan.dims(), release.schedule.depth);
+    // --rows re-spreads the rows over the whole tree's leaves, as on one machine.
+    let allocated = match options.rows {
+        Some(rows) if rows != release.part.root_count => {
+            let leaves = geometry.leaf_count();
+            let allocation = allocate_part_rows(comm, &release.part.leaves, leaves, release.part.root_count, rows);
+            let first_row = rows_before(comm, allocation.iter().sum());
+            Some((allocation, first_row))
+        }
+        _ => None,
+    };
+    let (counts, first_row) = match &allocated {
+        Some((allocation, first_row)) => (allocation.as_slice(), *first_row),
+        None => (release.part.leaves.as_slice(), release.part.first_row),
+    };
     let sampler = LeafSampler::part(
         geometry,
-        &release.part.leaves,
+        counts,
         release.part.first_leaf,
-        release.part.first_row,
+        first_row,
         options.placement,
         seeds.placement(),
     );

@@ -7,6 +7,7 @@
 //! - [`exchange`]: a rank's leaf counts, dense or as sorted codes, sent to the ranks that own them;
 //! - [`part`]: PMM's release split by subtrees: every rank releases the top levels (identically), then
 //!   noises, makes consistent and samples the subtrees it owns;
+//! - [`rows`]: `--rows` over the whole tree's leaves, each rank allocating its own;
 //! - [`driver`]: `synth` across ranks: open, plan, bin, release, write `part-RANK.parquet`, commit.
 
 pub mod driver;
@@ -15,6 +16,7 @@ pub mod local;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod part;
+pub mod rows;
 
 use crate::error::{Error, Result};
 

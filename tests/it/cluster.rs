@@ -13,7 +13,7 @@ use crate::common::*;
 use dpsynth::cluster::driver::{part_path, synthesize_across, PartsOutput};
 use dpsynth::cluster::local::run_local;
 use dpsynth::geometry::bounds::ColumnBounds;
-use dpsynth::options::{MechanismOptions, PmmOptions};
+use dpsynth::options::{MechanismOptions, PmmOptions, PsmmOptions};
 use dpsynth::privacy::Neighbours;
 use dpsynth::progress::Progress;
 use dpsynth::synth::{synthesize, OutputPaths};
@@ -53,7 +53,7 @@ fn options(neighbours: Neighbours, threads: usize) -> SynthOptions {
 }
 
 /// Every row of the Parquet files of `paths`, in order.
-fn rows(paths: &[PathBuf]) -> Vec<Vec<f64>> {
+fn rows_of(paths: &[PathBuf]) -> Vec<Vec<f64>> {
     let mut all = vec![Vec::new(); 3];
     for path in paths {
         let (_, columns) = read_parquet(path);
@@ -99,7 +99,7 @@ fn parts_in_rank_order_are_the_single_machine_table_for_any_rank_count() {
             diagnostics: None,
         };
         synthesize(&input, &single, &options(neighbours, 2), &progress).unwrap();
-        let expected = rows(&[single.table.clone()]);
+        let expected = rows_of(&[single.table.clone()]);
         let expected_report = report_json(single.report.as_ref().unwrap());
         for (ranks, threads) in [(1, 1), (2, 1), (3, 2), (4, 1), (7, 1)] {
             let outputs = PartsOutput {
@@ -113,7 +113,7 @@ fn parts_in_rank_order_are_the_single_machine_table_for_any_rank_count() {
             assert!(reports[0].is_some() && reports[1..].iter().all(Option::is_none));
             let parts: Vec<PathBuf> = (0..ranks).map(|rank| part_path(&outputs.directory, rank)).collect();
             assert_eq!(files_in(&outputs.directory), parts, "{ranks} ranks: one part each, nothing else");
-            assert!(rows(&parts) == expected, "{neighbours:?}, {ranks} ranks: the parts differ from one machine's table");
+            assert!(rows_of(&parts) == expected, "{neighbours:?}, {ranks} ranks: the parts differ from one machine's table");
             // The same report, but for the memory cap the depth rule names: it grows with the ranks.
             let without_cap = |mut report: serde_json::Value| {
                 let rule = report["parameters"]["depth_rule"].as_str().unwrap().to_string();
@@ -175,15 +175,45 @@ fn bad_input_on_one_rank_stops_every_rank_and_writes_nothing() {
 }
 
 #[test]
-fn only_pmm_without_rows_runs_across_ranks() {
+fn rows_across_ranks_are_the_single_machine_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dataset(dir.path());
+    let progress = Progress::hidden();
+    for rows in [12_345, 50_001] {
+        let mut with_rows = options(Neighbours::AddRemove, 1);
+        with_rows.rows = Some(rows);
+        let single = OutputPaths {
+            table: dir.path().join(format!("single-{rows}.parquet")),
+            report: None,
+            diagnostics: None,
+        };
+        synthesize(&input, &single, &with_rows, &progress).unwrap();
+        let expected = rows_of(&[single.table.clone()]);
+        assert_eq!(expected[0].len(), rows as usize);
+        for ranks in [2, 3] {
+            let outputs = PartsOutput {
+                directory: dir.path().join(format!("parts-{rows}-{ranks}")),
+                report: Some(dir.path().join(format!("report-{rows}-{ranks}.json"))),
+                diagnostics: None,
+            };
+            run_local(ranks, |comm| synthesize_across(comm, &input, &outputs, &with_rows, &progress).unwrap());
+            let parts: Vec<PathBuf> = (0..ranks).map(|rank| part_path(&outputs.directory, rank)).collect();
+            assert!(rows_of(&parts) == expected, "--rows {rows}, {ranks} ranks: the parts differ from one machine's table");
+            assert_eq!(report_json(outputs.report.as_ref().unwrap())["release"]["synthetic_rows"], rows);
+        }
+    }
+}
+
+#[test]
+fn only_pmm_runs_across_ranks() {
     let dir = tempfile::tempdir().unwrap();
     let input = dataset(dir.path());
     let outputs = parts_only(dir.path());
     let progress = Progress::hidden();
-    let mut with_rows = options(Neighbours::AddRemove, 1);
-    with_rows.rows = Some(10);
-    let refused = run_local(2, |comm| synthesize_across(comm, &input, &outputs, &with_rows, &progress).err().unwrap().to_string());
-    assert!(refused[0].contains("--rows does not run across ranks"), "{}", refused[0]);
+    let mut psmm = options(Neighbours::AddRemove, 1);
+    psmm.mechanism = MechanismOptions::Psmm(PsmmOptions { cells: None, noisy_n_share: 0.0625 });
+    let refused = run_local(2, |comm| synthesize_across(comm, &input, &outputs, &psmm, &progress).err().unwrap().to_string());
+    assert!(refused[0].contains("--mechanism psmm does not run across ranks"), "{}", refused[0]);
     assert!(!outputs.directory.exists());
 }
 
@@ -201,7 +231,7 @@ fn sparse_exchange_gives_the_single_machine_table_too() {
         diagnostics: None,
     };
     synthesize(&input, &single, &deep, &progress).unwrap();
-    let expected = rows(&[single.table.clone()]);
+    let expected = rows_of(&[single.table.clone()]);
     for ranks in [2, 3] {
         let outputs = PartsOutput {
             directory: dir.path().join(format!("parts-{ranks}")),
@@ -212,7 +242,7 @@ fn sparse_exchange_gives_the_single_machine_table_too() {
         let diagnostics = report_json(outputs.diagnostics.as_ref().unwrap());
         assert!(diagnostics["binning"].as_str().unwrap().contains("sorted leaf codes"), "{diagnostics}");
         let parts: Vec<PathBuf> = (0..ranks).map(|rank| part_path(&outputs.directory, rank)).collect();
-        assert!(rows(&parts) == expected, "{ranks} ranks, sparse: the parts differ from one machine's table");
+        assert!(rows_of(&parts) == expected, "{ranks} ranks, sparse: the parts differ from one machine's table");
     }
 }
 
@@ -248,7 +278,7 @@ fn the_depth_cap_grows_with_the_ranks() {
     roomy.memory_limit = None;
     synthesize(&input, &single, &roomy, &progress).unwrap();
     let parts: Vec<PathBuf> = (0..4).map(|rank| part_path(&outputs.directory, rank)).collect();
-    assert!(rows(&parts) == rows(&[single.table.clone()]), "the deeper distributed tree is not the depth-15 release");
+    assert!(rows_of(&parts) == rows_of(&[single.table.clone()]), "the deeper distributed tree is not the depth-15 release");
 }
 
 /// The real thing: `mpirun -n P` on the binary built with `--features mpi`.
@@ -265,7 +295,7 @@ fn mpi_parts_are_the_single_machine_table() {
         let output =
             dpsynth(&[&["synth", &text(&input), "--output", &text(&single)][..], &common[..], extra].concat());
         assert!(output.status.success(), "{}", stderr(&output));
-        let expected = rows(&[single]);
+        let expected = rows_of(&[single]);
         for ranks in [2, 3, 4] {
             let parts = dir.path().join(format!("parts-{name}-{ranks}"));
             let output =
@@ -273,7 +303,7 @@ fn mpi_parts_are_the_single_machine_table() {
             assert!(output.status.success(), "{name}, {ranks} ranks: {}", stderr(&output));
             let written: Vec<PathBuf> = (0..ranks).map(|rank| part_path(&parts, rank)).collect();
             assert_eq!(files_in(&parts), written);
-            assert!(rows(&written) == expected, "{name}, {ranks} MPI ranks: the parts differ from one machine's table");
+            assert!(rows_of(&written) == expected, "{name}, {ranks} MPI ranks: the parts differ from one machine's table");
         }
     }
 }
