@@ -1,6 +1,7 @@
 //! Reading the input: a Parquet file, or a dataset of them (a directory or a glob, [`dataset`]), read
 //! with positioned reads, projected to the asked columns, decoded row group by row group
-//! (docs/design.md). The row groups of all files, in file order, are the unit of work.
+//! (docs/design.md); or Arrow batches already in memory (the Python package's data frames). The row
+//! groups of all files, in file order (or slices of the batches), are the unit of work.
 //!
 //! Why not a memory map: a file truncated by another process while mapped kills the reader with SIGBUS,
 //! which no error path can catch. `pread` into buffers reports the short read as an error instead, at the
