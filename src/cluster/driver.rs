@@ -19,7 +19,7 @@ use crate::geometry::partition::CellGeometry;
 use crate::io::paths::{check_output_paths, NamedPath};
 use crate::io::sink::ParquetSink;
 use crate::io::source::Source;
-use crate::io::staging::{commit_all, StagedFile};
+use crate::io::staging::commit_all;
 use crate::mechanism::pmm::PmmPlan;
 use crate::mechanism::{PublicInputs, ReleasedMeasure};
 use crate::options::{MechanismOptions, SynthOptions};
@@ -27,7 +27,7 @@ use crate::privacy::RunSeeds;
 use crate::progress::{PhaseTiming, Progress, Timings};
 use crate::sampler::LeafSampler;
 use crate::synth::report::{Diagnostics, RankInfo, RunReport};
-use crate::synth::{public_inputs, thread_pool, used_columns, write_rows, RunFacts};
+use crate::synth::{public_inputs, stage_reports, thread_pool, used_columns, write_rows, RunFacts};
 
 /// Where a distributed run writes: the parts in a directory, the reports (rank 0) beside them.
 #[derive(Clone, Debug)]
@@ -172,13 +172,12 @@ pub fn synthesize_across(
     diagnostics.input_page_checksums = share.has_page_checksums();
     diagnostics.peak_memory_bytes = crate::synth::memory::peak_memory_bytes();
     diagnostics.ranks = ranks;
-    let mut staged = Vec::new();
-    if let Some(path) = &outputs.report {
-        staged.push(StagedFile::with_bytes(path, to_json(&report)?.as_bytes())?);
-    }
-    if let Some(path) = &outputs.diagnostics {
-        staged.push(StagedFile::with_bytes(path, to_json(&diagnostics)?.as_bytes())?);
-    }
+    let staged = stage_reports(
+        outputs.report.as_deref(),
+        outputs.diagnostics.as_deref(),
+        &report,
+        &diagnostics,
+    )?;
     commit_all(staged)?;
     Ok(Some(report))
 }
@@ -317,8 +316,4 @@ fn remove_stale_parts(directory: &Path, ranks: usize) {
             break;
         }
     }
-}
-
-fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
-    serde_json::to_string_pretty(value).map_err(|error| Error::internal(format!("serialising a report: {error}")))
 }

@@ -6,7 +6,7 @@
 
 use rayon::prelude::*;
 
-use super::{even_starts, Communicator};
+use super::even_starts;
 use crate::geometry::tree::CountTree;
 use crate::mechanism::pmm::consistency::{enforce_consistency, split_children, ConsistencyRule};
 use crate::mechanism::pmm::noise::{add_level_noise, add_noise_to_cells};
@@ -55,27 +55,9 @@ pub struct PartRelease {
     pub root_count: u64,
 }
 
-/// Releases this rank's part of the tree whose true leaves it owns are `own_leaves` (summed over the
-/// ranks): the same noise, root and consistency as `pmm::release_leaf_counts` on the whole tree.
-#[allow(clippy::too_many_arguments)]
-pub fn release_part(
-    comm: &dyn Communicator,
-    own_leaves: Vec<u64>,
-    ownership: &Ownership,
-    scales: &[Option<RationalScale>],
-    released_root: Option<u64>,
-    key: &NoiseKey,
-    rule: ConsistencyRule,
-    coin_seed: u64,
-) -> PartRelease {
-    let tree = PartTree::new(own_leaves, ownership, comm.rank());
-    let mut top_counts = tree.top_counts();
-    comm.sum(&mut top_counts);
-    tree.release(top_counts, scales, released_root, key, rule, coin_seed)
-}
-
-/// The true counts of one rank's subtrees, levels k..=r (the steps of [`release_part`], for a caller that
-/// runs the collective on its own thread and the work on its pool).
+/// The true counts of one rank's subtrees, levels k..=r. Its release takes three steps, so that the caller
+/// runs the one collective on its own thread and the work on its pool: [`PartTree::new`], summing
+/// [`PartTree::top_counts`] over the ranks, [`PartTree::release`].
 pub struct PartTree {
     top: u32,
     depth: u32,
@@ -163,6 +145,7 @@ impl PartTree {
 mod tests {
     use super::*;
     use crate::cluster::local::run_local;
+    use crate::cluster::Communicator;
     use crate::mechanism::pmm::release_leaf_counts;
     use crate::mechanism::pmm::schedule::LevelSchedule;
     use crate::privacy::Neighbours;
@@ -188,7 +171,10 @@ mod tests {
                 let starts = ownership.leaf_starts();
                 let parts = run_local(ranks, |comm| {
                     let own = leaves[starts[comm.rank()]..starts[comm.rank() + 1]].to_vec();
-                    release_part(comm, own, &ownership, &scales, root, &key, rule, 77)
+                    let tree = PartTree::new(own, &ownership, comm.rank());
+                    let mut top_counts = tree.top_counts();
+                    comm.sum(&mut top_counts);
+                    tree.release(top_counts, &scales, root, &key, rule, 77)
                 });
                 let joined: Vec<u64> = parts.iter().flat_map(|part| part.leaves.clone()).collect();
                 assert_eq!(joined, whole, "depth {depth}, {ranks} ranks");

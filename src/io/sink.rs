@@ -30,6 +30,21 @@ pub const OUTPUT_COMPRESSION: Compression = Compression::UNCOMPRESSED;
 /// Rows per output row group.
 pub const OUTPUT_ROW_GROUP_ROWS: usize = 1 << 20;
 
+/// The schema of a synthetic table of `columns`: the input's names and types, no nulls.
+pub fn output_schema(columns: &[NumericColumn]) -> SchemaRef {
+    Arc::new(Schema::new(
+        columns
+            .iter()
+            .map(|column| Field::new(column.name.clone(), column.data_type.clone(), false))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// Values in normalised units [0,1] mapped back to `column`'s bounds and type (integers rounded).
+pub fn denormalised(column: &NumericColumn, bounds: &ColumnBounds, unit: &[f64]) -> ArrayRef {
+    build_array(&column.data_type, unit, |unit| bounds.denormalise(unit))
+}
+
 /// The table being written: each column of the open row group has its own encoder, and the encoders of
 /// a batch run in parallel; finished row groups are appended in column order, so the bytes do not
 /// depend on the thread count.
@@ -53,13 +68,7 @@ impl ParquetSink {
         columns: &[NumericColumn],
         bounds: &[ColumnBounds],
     ) -> Result<Self> {
-        let schema: SchemaRef = Arc::new(Schema::new(
-            columns
-                .iter()
-                .map(|column| Field::new(column.name.clone(), column.data_type.clone(), false))
-                .collect::<Vec<_>>(),
-        ));
-        Self::open(target, schema, columns.to_vec(), bounds.to_vec())
+        Self::open(target, output_schema(columns), columns.to_vec(), bounds.to_vec())
     }
 
     /// Opens a temporary file beside `target` for batches of `schema` written whole by the caller
@@ -111,11 +120,7 @@ impl ParquetSink {
         let rows = unit_columns.first().map_or(0, Vec::len);
         let (columns, bounds) = (self.columns.clone(), self.bounds.clone());
         self.write_columns(rows, |column, rows| {
-            build_array(
-                &columns[column].data_type,
-                &unit_columns[column][rows],
-                |unit| bounds[column].denormalise(unit),
-            )
+            denormalised(&columns[column], &bounds[column], &unit_columns[column][rows])
         })
     }
 

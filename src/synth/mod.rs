@@ -10,9 +10,7 @@ pub mod memory;
 pub mod report;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
-use arrow::datatypes::{Field, Schema, SchemaRef};
+use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use rayon::prelude::*;
 
@@ -20,9 +18,8 @@ use crate::binner::pass::DataPass;
 use crate::error::{compact_number, Error, Result};
 use crate::geometry::bounds::ColumnBounds;
 use crate::io::paths::{check_output_paths, NamedPath};
-use crate::io::sink::ParquetSink;
+use crate::io::sink::{denormalised, output_schema, ParquetSink};
 use crate::io::staging::{commit_all, StagedFile};
-use crate::io::source::column::build_array;
 use crate::io::source::{ColumnKind, NumericColumn, Source};
 use crate::mechanism::{Plan, PublicInputs, Release};
 use crate::options::{check_output_rows, MechanismOptions, SynthOptions};
@@ -208,9 +205,7 @@ impl Fitted {
                         .iter()
                         .zip(&self.bounds)
                         .zip(&unit)
-                        .map(|((column, bounds), values)| {
-                            build_array(&column.data_type, values, |unit| bounds.denormalise(unit))
-                        })
+                        .map(|((column, bounds), values)| denormalised(column, bounds, values))
                         .collect();
                     bar.advance(rows as u64)?;
                     RecordBatch::try_new(schema.clone(), arrays)
@@ -248,16 +243,6 @@ impl Fitted {
         let seed = crate::privacy::draw_seed(self.placement_seed, draw);
         self.release.measure.rows(rows, self.placement, seed)
     }
-}
-
-/// The schema of a synthetic table of `columns`: their names and types, no nulls.
-fn output_schema(columns: &[NumericColumn]) -> SchemaRef {
-    Arc::new(Schema::new(
-        columns
-            .iter()
-            .map(|column| Field::new(column.name.clone(), column.data_type.clone(), false))
-            .collect::<Vec<_>>(),
-    ))
 }
 
 /// The columns the options name (with bounds), in the input's order, each checked against its bounds; and
@@ -452,17 +437,35 @@ fn commit_outputs(
 ) -> Result<SynthOutcome> {
     diagnostics.peak_memory_bytes = peak_memory_bytes();
     let mut staged = vec![sink.finish()?];
-    if let Some(path) = &outputs.report {
-        staged.push(StagedFile::with_bytes(path, to_json(&report)?.as_bytes())?);
-    }
-    if let Some(path) = &outputs.diagnostics {
-        staged.push(StagedFile::with_bytes(path, to_json(&diagnostics)?.as_bytes())?);
-    }
+    staged.extend(stage_reports(
+        outputs.report.as_deref(),
+        outputs.diagnostics.as_deref(),
+        &report,
+        &diagnostics,
+    )?);
     commit_all(staged)?;
     Ok(SynthOutcome {
         report,
         diagnostics,
     })
+}
+
+/// The report and the diagnostics as JSON in temporary files beside the paths asked for, to commit with
+/// the table (or the parts of a distributed run).
+pub(crate) fn stage_reports(
+    report_path: Option<&Path>,
+    diagnostics_path: Option<&Path>,
+    report: &RunReport,
+    diagnostics: &Diagnostics,
+) -> Result<Vec<StagedFile>> {
+    let mut staged = Vec::new();
+    if let Some(path) = report_path {
+        staged.push(StagedFile::with_bytes(path, to_json(report)?.as_bytes())?);
+    }
+    if let Some(path) = diagnostics_path {
+        staged.push(StagedFile::with_bytes(path, to_json(diagnostics)?.as_bytes())?);
+    }
+    Ok(staged)
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
