@@ -7,7 +7,7 @@
 
 use std::ffi::OsString;
 use std::panic::AssertUnwindSafe;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
@@ -23,9 +23,9 @@ use pyo3::types::PyCapsule;
 use dpsynth::error::Error;
 use dpsynth::eval::command::TableInput;
 use dpsynth::io::source::Source;
-use dpsynth::options::{MechanismOptions, SynthOptions};
+use dpsynth::options::SynthOptions;
 use dpsynth::progress::{Progress, ProgressWatcher};
-use dpsynth::synth::{self, Fitted, OutputPaths};
+use dpsynth::synth::{self, Fitted};
 
 create_exception!(
     _native,
@@ -321,9 +321,6 @@ fn synthesize(
     let (options, hive_columns) = synth_options(words)?;
     let source = open_input(data, name, hive_columns)?;
     let on_progress = on_progress.as_ref();
-    if matches!(options.mechanism, MechanismOptions::Covloss(_) | MechanismOptions::Microagg(_)) {
-        return synthesize_through_file(py, &source, &options, on_progress);
-    }
     let fitted = run_released(py, on_progress, |progress| synth::fit(&source, &options, progress))?;
     let batches = run_released(py, on_progress, |progress| fitted.sample(options.rows, 0, progress))?;
     let mut report = fitted.report().clone();
@@ -333,54 +330,6 @@ fn synthesize(
         to_json(&report)?,
         to_json(fitted.diagnostics())?,
     ))
-}
-
-/// The encoded mechanisms (covloss, microagg) write their decoded table themselves: it is written to a
-/// private temporary directory, read back and removed.
-fn synthesize_through_file(
-    py: Python<'_>,
-    source: &Source,
-    options: &SynthOptions,
-    on_progress: Option<&Bound<'_, PyAny>>,
-) -> PyResult<(ArrowStream, String, String)> {
-    static RUNS: AtomicU64 = AtomicU64::new(0);
-    let directory = std::env::temp_dir().join(format!(
-        "dpsynth-python-{}-{}",
-        std::process::id(),
-        RUNS.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir(&directory)
-        .map_err(|error| PyRuntimeError::new_err(format!("{}: cannot create: {error}", directory.display())))?;
-    let outputs = OutputPaths {
-        table: directory.join("synthetic.parquet"),
-        report: None,
-        diagnostics: None,
-    };
-    let outcome = run_released(py, on_progress, |progress| {
-        let outcome = synth::synthesize_source(source, &outputs, options, progress)?;
-        let (schema, batches) = read_all(&outputs.table)?;
-        Ok((outcome, schema, batches))
-    });
-    let _ = std::fs::remove_dir_all(&directory);
-    let (outcome, schema, batches) = outcome?;
-    Ok((
-        ArrowStream::new(schema, batches),
-        to_json(&outcome.report)?,
-        to_json(&outcome.diagnostics)?,
-    ))
-}
-
-/// Every column of every row group of the Parquet file at `path`.
-fn read_all(path: &Path) -> dpsynth::Result<(SchemaRef, Vec<RecordBatch>)> {
-    let source = Source::open(path)?;
-    let columns = source.schema().fields().len();
-    let mut batches = Vec::new();
-    for row_group in 0..source.row_group_count() {
-        for batch in source.row_group_reader_of(row_group, 0..columns)? {
-            batches.push(batch.map_err(|error| Error::internal(format!("reading the synthetic table back: {error}")))?);
-        }
-    }
-    Ok((source.schema().clone(), batches))
 }
 
 /// `eval` of `synths` (called `synth_names`) against `real` (called `real_name`) with the options in

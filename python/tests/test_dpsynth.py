@@ -165,6 +165,34 @@ def test_the_first_draw_is_the_cli_table(cli, tmp_path):
     assert fitted.sample(3000).to_arrow().cast(expected.schema).equals(expected)
 
 
+def test_covloss_and_microagg_are_fitted_once_and_sampled_like_the_others(cli, tmp_path):
+    rng = np.random.default_rng(3)
+    rows = 20_000
+    carrier = rng.choice(["AA", "B6", "UA"], rows, p=[0.5, 0.3, 0.2])
+    data = pa.table({"delayed": rng.random(rows) < np.where(carrier == "AA", 0.4, 0.1), "carrier": carrier,
+                     "x": rng.random(rows)})
+    encoding = dict(columns=["delayed", "carrier", "x"], categories={"carrier": ["AA", "B6", "UA"]}, bins={"x": 4},
+                    bounds={"x": (0.0, 1.0)})
+    source, output = tmp_path / "input.parquet", tmp_path / "cli.parquet"
+    pq.write_table(data, source)
+    subprocess.run([cli, "synth", str(source), "--output", str(output), "--quiet", "--columns", "delayed,carrier,x",
+                    "--categories", "carrier=AA,B6,UA", "--bins", "x=4", "--bounds", "x=0:1", "--mechanism", "covloss",
+                    "--epsilon", "1", "--neighbours", "replace", "--damping", "cells", "--seed", "4"], check=True)
+    fitted = dpsynth.Synthesizer.create("covloss", epsilon=1.0, neighbours="replace", damping="cells", seed=4,
+                                        quiet=True).fit(data, **encoding)
+    assert fitted.report["mechanism"] == "covloss" and fitted.report["guarantee"]["epsilon_spent"] <= 1.0
+    first = fitted.sample()
+    assert first.equals(pq.read_table(output)), "draw 0 is the CLI's table"
+    second = fitted.sample(5000)
+    assert second.schema == first.schema and second.num_rows == 5000
+    assert set(second.column("carrier").to_pylist()) <= {"AA", "B6", "UA"}
+    assert fitted.report["sample"]["draw"] == 1 and fitted.report["sample"]["epsilon_spent_by_this_draw"] == 0.0
+    assert not second.equals(first.slice(0, 5000)), "each draw has its own coins"
+    anonymous = dpsynth.Synthesizer.create("microagg", k=100, quiet=True).fit(data, **encoding)
+    assert anonymous.report["guarantee"]["fit_for_release"] is False and "anonymity" in anonymous.report["guarantee"]
+    assert anonymous.sample(1000).num_rows == 1000
+
+
 def test_evaluate_matches_the_cli(cli, tmp_path):
     data = table()
     synthetic, _, source = cli_synth(cli, data, tmp_path, "--epsilon", "1", "--seed", "3")

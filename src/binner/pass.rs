@@ -1,10 +1,13 @@
 //! The data access of a release: one pass over the input's used columns, quantised with their public
 //! bounds, under the run's null policy and on the run's binning device. Mechanisms see the private data
-//! only through a [`DataPass`], and only as histograms or per-thread folds of quantised rows.
+//! only through a [`DataPass`], and only as histograms, per-thread folds of quantised rows, or (covloss,
+//! microagg) the bit planes of a public encoding.
 
 use super::device::{ChosenBinner, DeviceChoice};
 use super::grid::GridBinner;
 use super::{scan_leaf_counts, scan_quantised_rows, AxisPlan, BinnerWorker, NullPolicy, ScanStats};
+use crate::encoding::read::{read_bits, BitRows};
+use crate::encoding::Encoding;
 use crate::error::Result;
 use crate::geometry::bounds::ColumnBounds;
 use crate::geometry::grid::RegularGrid;
@@ -25,6 +28,11 @@ pub struct DataPass<'a> {
 impl DataPass<'_> {
     pub fn dims(&self) -> usize {
         self.columns.len()
+    }
+
+    /// The rows of a public `encoding`'s columns as bit planes (covloss, microagg).
+    pub fn bits(&self, encoding: &Encoding) -> Result<BitRows> {
+        read_bits(self.source, encoding, self.progress)
     }
 
     /// Rows in the file's metadata: public under replace; under add-remove only a guess to plan work

@@ -27,7 +27,7 @@ use crate::privacy::RunSeeds;
 use crate::progress::{PhaseTiming, Progress, Timings};
 use crate::sampler::LeafSampler;
 use crate::synth::report::{Diagnostics, RankInfo, RunReport};
-use crate::synth::{public_inputs, stage_reports, thread_pool, used_columns, write_rows, RunFacts};
+use crate::synth::{public_inputs, stage_reports, thread_pool, write_rows, RunColumns, RunFacts};
 
 /// Where a distributed run writes: the parts in a directory, the reports (rank 0) beside them.
 #[derive(Clone, Debug)]
@@ -66,9 +66,10 @@ pub fn synthesize_across(
     check_output_paths(&[NamedPath::new("the input", input)], &named)?;
     let seeds = shared_seeds(comm, options.seed)?;
     let opened = agree(comm, open(input, &outputs.directory, options))?;
-    let (source, columns, bounds) = opened;
+    let (source, run_columns) = opened;
+    let (columns, bounds) = run_columns.numeric();
     let (threads, pool) = thread_pool(options)?;
-    let rank_public = shared_public(comm, public_inputs(&source, &columns, options, threads));
+    let rank_public = shared_public(comm, public_inputs(&source, &run_columns, options, threads));
     // The tree is split over the ranks: its memory cap is every rank's limit together. A rank whose
     // full leaf histogram would not fit its own limit sends sorted leaf codes instead ([`Exchange`]).
     let mut public = rank_public;
@@ -88,8 +89,8 @@ pub fn synthesize_across(
     let share = source.keep_row_groups(shares[rank]..shares[rank + 1]);
     let data = DataPass {
         source: &share,
-        columns: &columns,
-        bounds: &bounds,
+        columns,
+        bounds,
         nulls: options.nulls,
         progress,
     };
@@ -123,7 +124,7 @@ pub fn synthesize_across(
     );
     let written = timings.time("sample and write", || {
         pool.install(|| -> Result<_> {
-            let mut sink = ParquetSink::create(&part, &columns, &bounds)?;
+            let mut sink = ParquetSink::create(&part, columns, bounds)?;
             let rows = write_rows(&mut sink, &sampler, columns.len(), progress)?;
             Ok((sink.finish()?, rows))
         })
@@ -142,8 +143,7 @@ pub fn synthesize_across(
     agree(comm, commit_all(vec![staged]))?;
     let facts = RunFacts {
         source: &share,
-        columns: &columns,
-        bounds: &bounds,
+        columns: &run_columns,
         options,
     };
     let mut report = facts.report(&whole, epsilon_spent, 0);
@@ -163,7 +163,7 @@ pub fn synthesize_across(
         return Ok(None);
     }
     remove_stale_parts(&outputs.directory, comm.size());
-    let mut diagnostics = Diagnostics::new(&whole.scan, &facts.column_names(), threads, whole.binning.clone());
+    let mut diagnostics = Diagnostics::new(&whole.scan, &run_columns.names(), threads, whole.binning.clone());
     diagnostics.timings_seconds = timings.into_phases();
     diagnostics.timings_seconds.push(PhaseTiming {
         phase: "total",
@@ -182,18 +182,14 @@ pub fn synthesize_across(
     Ok(Some(report))
 }
 
-/// The input (every rank opens all of it: the plan needs every footer), its used columns and their
-/// bounds; and the output directory, made if missing.
-fn open(
-    input: &Path,
-    directory: &Path,
-    options: &SynthOptions,
-) -> Result<(Source, Vec<crate::io::source::NumericColumn>, Vec<crate::geometry::bounds::ColumnBounds>)> {
+/// The input (every rank opens all of it: the plan needs every footer) and its used columns; and the
+/// output directory, made if missing.
+fn open(input: &Path, directory: &Path, options: &SynthOptions) -> Result<(Source, RunColumns)> {
     let source = Source::open_with(input, options.hive_columns)?;
-    let (columns, bounds) = used_columns(&source, options)?;
+    let columns = RunColumns::of(&source, options)?;
     std::fs::create_dir_all(directory)
         .map_err(|error| Error::in_file(directory, format!("cannot create the output directory: {error}")))?;
-    Ok((source, columns, bounds))
+    Ok((source, columns))
 }
 
 /// What [`release_across`] gives a rank.
@@ -258,7 +254,7 @@ fn shared_seeds(comm: &dyn Communicator, seed: Option<u64>) -> Result<RunSeeds> 
 
 /// Rank 0's memory limit and thread count, which size the plan's tree: every rank must plan the same
 /// tree, whatever its own machine (each still runs its own number of threads).
-fn shared_public(comm: &dyn Communicator, mut public: PublicInputs) -> PublicInputs {
+fn shared_public<'a>(comm: &dyn Communicator, mut public: PublicInputs<'a>) -> PublicInputs<'a> {
     let mut bytes = [0u8; 16];
     bytes[..8].copy_from_slice(&public.memory_limit.to_le_bytes());
     bytes[8..].copy_from_slice(&(public.threads as u64).to_le_bytes());

@@ -21,13 +21,15 @@ use serde::Serialize;
 
 use crate::binner::pass::DataPass;
 use crate::binner::ScanStats;
-use crate::error::Result;
+use crate::encoding::Encoding;
+use crate::error::{Error, Result};
 use crate::geometry::grid::RegularGrid;
 use crate::geometry::partition::CellGeometry;
 use crate::options::MechanismOptions;
 use crate::privacy::{Budget, Neighbours, RunSeeds};
 use crate::progress::Timings;
 use crate::sampler::{allocate_rows, LeafSampler, Placement, RowGenerator};
+use covloss::points::WeightedPoints;
 use lowdim::projection::{LiftedRows, Projection};
 use lowdim::report::{InnerParameters, LowdimParameters};
 use pe::report::PeParameters;
@@ -36,7 +38,7 @@ use psmm::report::PsmmParameters;
 
 /// What a plan may depend on: the user's public choices, and the data's size only where it is public.
 #[derive(Clone, Copy, Debug)]
-pub struct PublicInputs {
+pub struct PublicInputs<'a> {
     pub dims: usize,
     pub epsilon: f64,
     pub neighbours: Neighbours,
@@ -48,6 +50,9 @@ pub struct PublicInputs {
     pub threads: usize,
     /// Where synthetic points go in their cells (named in the report).
     pub placement: Placement,
+    /// covloss and microagg: the public encoding of the used columns as bits (from the schema and the
+    /// options, never from values).
+    pub encoding: Option<&'a Encoding>,
 }
 
 /// One mechanism's plan.
@@ -56,6 +61,8 @@ pub enum Plan {
     Psmm(psmm::PsmmPlan),
     Lowdim(lowdim::LowdimPlan),
     Pe(pe::PePlan),
+    /// covloss or microagg, on a public Boolean encoding of the columns.
+    Encoded(covloss::EncodedPlan),
 }
 
 impl Plan {
@@ -68,11 +75,8 @@ impl Plan {
                 Plan::Lowdim(lowdim::LowdimPlan::new(public, lowdim)?)
             }
             MechanismOptions::Pe(pe) => Plan::Pe(pe::PePlan::new(public, pe)?),
-            // Their plans need the encoding (bits from the schema), built by crate::synth::encoded.
             MechanismOptions::Microagg(_) | MechanismOptions::Covloss(_) => {
-                return Err(crate::error::Error::internal(
-                    "covloss and microagg are planned by synth::encoded, on the encoded columns",
-                ))
+                Plan::Encoded(covloss::EncodedPlan::new(public, options)?)
             }
         })
     }
@@ -89,6 +93,7 @@ impl Plan {
             Plan::Psmm(plan) => plan.release(data, seeds, timings),
             Plan::Lowdim(plan) => plan.release(data, seeds, timings),
             Plan::Pe(plan) => plan.release(data, seeds, timings),
+            Plan::Encoded(plan) => plan.release(data, seeds, timings),
         }
     }
 }
@@ -104,16 +109,22 @@ pub struct Release {
     pub root_count: u64,
     pub root_count_is: &'static str,
     pub accuracy: AccuracyBound,
+    /// Set only for a release whose guarantee is anonymity, NOT differential privacy (microagg): the
+    /// guarantee's statement.
+    pub anonymity: Option<String>,
     /// What the data pass saw (owner-only diagnostics).
     pub scan: ScanStats,
+    /// covloss and microagg: the covariance loss of the released points against the data's exact second
+    /// moment (owner-only diagnostics).
+    pub covariance_loss: Option<f64>,
     /// The binner that ran, for the report and the diagnostics.
     pub binning: String,
     /// The name of the sampling-and-writing phase in the diagnostics.
     pub output_phase: &'static str,
 }
 
-/// A released measure: cell counts on a partition of [0,1]^d (or of a projected cube, lifted back), or
-/// a set of synthetic points.
+/// A released measure: cell counts on a partition of [0,1]^d (or of a projected cube, lifted back), a
+/// set of synthetic points, or weighted points on the bits of an encoding.
 /// Drawing points from it is post-processing: any number of rows, any number of times.
 pub enum ReleasedMeasure {
     /// Counts on the leaves of the dyadic partition.
@@ -135,6 +146,10 @@ pub enum ReleasedMeasure {
         points: Vec<f64>,
         rows: u64,
     },
+    /// covloss's and microagg's weighted points in [0,1]^p, p the bits of the run's encoding; `rows` (the
+    /// public n) is the default output size. Rows are drawn from them and decoded by
+    /// [`covloss::points::WeightedPoints::batch`], not as normalised numbers.
+    Encoded { points: WeightedPoints, rows: u64 },
 }
 
 impl ReleasedMeasure {
@@ -145,23 +160,24 @@ impl ReleasedMeasure {
                 counts.iter().sum()
             }
             ReleasedMeasure::Lifted { inner, .. } => inner.total(),
-            ReleasedMeasure::Points { rows, .. } => *rows,
+            ReleasedMeasure::Points { rows, .. } | ReleasedMeasure::Encoded { rows, .. } => *rows,
         }
     }
 
     /// A generator of synthetic rows in normalised units: the released total, or exactly `rows` spread
-    /// over the cells in proportion (largest remainder).
+    /// over the cells in proportion (largest remainder). Every measure but [`ReleasedMeasure::Encoded`]
+    /// (whose rows are categories and bits, not numbers).
     pub fn rows(
         &self,
         rows: Option<u64>,
         placement: Placement,
         seed: u64,
-    ) -> Box<dyn RowGenerator + '_> {
+    ) -> Result<Box<dyn RowGenerator + '_>> {
         let counts = |counts: &[u64]| match rows {
             Some(rows) if rows != counts.iter().sum::<u64>() => allocate_rows(counts, rows),
             _ => counts.to_vec(),
         };
-        match self {
+        Ok(match self {
             ReleasedMeasure::Leaves { geometry, counts: released } => Box::new(LeafSampler::new(
                 *geometry,
                 &counts(released),
@@ -175,7 +191,7 @@ impl ReleasedMeasure {
                 seed,
             )),
             ReleasedMeasure::Lifted { inner, projection } => Box::new(LiftedRows {
-                inner: inner.rows(rows, placement, seed),
+                inner: inner.rows(rows, placement, seed)?,
                 projection,
             }),
             ReleasedMeasure::Points {
@@ -183,7 +199,10 @@ impl ReleasedMeasure {
                 points,
                 rows: released,
             } => Box::new(pe::PointRows::new(*dims, points, rows.unwrap_or(*released))),
-        }
+            ReleasedMeasure::Encoded { .. } => {
+                return Err(Error::internal("encoded points are drawn as encoded rows, not normalised numbers"))
+            }
+        })
     }
 }
 
@@ -243,6 +262,11 @@ impl MechanismParameters {
             MechanismParameters::Pe(pe) if pe.variant != "laplace-threshold" => {
                 "exact discrete Gaussian (Canonne-Kamath-Steinke) on integer counts, ChaCha12 keyed from the OS"
             }
+            MechanismParameters::Covloss(_) => {
+                "exact discrete Laplace (Canonne-Kamath-Steinke) on integer counts and on centroids on a public \
+                 grid, ChaCha12 keyed from the OS"
+            }
+            MechanismParameters::Microagg(_) => "none: microaggregation adds no noise",
             _ => "exact discrete Laplace (Canonne-Kamath-Steinke) on integer counts, ChaCha12 keyed from the OS",
         }
     }

@@ -341,7 +341,7 @@ fn write_release(request: &StreamRequest, state: &OnlineState, t: u64) -> Result
         geometry: release.geometry,
         counts: release.leaf_counts,
     };
-    let generator = measure.rows(None, request.placement, state.placement_seed ^ mix);
+    let generator = measure.rows(None, request.placement, state.placement_seed ^ mix)?;
     debug_assert_eq!(generator.total_rows(), t);
     let directory = request.args.output_dir.as_ref().expect("checked with the release options");
     let table = directory.join(format!("release-{t}.parquet"));

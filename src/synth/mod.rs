@@ -5,7 +5,6 @@
 //! runs its release, checks what the release spent against ε ([`crate::privacy::Budget::check`], the
 //! one place), samples the released measure, writes the table and commits the outputs together.
 
-pub mod encoded;
 pub mod memory;
 pub mod report;
 
@@ -15,14 +14,16 @@ use arrow::record_batch::RecordBatch;
 use rayon::prelude::*;
 
 use crate::binner::pass::DataPass;
+use crate::encoding::{decode, ColumnEncoding, EncodedColumn, Encoding};
 use crate::error::{compact_number, Error, Result};
 use crate::geometry::bounds::ColumnBounds;
 use crate::io::paths::{check_output_paths, NamedPath};
 use crate::io::sink::{denormalised, output_schema, ParquetSink};
 use crate::io::staging::{commit_all, StagedFile};
 use crate::io::source::{ColumnKind, NumericColumn, Source};
-use crate::mechanism::{Plan, PublicInputs, Release};
-use crate::options::{check_output_rows, MechanismOptions, SynthOptions};
+use crate::mechanism::covloss::points::{WeightedPoints, BATCH_ROWS as ENCODED_BATCH_ROWS};
+use crate::mechanism::{Plan, PublicInputs, Release, ReleasedMeasure};
+use crate::options::{check_output_rows, CovlossOptions, MechanismOptions, MicroaggOptions, SynthOptions};
 use crate::progress::{PhaseTiming, Progress, Timings};
 use crate::sampler::{Placement, RowGenerator, SAMPLE_BLOCK_ROWS};
 use memory::{peak_memory_bytes, physical_memory_bytes};
@@ -78,12 +79,6 @@ pub fn synthesize_source(
     progress: &Progress,
 ) -> Result<SynthOutcome> {
     options.validate()?;
-    if matches!(
-        options.mechanism,
-        MechanismOptions::Covloss(_) | MechanismOptions::Microagg(_)
-    ) {
-        return encoded::synthesize_encoded(source, outputs, options, progress);
-    }
     let fitted = fit(source, options, progress)?;
     fitted.write(outputs, options.rows, progress)
 }
@@ -93,23 +88,14 @@ pub fn synthesize_source(
 /// number of times ([`Fitted::sample`]) without spending more of ε (post-processing).
 pub fn fit(source: &Source, options: &SynthOptions, progress: &Progress) -> Result<Fitted> {
     options.validate()?;
-    if matches!(
-        options.mechanism,
-        MechanismOptions::Covloss(_) | MechanismOptions::Microagg(_)
-    ) {
-        return Err(Error::bad_input(format!(
-            "--mechanism {} releases weighted points of encoded columns and writes them directly; it cannot be \
-             fitted once and sampled again",
-            options.mechanism.name()
-        )));
-    }
-    let (columns, bounds) = used_columns(source, options)?;
+    let columns = RunColumns::of(source, options)?;
     let (threads, pool) = thread_pool(options)?;
     let public = public_inputs(source, &columns, options, threads);
+    let (numeric, bounds) = columns.numeric();
     let data = DataPass {
         source,
-        columns: &columns,
-        bounds: &bounds,
+        columns: numeric,
+        bounds,
         nulls: options.nulls,
         progress,
     };
@@ -124,16 +110,15 @@ pub fn fit(source: &Source, options: &SynthOptions, progress: &Progress) -> Resu
     let run = RunFacts {
         source,
         columns: &columns,
-        bounds: &bounds,
         options,
     };
     let report = run.report(&release, epsilon_spent, 0);
-    let mut diagnostics = Diagnostics::new(&release.scan, &run.column_names(), threads, release.binning.clone());
+    let mut diagnostics = Diagnostics::new(&release.scan, &columns.names(), threads, release.binning.clone());
     diagnostics.timings_seconds = timings.into_phases();
     diagnostics.input_page_checksums = source.has_page_checksums();
+    diagnostics.covariance_loss = release.covariance_loss;
     Ok(Fitted {
         columns,
-        bounds,
         release,
         report,
         diagnostics,
@@ -146,8 +131,7 @@ pub fn fit(source: &Source, options: &SynthOptions, progress: &Progress) -> Resu
 /// A released measure and the public facts of its run: what [`fit`] returns. Sampling it again spends
 /// nothing: the data is not read, only the release.
 pub struct Fitted {
-    columns: Vec<NumericColumn>,
-    bounds: Vec<ColumnBounds>,
+    columns: RunColumns,
     release: Release,
     /// The report of the run, with no rows sampled yet.
     report: RunReport,
@@ -171,7 +155,7 @@ impl Fitted {
 
     /// The synthetic table's schema: the used input columns, in input order, with their types.
     pub fn schema(&self) -> SchemaRef {
-        output_schema(&self.columns)
+        self.columns.schema()
     }
 
     /// The report of draw `draw` of `rows` rows: the release's report, the rows, and the note that the
@@ -184,13 +168,35 @@ impl Fitted {
     }
 
     /// Draw `draw` of the released measure as record batches: `rows` rows (default: the released count),
-    /// each column mapped back to its bounds and type. Draw 0 is what [`Fitted::write`] writes; each
-    /// draw has its own placement coins, and none reads the data or spends budget.
+    /// each column mapped back to its bounds and type (or decoded from its encoding). Draw 0 is what
+    /// [`Fitted::write`] writes; each draw has its own placement coins, and none reads the data or spends
+    /// budget.
     pub fn sample(&self, rows: Option<u64>, draw: u64, progress: &Progress) -> Result<Vec<RecordBatch>> {
         check_output_rows("rows", rows)?;
         let schema = self.schema();
+        if let (ReleasedMeasure::Encoded { points, rows: released }, RunColumns::Encoded(encoding)) =
+            (&self.release.measure, &self.columns)
+        {
+            let seed = crate::privacy::draw_seed(self.placement_seed, draw);
+            let total_rows = rows.unwrap_or(*released);
+            let bar = progress.phase("sample", total_rows, "rows");
+            let batches = self.pool.install(|| {
+                (0..total_rows)
+                    .step_by(ENCODED_BATCH_ROWS)
+                    .map(|start| {
+                        let rows = (total_rows - start).min(ENCODED_BATCH_ROWS as u64) as usize;
+                        let batch = points.batch(encoding, &schema, start, rows, seed)?;
+                        bar.advance(rows as u64)?;
+                        Ok(batch)
+                    })
+                    .collect::<Result<Vec<_>>>()
+            })?;
+            bar.finish();
+            return Ok(batches);
+        }
+        let (columns, bounds) = self.columns.numeric();
         self.pool.install(|| {
-            let generator = self.rows(rows, draw);
+            let generator = self.rows(rows, draw)?;
             let total_rows = generator.total_rows();
             let bar = progress.phase("sample", total_rows, "rows");
             let starts: Vec<u64> = (0..total_rows).step_by(OUTPUT_BATCH_ROWS).collect();
@@ -198,12 +204,11 @@ impl Fitted {
                 .par_iter()
                 .map(|&start| {
                     let rows = (total_rows - start).min(OUTPUT_BATCH_ROWS as u64) as usize;
-                    let mut unit = vec![Vec::new(); self.columns.len()];
+                    let mut unit = vec![Vec::new(); columns.len()];
                     generator.sample_rows(start, rows, &mut unit);
-                    let arrays = self
-                        .columns
+                    let arrays = columns
                         .iter()
-                        .zip(&self.bounds)
+                        .zip(bounds)
                         .zip(&unit)
                         .map(|((column, bounds), values)| denormalised(column, bounds, values))
                         .collect();
@@ -220,9 +225,14 @@ impl Fitted {
     /// Samples draw 0 into the table at `outputs` and commits it with the reports.
     pub fn write(self, outputs: &OutputPaths, rows: Option<u64>, progress: &Progress) -> Result<SynthOutcome> {
         let started = std::time::Instant::now();
-        let written = self.pool.install(|| {
-            let generator = self.rows(rows, 0);
-            write_table(&self.columns, &self.bounds, outputs, generator.as_ref(), progress)
+        let written = self.pool.install(|| match (&self.release.measure, &self.columns) {
+            (ReleasedMeasure::Encoded { points, rows: released }, RunColumns::Encoded(encoding)) => {
+                write_encoded(encoding, points, rows.unwrap_or(*released), self.placement_seed, outputs, progress)
+            }
+            _ => {
+                let (columns, bounds) = self.columns.numeric();
+                write_table(columns, bounds, outputs, self.rows(rows, 0)?.as_ref(), progress)
+            }
         });
         let (sink, synthetic_rows) = written?;
         let Fitted {
@@ -239,9 +249,93 @@ impl Fitted {
         commit_outputs(outputs, report, diagnostics, sink)
     }
 
-    fn rows(&self, rows: Option<u64>, draw: u64) -> Box<dyn RowGenerator + '_> {
+    fn rows(&self, rows: Option<u64>, draw: u64) -> Result<Box<dyn RowGenerator + '_>> {
         let seed = crate::privacy::draw_seed(self.placement_seed, draw);
         self.release.measure.rows(rows, self.placement, seed)
+    }
+}
+
+/// The columns a run reads and writes: numeric columns mapped onto [0,1]^d by their public bounds, or the
+/// columns of a public Boolean encoding (covloss, microagg).
+pub(crate) enum RunColumns {
+    Numeric {
+        columns: Vec<NumericColumn>,
+        bounds: Vec<ColumnBounds>,
+    },
+    Encoded(Encoding),
+}
+
+impl RunColumns {
+    /// The columns `options` use on `source`, each checked against its bounds or its encoding (the
+    /// schema only, never values).
+    pub fn of(source: &Source, options: &SynthOptions) -> Result<RunColumns> {
+        match &options.mechanism {
+            MechanismOptions::Covloss(CovlossOptions { encoding, .. })
+            | MechanismOptions::Microagg(MicroaggOptions { encoding, .. }) => {
+                Ok(RunColumns::Encoded(Encoding::resolve(source, encoding)?))
+            }
+            _ => {
+                let (columns, bounds) = used_columns(source, options)?;
+                Ok(RunColumns::Numeric { columns, bounds })
+            }
+        }
+    }
+
+    /// The numeric columns and their bounds (none for an encoding).
+    pub fn numeric(&self) -> (&[NumericColumn], &[ColumnBounds]) {
+        match self {
+            RunColumns::Numeric { columns, bounds } => (columns, bounds),
+            RunColumns::Encoded(_) => (&[], &[]),
+        }
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        match self {
+            RunColumns::Numeric { columns, .. } => columns.iter().map(|column| column.name.clone()).collect(),
+            RunColumns::Encoded(encoding) => encoding.columns.iter().map(|column| column.name.clone()).collect(),
+        }
+    }
+
+    /// The synthetic table's schema: the input's names and types, in input order.
+    pub fn schema(&self) -> SchemaRef {
+        match self {
+            RunColumns::Numeric { columns, .. } => output_schema(columns),
+            RunColumns::Encoded(encoding) => decode::output_schema(encoding),
+        }
+    }
+
+    /// The report's description of the columns: public bounds, and the encoding where there is one.
+    fn infos(&self) -> Vec<ColumnInfo> {
+        match self {
+            RunColumns::Numeric { columns, bounds } => columns
+                .iter()
+                .zip(bounds)
+                .map(|(column, bounds)| ColumnInfo {
+                    name: column.name.clone(),
+                    data_type: column.data_type.to_string(),
+                    lo: bounds.lo,
+                    hi: bounds.hi,
+                    encoding: None,
+                })
+                .collect(),
+            RunColumns::Encoded(encoding) => encoding.columns.iter().map(encoded_column_info).collect(),
+        }
+    }
+}
+
+/// An encoded column in the report: its range of codes (bits 0:1, categories 0:K−1) or its bounds.
+fn encoded_column_info(column: &EncodedColumn) -> ColumnInfo {
+    let (lo, hi) = match &column.encoding {
+        ColumnEncoding::Bit => (0.0, 1.0),
+        ColumnEncoding::Categorical { .. } => (0.0, (column.encoding.width() - 1) as f64),
+        ColumnEncoding::Binned { bounds, .. } => (bounds.lo, bounds.hi),
+    };
+    ColumnInfo {
+        name: column.name.clone(),
+        data_type: column.data_type.to_string(),
+        lo,
+        hi,
+        encoding: Some(column.encoding.describe()),
     }
 }
 
@@ -272,14 +366,18 @@ pub(crate) fn used_columns(source: &Source, options: &SynthOptions) -> Result<(V
 }
 
 /// What a plan may know: public facts of the input and the options.
-pub(crate) fn public_inputs(
+pub(crate) fn public_inputs<'a>(
     source: &Source,
-    columns: &[NumericColumn],
+    columns: &'a RunColumns,
     options: &SynthOptions,
     threads: usize,
-) -> PublicInputs {
+) -> PublicInputs<'a> {
+    let encoding = match columns {
+        RunColumns::Encoded(encoding) => Some(encoding),
+        RunColumns::Numeric { .. } => None,
+    };
     PublicInputs {
-        dims: columns.len(),
+        dims: encoding.map_or(columns.numeric().0.len(), |encoding| encoding.bits),
         epsilon: options.epsilon,
         neighbours: options.neighbours,
         file_rows: source.row_count(),
@@ -288,6 +386,7 @@ pub(crate) fn public_inputs(
         }),
         threads,
         placement: options.placement,
+        encoding,
     }
 }
 
@@ -306,19 +405,11 @@ pub(crate) fn thread_pool(options: &SynthOptions) -> Result<(usize, rayon::Threa
 /// The public facts of a run that its report states.
 pub(crate) struct RunFacts<'a> {
     pub source: &'a Source,
-    pub columns: &'a [NumericColumn],
-    pub bounds: &'a [ColumnBounds],
+    pub columns: &'a RunColumns,
     pub options: &'a SynthOptions,
 }
 
 impl RunFacts<'_> {
-    pub fn column_names(&self) -> Vec<String> {
-        self.columns
-            .iter()
-            .map(|column| column.name.clone())
-            .collect()
-    }
-
     /// The publishable report: public inputs and released values only.
     pub fn report(&self, release: &Release, epsilon_spent: f64, synthetic_rows: u64) -> RunReport {
         RunReport {
@@ -328,18 +419,7 @@ impl RunFacts<'_> {
             input: InputInfo {
                 file: self.source.path().display().to_string(),
                 files: self.source.files().len(),
-                columns: self
-                    .columns
-                    .iter()
-                    .zip(self.bounds)
-                    .map(|(column, bounds)| ColumnInfo {
-                        name: column.name.clone(),
-                        data_type: column.data_type.to_string(),
-                        lo: bounds.lo,
-                        hi: bounds.hi,
-                        encoding: None,
-                    })
-                    .collect(),
+                columns: self.columns.infos(),
             },
             parameters: release.parameters.clone(),
             release: ReleaseInfo {
@@ -356,12 +436,30 @@ impl RunFacts<'_> {
     /// The guarantee of a release that spent `epsilon_spent` (never above ε) of its budget's (ε, δ).
     fn guarantee(&self, release: &Release, epsilon_spent: f64) -> Guarantee {
         let options = self.options;
-        let mut public_inputs = vec![
-            "column names, types and bounds".to_string(),
-            "epsilon, depth rule and every other option".to_string(),
-        ];
-        if options.neighbours == crate::privacy::Neighbours::Replace {
+        let mut public_inputs = match self.columns {
+            RunColumns::Numeric { .. } => vec![
+                "column names, types and bounds".to_string(),
+                "epsilon, depth rule and every other option".to_string(),
+            ],
+            RunColumns::Encoded(_) => vec![
+                "column names and types, the public category lists, bins and bounds".to_string(),
+                "every option".to_string(),
+            ],
+        };
+        if options.neighbours == crate::privacy::Neighbours::Replace || release.anonymity.is_some() {
             public_inputs.push("the row count n (replace relation)".to_string());
+        }
+        if let Some(anonymity) = &release.anonymity {
+            return Guarantee {
+                epsilon: f64::INFINITY,
+                delta: f64::INFINITY,
+                epsilon_spent: f64::INFINITY,
+                neighbours: "none: anonymity is not a guarantee about neighbouring datasets".to_string(),
+                public_inputs,
+                fit_for_release: false,
+                noise: release.parameters.noise(),
+                anonymity: Some(anonymity.clone()),
+            };
         }
         Guarantee {
             epsilon: options.epsilon,
@@ -425,6 +523,28 @@ fn write_table(
     let mut sink = ParquetSink::create(&outputs.table, columns, bounds)?;
     let total_rows = write_rows(&mut sink, generator, columns.len(), progress)?;
     Ok((sink, total_rows))
+}
+
+/// Creates the output table (uncommitted) and writes `rows` rows drawn from the encoded `points` with the
+/// placement seed `seed` into it, batch by batch. Returns the sink and the number of rows written.
+fn write_encoded(
+    encoding: &Encoding,
+    points: &WeightedPoints,
+    rows: u64,
+    seed: u64,
+    outputs: &OutputPaths,
+    progress: &Progress,
+) -> Result<(ParquetSink, u64)> {
+    let schema = decode::output_schema(encoding);
+    let mut sink = ParquetSink::create_with_schema(&outputs.table, schema.clone())?;
+    let bar = progress.phase("sample", rows, "rows");
+    for start in (0..rows).step_by(ENCODED_BATCH_ROWS) {
+        let batch_rows = (rows - start).min(ENCODED_BATCH_ROWS as u64) as usize;
+        sink.write_batch(&points.batch(encoding, &schema, start, batch_rows, seed)?)?;
+        bar.advance(batch_rows as u64)?;
+    }
+    bar.finish();
+    Ok((sink, rows))
 }
 
 /// Finishes the table, writes the reports beside it, then commits all of them as one unit: every old

@@ -2,13 +2,18 @@
 //!
 //! A small tree is released many times from two neighbouring histograms and the empirical log ratio of
 //! every frequent outcome is compared with ε. A wrong sensitivity or a budget that sums past ε shows up
-//! as ratios near e^{2ε}.
+//! as ratios near e^{2ε}. PE's Gaussian counts and covloss's three releases are checked the same way.
 
 use std::collections::HashMap;
 
+use dpsynth::encoding::read::BitRows;
+use dpsynth::mechanism::covloss::moments::{pair_counts, second_moment};
+use dpsynth::mechanism::covloss::partition::SpectralPartition;
+use dpsynth::mechanism::covloss::{CovlossPlan, CovlossSettings, Damping};
 use dpsynth::mechanism::pmm::consistency::ConsistencyRule;
 use dpsynth::mechanism::pmm::release_leaf_counts;
 use dpsynth::mechanism::pmm::schedule::{LevelSchedule, RootNoise};
+use dpsynth::noise::discrete_laplace::RationalScale;
 use dpsynth::privacy::{Neighbours, NoiseKey};
 
 use crate::common::max_log_frequency_ratio;
@@ -99,6 +104,7 @@ fn pe_counts_spend_no_more_zcdp_than_the_plan_claims() {
         memory_limit: 1 << 30,
         threads: 1,
         placement: Placement::Uniform,
+        encoding: None,
     };
     let options = PeOptions {
         steps: Some(1),
@@ -141,3 +147,73 @@ fn pe_counts_spend_no_more_zcdp_than_the_plan_claims() {
 
 /// Outcomes of the PE test seen fewer times than this on either side are left out of the KL sum.
 const MIN_PE_COUNT: u64 = 50;
+
+/// covloss end to end from the rows: its three noisy releases (pair counts, cell counts, damped centroids
+/// on their grid; the weighted points are post-processing of them) on two replace-neighbouring tables,
+/// each against the share of ε its plan says it spent. One bit, rows 1,0,0,0,0,0 against all zeros, a
+/// net of three cells: the one row moves from the ones' cell to the zeros' cell, which the counts of
+/// those two cells feel in full (their loss nearly attains the share); the paper's sensitivities for the
+/// pair counts (2p²) and the centroids (4p·2^g/b + 2p) are loose for one bit, so those stay below theirs.
+/// A plan whose weight scale is halved (a wrong sensitivity) must be caught.
+#[test]
+fn covloss_releases_stay_within_their_shares_of_epsilon() {
+    let settings = CovlossSettings {
+        alpha: Some(1.0),
+        t: Some(1),
+        damping: Damping::Fixed(1.0),
+        shares: [1.0, 1.0, 1.0],
+    };
+    let plan = CovlossPlan::new(6, 1, 4.5, &settings).unwrap();
+    assert_eq!(plan.net.len(), 3);
+    let claimed = plan.parameters.epsilon_spent;
+    assert!(claimed.iter().sum::<f64>() <= 4.5, "the shares sum to at most ε: {claimed:?}");
+    let one_row = BitRows::from_rows(1, &[vec![1], vec![0], vec![0], vec![0], vec![0], vec![0]], 64);
+    let no_row = BitRows::from_rows(1, &vec![vec![0]; 6], 64);
+    // The two cells whose counts differ (the third is empty in both tables).
+    let exact_moment = second_moment(&[1], 1, 6);
+    let partition = SpectralPartition::new(&exact_moment, 1, plan.net.clone()).unwrap();
+    let (before, after) = (plan.cell_statistics(&one_row, &partition), plan.cell_statistics(&no_row, &partition));
+    let moved: Vec<usize> = (0..plan.net.len()).filter(|&j| before.counts[j] != after.counts[j]).collect();
+    assert_eq!(moved.len(), 2);
+    let half_unit = 1i64 << (plan.grid_bits - 1);
+    // Per release, the frequencies of an outcome that is a fixed function of it: the pair count; the two
+    // cells' counts; whether each centroid is at least 1/2.
+    let frequencies = |plan: &CovlossPlan, rows: &BitRows, seed_base: u64| {
+        let exact = pair_counts(rows);
+        let mut releases: [HashMap<Vec<i64>, u64>; 3] = Default::default();
+        for run in 0..RUNS {
+            let key = NoiseKey::from_user_seed(seed_base + run);
+            let noisy = plan.noisy_release(rows, &exact, &key).unwrap();
+            let counts = moved.iter().map(|&j| noisy.cell_counts[j]).collect();
+            let centroids = noisy.centroids.iter().map(|&value| i64::from(value >= half_unit)).collect();
+            for (release, outcome) in releases.iter_mut().zip([noisy.second_moment_counts, counts, centroids]) {
+                *release.entry(outcome).or_insert(0) += 1;
+            }
+        }
+        releases
+    };
+    let losses = |plan: &CovlossPlan| -> Vec<f64> {
+        let first = frequencies(plan, &one_row, 0);
+        let second = frequencies(plan, &no_row, 1 << 40);
+        first
+            .iter()
+            .zip(&second)
+            .map(|(first, second)| max_log_frequency_ratio(first, second, MIN_COUNT))
+            .collect()
+    };
+    let measured = losses(&plan);
+    for ((release, loss), claim) in ["pair counts", "cell counts", "centroids"].iter().zip(&measured).zip(claimed) {
+        assert!(loss <= &(claim + SLACK), "{release}: log ratio {loss} exceeds its share ε = {claim}");
+    }
+    assert!(
+        measured[1] >= claimed[1] - SLACK,
+        "cell counts: log ratio {} is far below its share {}: the test has no power",
+        measured[1],
+        claimed[1]
+    );
+    // A plan that adds half the noise its weights need spends twice their share: caught.
+    let mut halved = plan.clone();
+    halved.weight_scale = RationalScale::new(plan.weight_scale.num(), 2 * plan.weight_scale.den()).unwrap();
+    let loss = losses(&halved)[1];
+    assert!(loss > claimed[1] + SLACK, "a halved weight scale went unnoticed: log ratio {loss}");
+}

@@ -13,7 +13,7 @@
 
 use serde::Serialize;
 
-use super::moments::{pair_counts, second_moment, GroupSums};
+use super::moments::{second_moment, GroupSums, PairCounts};
 use super::net::{anonymity_net_parameters, LatticeNet};
 use super::partition::SpectralPartition;
 use super::points::WeightedPoints;
@@ -103,20 +103,20 @@ impl MicroaggPlan {
         })
     }
 
-    /// The release: group labels per row (per chunk), then the centroids.
-    pub fn release(&self, data: &BitRows) -> Result<WeightedPoints> {
-        let labels = self.groups_of(data)?;
+    /// The release: group labels per row (per chunk), then the centroids. `exact` holds the pair counts
+    /// of `data`.
+    pub fn release(&self, data: &BitRows, exact: &PairCounts) -> Result<WeightedPoints> {
+        let labels = self.groups_of(data, exact)?;
         let sums = GroupSums::of(data, &labels, self.groups as usize);
         Ok(centroids(&sums, self.rows))
     }
 
     /// Each row's group (per chunk, in row order).
-    pub fn groups_of(&self, data: &BitRows) -> Result<Vec<Vec<u32>>> {
-        if data.rows() != self.rows || data.bits != self.bits {
+    pub fn groups_of(&self, data: &BitRows, exact: &PairCounts) -> Result<Vec<Vec<u32>>> {
+        if data.rows() != self.rows || data.bits != self.bits || exact.rows != self.rows || exact.bits != self.bits {
             return Err(Error::internal("microagg read another table than it planned for"));
         }
-        let counts = pair_counts(data);
-        let exact: Vec<i64> = counts.counts.iter().map(|&count| count as i64).collect();
+        let exact: Vec<i64> = exact.counts.iter().map(|&count| count as i64).collect();
         let moment = second_moment(&exact, self.bits, self.rows);
         let partition = SpectralPartition::new(&moment, self.bits, self.net.clone())?;
         let cells = partition.assign(data);

@@ -89,12 +89,12 @@ pub fn second_moment(counts: &[i64], bits: usize, rows: u64) -> Vec<f64> {
 }
 
 /// The covariance loss ‖S − Σ_j w_j ỹ_j ỹ_jᵀ‖_F (rescaled units, x̃ = x/√p, so both sides are
-/// (1/p)-scaled second moments): what the weighted points miss of the data's exact second moment S.
-/// Owner-only: it reads the data.
-pub fn covariance_loss(rows: &BitRows, points: &WeightedPoints) -> f64 {
-    let bits = rows.bits;
-    let exact: Vec<i64> = pair_counts(rows).counts.iter().map(|&count| count as i64).collect();
-    let data = second_moment(&exact, bits, rows.rows());
+/// (1/p)-scaled second moments): what the weighted points miss of the data's exact second moment S,
+/// from its pair counts `exact`. Owner-only: it depends on the data.
+pub fn covariance_loss(exact: &PairCounts, points: &WeightedPoints) -> f64 {
+    let bits = exact.bits;
+    let counts: Vec<i64> = exact.counts.iter().map(|&count| count as i64).collect();
+    let data = second_moment(&counts, bits, exact.rows);
     let released = points.second_moment();
     data.iter()
         .zip(&released)

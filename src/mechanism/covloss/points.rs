@@ -4,15 +4,21 @@
 //! from its own generator seeded by the run's seed and the block index, so a seeded run gives the same
 //! rows for any thread count.
 
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rayon::prelude::*;
 
-use crate::encoding::decode::{draw_codes, Code};
+use crate::encoding::decode::{draw_codes, to_batch, Code};
 use crate::encoding::Encoding;
+use crate::error::Result;
 
 /// Rows drawn from one generator.
 pub const BLOCK_ROWS: usize = 1 << 14;
+
+/// Rows sampled and decoded per output batch (a whole number of blocks).
+pub const BATCH_ROWS: usize = 16 * BLOCK_ROWS;
 
 /// Weighted points in [0,1]^p.
 #[derive(Clone, Debug, PartialEq)]
@@ -89,6 +95,23 @@ impl WeightedPoints {
                 (0..rows).map(move |_| pick(cumulative, rng.random::<f64>() * total))
             })
             .collect()
+    }
+
+    /// Rows `start..start + rows` of draw `seed`, decoded to the encoding's columns (`schema`, from
+    /// [`crate::encoding::decode::output_schema`]); binned values are placed in their bins with the
+    /// batch's own generator. `start` must be a multiple of [`BATCH_ROWS`].
+    pub fn batch(
+        &self,
+        encoding: &Encoding,
+        schema: &SchemaRef,
+        start: u64,
+        rows: usize,
+        seed: u64,
+    ) -> Result<RecordBatch> {
+        debug_assert_eq!(start % BATCH_ROWS as u64, 0);
+        let codes = self.sample_codes(encoding, start, rows, seed);
+        let mut placement = block_rng(seed, start / BATCH_ROWS as u64, 2);
+        to_batch(encoding, schema, &codes, &mut placement)
     }
 
     /// Rows `start..start + rows` of the synthetic table: per column, the codes of each row (bootstrap

@@ -17,7 +17,7 @@
 
 use serde::Serialize;
 
-use super::moments::{pair_counts, second_moment, GroupSums};
+use super::moments::{second_moment, GroupSums, PairCounts};
 use super::net::{private_net_parameters, LatticeNet};
 use super::partition::SpectralPartition;
 use super::points::WeightedPoints;
@@ -222,9 +222,16 @@ impl CovlossPlan {
         budget
     }
 
-    /// The release: reads the encoded rows, returns the weighted points (ŵ, ŷ).
-    pub fn release(&self, data: &BitRows, key: &NoiseKey) -> Result<WeightedPoints> {
-        if data.rows() != self.rows || data.bits != self.bits {
+    /// The release: the three noisy values from the encoded rows `data` (whose exact pair counts are
+    /// `exact`), then the weighted points (ŵ, ŷ) they determine.
+    pub fn release(&self, data: &BitRows, exact: &PairCounts, key: &NoiseKey) -> Result<WeightedPoints> {
+        Ok(self.points(&self.noisy_release(data, exact, key)?))
+    }
+
+    /// The three noisy releases, together ε-DP: the only step that reads the data. Everything after them
+    /// is post-processing ([`CovlossPlan::points`]).
+    pub fn noisy_release(&self, data: &BitRows, exact: &PairCounts, key: &NoiseKey) -> Result<NoisyRelease> {
+        if data.rows() != self.rows || data.bits != self.bits || exact.rows != self.rows || exact.bits != self.bits {
             return Err(Error::internal(format!(
                 "covloss planned {} rows × {} bits, read {} × {}",
                 self.rows,
@@ -233,37 +240,48 @@ impl CovlossPlan {
                 data.bits
             )));
         }
-        let counts = pair_counts(data);
         let mut noise = key.stream(NoiseStream::CovlossSecondMoment, 0);
-        let noisy: Vec<i64> = counts
+        let second_moment_counts: Vec<i64> = exact
             .counts
             .iter()
             .map(|&count| count as i64 + sample_discrete_laplace(&mut noise, self.moment_scale))
             .collect();
-        let released = second_moment(&noisy, self.bits, self.rows);
+        let released = second_moment(&second_moment_counts, self.bits, self.rows);
         let partition = SpectralPartition::new(&released, self.bits, self.net.clone())?;
         let statistics = self.cell_statistics(data, &partition);
         let mut noise = key.stream(NoiseStream::CovlossWeights, 0);
-        let noisy_counts: Vec<f64> = statistics
+        let cell_counts = statistics
             .counts
             .iter()
-            .map(|&count| (count as i64 + sample_discrete_laplace(&mut noise, self.weight_scale)) as f64)
+            .map(|&count| count as i64 + sample_discrete_laplace(&mut noise, self.weight_scale))
             .collect();
         let mut noise = key.stream(NoiseStream::CovlossCentroids, 0);
-        let grid = (self.grid_bits as f64).exp2();
-        let points = statistics
+        let centroids = statistics
             .centroids
             .iter()
-            .map(|&value| {
-                let noisy = value + sample_discrete_laplace(&mut noise, self.centroid_scale);
-                (noisy as f64 / grid).clamp(0.0, 1.0)
-            })
+            .map(|&value| value + sample_discrete_laplace(&mut noise, self.centroid_scale))
             .collect();
-        Ok(WeightedPoints {
-            bits: self.bits,
-            weights: project_onto_simplex(&noisy_counts),
-            points,
+        Ok(NoisyRelease {
+            second_moment_counts,
+            cell_counts,
+            centroids,
         })
+    }
+
+    /// The weighted points of a noisy release: the counts projected onto the simplex, the centroids
+    /// taken off their grid and clamped onto the cube (post-processing).
+    pub fn points(&self, noisy: &NoisyRelease) -> WeightedPoints {
+        let grid = (self.grid_bits as f64).exp2();
+        let counts: Vec<f64> = noisy.cell_counts.iter().map(|&count| count as f64).collect();
+        WeightedPoints {
+            bits: self.bits,
+            weights: project_onto_simplex(&counts),
+            points: noisy
+                .centroids
+                .iter()
+                .map(|&value| (value as f64 / grid).clamp(0.0, 1.0))
+                .collect(),
+        }
     }
 
     /// The exact statistics released in (2) and (3) for the partition: cell counts, and the damped
@@ -284,6 +302,15 @@ impl CovlossPlan {
             centroids,
         }
     }
+}
+
+/// What Algorithm 2 releases with noise, in integer units: the pair counts (a ≤ b), the s cell counts
+/// and the damped centroids on the grid 2^−g (`centroids[j * p + a]`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct NoisyRelease {
+    pub second_moment_counts: Vec<i64>,
+    pub cell_counts: Vec<i64>,
+    pub centroids: Vec<i64>,
 }
 
 /// The exact, pre-noise values of the weight and centroid releases.

@@ -97,13 +97,13 @@ fn microaggregation_keeps_the_mean_and_loses_a_psd_covariance_equal_to_the_withi
     // The diagnostics' covariance loss is the norm of that scatter; points that are the rows lose nothing.
     let bit_rows = BitRows::from_rows(p, &rows, 64);
     let scatter_norm = frobenius(&scatter, &vec![0.0; p * p]);
-    assert!((covariance_loss(&bit_rows, &points) - scatter_norm).abs() < 1e-12);
+    assert!((covariance_loss(&pair_counts(&bit_rows), &points) - scatter_norm).abs() < 1e-12);
     let every_row = WeightedPoints {
         bits: p,
         weights: vec![1.0 / rows.len() as f64; rows.len()],
         points: rows.iter().flatten().map(|&bit| f64::from(bit)).collect(),
     };
-    assert!(covariance_loss(&bit_rows, &every_row) < 1e-12);
+    assert!(covariance_loss(&pair_counts(&bit_rows), &every_row) < 1e-12);
 }
 
 #[test]
@@ -214,7 +214,7 @@ fn the_equipartition_has_k_groups_of_exactly_n_over_k_and_merging_costs_at_most_
     let packed = BitRows::from_rows(10, &rows, 512);
     for (k, cells_from) in [(10, CellsFrom::SqrtK), (100, CellsFrom::SqrtK), (100, CellsFrom::K), (1000, CellsFrom::K)] {
         let plan = MicroaggPlan::new(3000, 10, k, cells_from).unwrap();
-        let labels: Vec<u32> = plan.groups_of(&packed).unwrap().concat();
+        let labels: Vec<u32> = plan.groups_of(&packed, &pair_counts(&packed)).unwrap().concat();
         let mut sizes = vec![0u64; k as usize];
         for &label in &labels {
             sizes[label as usize] += 1;
@@ -228,7 +228,7 @@ fn the_equipartition_has_k_groups_of_exactly_n_over_k_and_merging_costs_at_most_
             cell_sizes[cell as usize] += 1;
         }
         let residual: u64 = cell_sizes.iter().map(|size| size % (3000 / k)).sum();
-        let groups = plan.release(&packed).unwrap();
+        let groups = plan.release(&packed, &pair_counts(&packed)).unwrap();
         let (data, grouped) = moments_pair(&rows, &groups);
         let (_, by_cell) = moments_pair(&rows, &cell_points_);
         assert!(
@@ -259,7 +259,8 @@ fn a_partition_of_2k_separated_points_into_k_groups_loses_at_least_one_over_16_r
         }
     }
     let plan = MicroaggPlan::new(2 * k as u64, p, k as u64, CellsFrom::K).unwrap();
-    let points = plan.release(&BitRows::from_rows(p, &rows, 64)).unwrap();
+    let packed = BitRows::from_rows(p, &rows, 64);
+    let points = plan.release(&packed, &pair_counts(&packed)).unwrap();
     let (data, released) = moments_pair(&rows, &points);
     assert!(frobenius(&data, &released) >= 1.0 / (16.0 * (p as f64).sqrt()));
 }
@@ -391,15 +392,16 @@ fn covloss_releases_weights_in_the_simplex_and_points_in_the_cube_and_is_reprodu
     let packed = BitRows::from_rows(10, &rows, 1000);
     let plan = CovlossPlan::new(5000, 10, 1.0, &settings(Damping::Cells, None)).unwrap();
     let key = NoiseKey::from_user_seed(3);
-    let points = plan.release(&packed, &key).unwrap();
+    let exact = pair_counts(&packed);
+    let points = plan.release(&packed, &exact, &key).unwrap();
     assert_eq!(points.len(), plan.net.len());
     assert!((points.weights.iter().sum::<f64>() - 1.0).abs() < 1e-12);
     assert!(points.points.iter().all(|&v| (0.0..=1.0).contains(&v)));
-    assert_eq!(plan.release(&packed, &key).unwrap(), points);
+    assert_eq!(plan.release(&packed, &exact, &key).unwrap(), points);
     // With a large ε (and b = 1: no damping) the release is the noise-free microaggregation of the
     // exact partition: the same second moment to within the noise.
     let precise = CovlossPlan::new(5000, 10, 1e6, &settings(Damping::Fixed(1.0), None)).unwrap();
-    let released = precise.release(&packed, &key).unwrap();
+    let released = precise.release(&packed, &exact, &key).unwrap();
     let (_, noise_free) = cell_points(&rows, &exact_partition(&rows, precise.net.t, precise.net.alpha));
     let (_, released_moment) = moments_pair(&rows, &released);
     let (_, exact_moment) = moments_pair(&rows, &noise_free);

@@ -40,7 +40,8 @@ const PSMM_ACCURACY_FORMULA: &str = "subroutine error only: E W1(projected data,
 /// released values (n̂, d') only.
 #[derive(Clone, Debug)]
 pub struct LowdimPlan {
-    public: PublicInputs,
+    /// The run's public inputs (lowdim reads no encoding).
+    public: PublicInputs<'static>,
     budget: LowdimBudget,
     row_count: Option<NoisyRowCount>,
     options: LowdimOptions,
@@ -74,7 +75,10 @@ impl LowdimPlan {
             None => None,
         };
         Ok(LowdimPlan {
-            public: *public,
+            public: PublicInputs {
+                encoding: None,
+                ..*public
+            },
             budget,
             row_count,
             options: options.clone(),
@@ -285,7 +289,9 @@ impl LowdimPlan {
                 inner: Box::new(released),
                 projection,
             },
+            anonymity: None,
             scan,
+            covariance_loss: None,
             binning,
             output_phase: "sample, lift and write",
         })

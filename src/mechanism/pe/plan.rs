@@ -333,7 +333,9 @@ impl PePlan {
                 points,
                 rows: self.n,
             },
+            anonymity: None,
             scan,
+            covariance_loss: None,
             binning: "cpu (nearest-neighbour grid index)".to_string(),
             output_phase: "write",
         })
@@ -512,7 +514,7 @@ mod tests {
     use super::*;
     use crate::sampler::Placement;
 
-    fn public(n: u64, dims: usize, epsilon: f64) -> PublicInputs {
+    fn public(n: u64, dims: usize, epsilon: f64) -> PublicInputs<'static> {
         PublicInputs {
             dims,
             epsilon,
@@ -521,6 +523,7 @@ mod tests {
             memory_limit: 1 << 30,
             threads: 1,
             placement: Placement::DEFAULT,
+            encoding: None,
         }
     }
 

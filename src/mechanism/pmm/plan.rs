@@ -279,7 +279,9 @@ impl PmmPlan {
                 formula: ACCURACY_FORMULA,
             },
             measure,
+            anonymity: None,
             scan,
+            covariance_loss: None,
             binning,
             output_phase: "sample and write",
         }

@@ -202,7 +202,9 @@ impl PsmmPlan {
                 grid,
                 counts: masses,
             },
+            anonymity: None,
             scan,
+            covariance_loss: None,
             binning: BINNING.to_string(),
             output_phase: "sample and write",
         })
