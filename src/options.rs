@@ -158,6 +158,11 @@ pub struct SynthArgs {
     /// the grid [default: 1/16].
     #[arg(long, allow_negative_numbers = true)]
     pub root_share: Option<f64>,
+    /// pmm: share of ε spent on a fine 1-D marginal of each column (ε × share / d each), onto which each
+    /// synthetic column is then mapped monotonically (post-processing; the joint keeps its ranks)
+    /// [default: 0, off].
+    #[arg(long, allow_negative_numbers = true)]
+    pub marginal_share: Option<f64>,
     /// Output rows, at most 10^12 (default: the released row count).
     #[arg(long)]
     pub rows: Option<u64>,
@@ -276,6 +281,8 @@ pub struct PmmOptions {
     /// Share of ε spent on n̂ when the depth is chosen under add-remove.
     pub noisy_n_share: f64,
     pub device: DeviceChoice,
+    /// Share of ε spent on each column's fine 1-D marginal (0: no calibration).
+    pub marginal_share: f64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -349,6 +356,7 @@ impl PmmOptions {
         consistency: DEFAULT_CONSISTENCY,
         noisy_n_share: DEFAULT_NOISY_N_SHARE,
         device: DeviceChoice::Auto,
+        marginal_share: 0.0,
     };
 }
 
@@ -414,7 +422,19 @@ impl SynthOptions {
             _ => Ok(()),
         };
         match &self.mechanism {
-            MechanismOptions::Pmm(pmm) => check_share("--root-share", pmm.noisy_n_share)?,
+            MechanismOptions::Pmm(pmm) => {
+                check_share("--root-share", pmm.noisy_n_share)?;
+                if pmm.marginal_share != 0.0 {
+                    check_share("--marginal-share", pmm.marginal_share)?;
+                    if self.placement == Placement::Centre {
+                        return Err(Error::bad_input(
+                            "--marginal-share maps points spread uniformly in their cells onto the released \
+                             marginals; --placement centre puts them on cell centres, which the map cannot spread \
+                             (use the default placement)",
+                        ));
+                    }
+                }
+            }
             MechanismOptions::Psmm(psmm) => {
                 check_share("--root-share", psmm.noisy_n_share)?;
                 check_cells(psmm)?;
@@ -539,6 +559,10 @@ impl SynthArgs {
                 "--root-share applies to --mechanism pmm and psmm; lowdim's share of ε for n̂ is --noisy-n-share",
             ),
             (
+                self.marginal_share.is_some() && mechanism != Mechanism::Pmm,
+                "--marginal-share applies to --mechanism pmm only",
+            ),
+            (
                 self.depth.is_some() && mechanism == Mechanism::Psmm,
                 "--depth applies to --mechanism pmm; psmm's partition is set by --cells (default about εn cells)",
             ),
@@ -629,6 +653,7 @@ impl SynthArgs {
             consistency: self.consistency.unwrap_or(DEFAULT_CONSISTENCY),
             noisy_n_share: self.root_share.unwrap_or(DEFAULT_NOISY_N_SHARE),
             device: self.device.unwrap_or(DeviceChoice::Auto),
+            marginal_share: self.marginal_share.unwrap_or(0.0),
         };
         let psmm = PsmmOptions {
             cells: self.cells,

@@ -59,6 +59,11 @@ pub fn synthesize_across(
             options.mechanism.name()
         )));
     };
+    if pmm.marginal_share > 0.0 {
+        return Err(Error::bad_input(
+            "--marginal-share does not run across ranks yet: run it on one machine",
+        ));
+    }
     let part = part_path(&outputs.directory, comm.rank());
     let mut named = vec![NamedPath::new("the part", &part)];
     named.extend(outputs.report.as_deref().map(|path| NamedPath::new("--report", path)));

@@ -33,6 +33,7 @@ use covloss::points::WeightedPoints;
 use lowdim::projection::{LiftedRows, Projection};
 use lowdim::report::{InnerParameters, LowdimParameters};
 use pe::report::PeParameters;
+use pmm::marginals::{CalibratedRows, MonotoneMap};
 use pmm::report::PmmParameters;
 use psmm::report::PsmmParameters;
 
@@ -146,6 +147,12 @@ pub enum ReleasedMeasure {
         points: Vec<f64>,
         rows: u64,
     },
+    /// A measure whose rows have each column mapped onto a released marginal (`--marginal-share`):
+    /// `maps[k]` for column k, none where nothing was released.
+    Calibrated {
+        inner: Box<ReleasedMeasure>,
+        maps: Vec<Option<MonotoneMap>>,
+    },
     /// covloss's and microagg's weighted points in [0,1]^p, p the bits of the run's encoding; `rows` (the
     /// public n) is the default output size. Rows are drawn from them and decoded by
     /// [`covloss::points::WeightedPoints::batch`], not as normalised numbers.
@@ -159,7 +166,7 @@ impl ReleasedMeasure {
             ReleasedMeasure::Leaves { counts, .. } | ReleasedMeasure::Grid { counts, .. } => {
                 counts.iter().sum()
             }
-            ReleasedMeasure::Lifted { inner, .. } => inner.total(),
+            ReleasedMeasure::Lifted { inner, .. } | ReleasedMeasure::Calibrated { inner, .. } => inner.total(),
             ReleasedMeasure::Points { rows, .. } | ReleasedMeasure::Encoded { rows, .. } => *rows,
         }
     }
@@ -199,6 +206,10 @@ impl ReleasedMeasure {
                 points,
                 rows: released,
             } => Box::new(pe::PointRows::new(*dims, points, rows.unwrap_or(*released))),
+            ReleasedMeasure::Calibrated { inner, maps } => Box::new(CalibratedRows {
+                inner: inner.rows(rows, placement, seed)?,
+                maps,
+            }),
             ReleasedMeasure::Encoded { .. } => {
                 return Err(Error::internal("encoded points are drawn as encoded rows, not normalised numbers"))
             }
@@ -222,7 +233,15 @@ impl MechanismParameters {
     /// One line for the terminal summary.
     pub fn summary(&self) -> String {
         match self {
-            MechanismParameters::Pmm(pmm) => format!("depth {}", pmm.depth),
+            MechanismParameters::Pmm(pmm) => match &pmm.marginal_calibration {
+                None => format!("depth {}", pmm.depth),
+                Some(marginals) => format!(
+                    "depth {}, columns calibrated to 1-D marginals of depth {} (share {})",
+                    pmm.depth,
+                    marginals.depths.first().copied().unwrap_or(0),
+                    marginals.share
+                ),
+            },
             MechanismParameters::Lowdim(lowdim) => {
                 let inner = match &lowdim.inner {
                     InnerParameters::Pmm(pmm) => format!("inner PMM depth {}", pmm.depth),

@@ -110,6 +110,18 @@ impl RunSeeds {
         }
     }
 
+    /// The seeds of column `column`'s marginal tree (`--marginal-share`): a noise key of its own, drawn
+    /// from this key's [`NoiseStream::PmmMarginalKey`] stream, so its levels never share draws with the
+    /// joint tree's or another column's; its consistency coins are the run's, keyed by the column.
+    pub fn for_marginal(&self, column: u64) -> RunSeeds {
+        let mut key = [0u8; 32];
+        rand::Rng::fill_bytes(&mut self.noise.stream(NoiseStream::PmmMarginalKey, column), &mut key);
+        RunSeeds {
+            noise: NoiseKey(key),
+            post_processing: self.post_processing ^ (column + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        }
+    }
+
     /// The coins of the consistency step's tie-breaking.
     pub fn consistency(&self) -> u64 {
         self.post_processing
@@ -124,5 +136,24 @@ impl RunSeeds {
     /// resampling of each step.
     pub fn evolution(&self) -> u64 {
         self.post_processing.rotate_left(29)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::Rng;
+
+    fn first_word(seeds: &RunSeeds) -> u64 {
+        seeds.noise.stream(NoiseStream::PmmLevel(3), 0).next_u64()
+    }
+
+    #[test]
+    fn each_marginal_tree_draws_from_a_key_of_its_own() {
+        let run = RunSeeds::new(Some(9)).unwrap();
+        let words = [first_word(&run), first_word(&run.for_marginal(0)), first_word(&run.for_marginal(1))];
+        assert!(words[0] != words[1] && words[0] != words[2] && words[1] != words[2], "{words:?}");
+        // Reproducible from the run's seed, like every other stream.
+        assert_eq!(first_word(&run.for_marginal(1)), first_word(&RunSeeds::new(Some(9)).unwrap().for_marginal(1)));
     }
 }

@@ -36,6 +36,9 @@ pub enum NoiseStream {
     CovlossWeights,
     /// covloss: the damped centroids.
     CovlossCentroids,
+    /// The noise key of one column's marginal tree (chunk = the column): PMM's level streams under a key
+    /// of its own ([`crate::privacy::RunSeeds::for_marginal`]).
+    PmmMarginalKey,
     /// One cell of the online tree (chunk = the cell's heap index 2^depth + code): its thresholds,
     /// checks, Binary Mechanism and level totals, drawn in order and resumed from a saved position.
     OnlineCell,
@@ -58,6 +61,7 @@ impl NoiseStream {
             NoiseStream::CovlossWeights => 121,
             NoiseStream::CovlossCentroids => 122,
             NoiseStream::OnlineCell => 100,
+            NoiseStream::PmmMarginalKey => 130,
         }
     }
 
@@ -75,6 +79,7 @@ impl NoiseStream {
             NoiseStream::CovlossWeights,
             NoiseStream::CovlossCentroids,
             NoiseStream::OnlineCell,
+            NoiseStream::PmmMarginalKey,
         ])
     }
 }

@@ -7,6 +7,7 @@ mod accuracy;
 mod bad_input;
 mod binner_conformance;
 mod bundled_dataset;
+mod calibration;
 mod cluster;
 mod covloss;
 mod dataset;

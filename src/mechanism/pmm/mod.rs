@@ -7,6 +7,7 @@
 //! - [`report`]: what the run report says about a PMM release.
 
 pub mod consistency;
+pub mod marginals;
 pub mod noise;
 pub mod plan;
 pub mod report;

@@ -4,6 +4,7 @@
 //! when n̂ asks for a deeper tree than planned), noises every level and makes the tree consistent.
 
 use super::consistency::ConsistencyRule;
+use super::marginals::MarginalPlan;
 use super::report::{LevelInfo, PmmParameters};
 use super::schedule::{
     cell_memory_bytes, choose_depth, max_depth_for_memory, LevelSchedule, RootNoise,
@@ -28,6 +29,11 @@ const ROOT_NOISE_HEADROOM: f64 = 20.0;
 
 const ACCURACY_FORMULA: &str =
     "E W1 <= (2*sqrt(2)/n) * sum_j sigma_j * Delta_{j-1} + 2^-floor(r/d)  (dissertation Thm 3.9)";
+
+/// With `--marginal-share` the bound is the joint tree's: the maps move points, and no bound is proven
+/// for the calibrated table.
+const CALIBRATED_ACCURACY_FORMULA: &str = "E W1 <= (2*sqrt(2)/n) * sum_j sigma_j * Delta_{j-1} + 2^-floor(r/d)  \
+    (dissertation Thm 3.9) for the joint tree BEFORE the marginal maps; not proven for the calibrated table";
 
 /// Where the size that fixes the depth comes from.
 #[derive(Clone, Copy, Debug)]
@@ -68,6 +74,8 @@ pub struct PmmPlan {
     consistency: ConsistencyRule,
     placement: Placement,
     device: DeviceChoice,
+    /// `--marginal-share`: the fine 1-D marginals each column is calibrated to.
+    marginals: Option<MarginalPlan>,
 }
 
 impl PmmPlan {
@@ -80,12 +88,22 @@ impl PmmPlan {
                 public.epsilon * options.noisy_n_share,
             )?),
         };
-        let level_epsilon = match size {
-            TreeSize::ReleasedFirst(_) => public.epsilon * (1.0 - options.noisy_n_share),
-            _ => public.epsilon,
+        let n_hat_share = match size {
+            TreeSize::ReleasedFirst(_) => options.noisy_n_share,
+            _ => 0.0,
         };
+        if n_hat_share + options.marginal_share >= 1.0 {
+            return Err(Error::bad_input(format!(
+                "--root-share {} and --marginal-share {} leave nothing of ε for the tree",
+                options.noisy_n_share, options.marginal_share
+            )));
+        }
+        let level_epsilon = public.epsilon * (1.0 - n_hat_share - options.marginal_share);
         let mut plan = Self::with_size(public, public.dims, level_epsilon, size, options, "")?;
         plan.epsilon = public.epsilon;
+        if options.marginal_share > 0.0 {
+            plan.marginals = Some(MarginalPlan::new(public, options.marginal_share, options)?);
+        }
         Ok(plan)
     }
 
@@ -170,7 +188,13 @@ impl PmmPlan {
             consistency: options.consistency,
             placement: public.placement,
             device: options.device,
+            marginals: None,
         })
+    }
+
+    /// The rule that chose (or will choose) the depth, in the report's words.
+    pub fn depth_rule(&self) -> &str {
+        &self.depth_rule
     }
 
     /// The leaf geometry, when the depth is already known.
@@ -196,7 +220,7 @@ impl PmmPlan {
         let (mut leaves, scan, binning) = timings.time("bin", || {
             data.leaf_counts(CellGeometry::new(self.dims, planned), self.device)
         })?;
-        let (counts, schedule) = timings.time("noise and consistency", || {
+        let (counts, schedule, n_hat) = timings.time("noise and consistency", || {
             let (schedule, n_hat) = self.schedule_for(scan.rows_binned, seeds)?;
             if schedule.depth <= planned {
                 leaves = coarsen_leaves(std::mem::take(&mut leaves), planned, schedule.depth);
@@ -205,11 +229,28 @@ impl PmmPlan {
                 leaves = data.leaf_counts(geometry, self.device)?.0;
             }
             let counts = self.release_with(&schedule, std::mem::take(&mut leaves), n_hat, seeds);
-            Ok((counts, schedule))
+            Ok((counts, schedule, n_hat))
         })?;
         let root_count: u64 = counts.iter().sum();
         let geometry = CellGeometry::new(self.dims, schedule.depth);
-        Ok(self.finish(&schedule, ReleasedMeasure::Leaves { geometry, counts }, root_count, scan, binning))
+        let Some(marginals) = &self.marginals else {
+            return Ok(self.finish(&schedule, ReleasedMeasure::Leaves { geometry, counts }, root_count, scan, binning));
+        };
+        let row_count = match (n_hat, self.size) {
+            (Some(n_hat), TreeSize::ReleasedFirst(row_count)) => Some((n_hat, row_count)),
+            _ => None,
+        };
+        let marginals = timings.time("marginals", || marginals.release(data, row_count, seeds))?;
+        let maps = marginals.maps(&geometry, &counts);
+        let inner = Box::new(ReleasedMeasure::Leaves { geometry, counts });
+        let mut release =
+            self.finish(&schedule, ReleasedMeasure::Calibrated { inner, maps }, root_count, scan, binning);
+        marginals.spend(&mut release.budget);
+        release.accuracy.formula = CALIBRATED_ACCURACY_FORMULA;
+        if let MechanismParameters::Pmm(parameters) = &mut release.parameters {
+            parameters.marginal_calibration = Some(marginals.parameters);
+        }
+        Ok(release)
     }
 
     /// The depth the data are binned at first: the known one, or the one planned before n̂.
@@ -356,6 +397,7 @@ impl PmmPlan {
                     cell_diameter: geometry.diameter(level),
                 })
                 .collect(),
+            marginal_calibration: None,
         }
     }
 }

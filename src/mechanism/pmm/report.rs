@@ -2,6 +2,8 @@
 
 use serde::Serialize;
 
+use super::marginals::MarginalParameters;
+
 #[derive(Clone, Debug, Serialize)]
 pub struct PmmParameters {
     pub depth: u32,
@@ -9,6 +11,9 @@ pub struct PmmParameters {
     pub consistency: String,
     pub placement: String,
     pub levels: Vec<LevelInfo>,
+    /// `--marginal-share`: the released 1-D marginals the columns are mapped onto.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub marginal_calibration: Option<MarginalParameters>,
 }
 
 #[derive(Clone, Debug, Serialize)]

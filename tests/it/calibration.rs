@@ -1,0 +1,163 @@
+//! `--marginal-share`: PMM's synthetic columns mapped onto fine released 1-D marginals.
+
+use std::path::Path;
+
+use crate::common::{dpsynth, floats, read_parquet, stderr, write_parquet, Fixture};
+
+const ROWS: usize = 20_000;
+const BOUNDS: [(&str, f64, f64); 4] =
+    [("x", 0.0, 100.0), ("y", -50.0, 250.0), ("z", 0.0, 1000.0), ("w", -100.0, 100.0)];
+
+/// Four skewed, correlated columns in wide public bounds (as flights' delays are): at d = 4 the joint
+/// tree has a few cells per axis, and most of each column's mass falls in one of them.
+fn skewed_columns(seed: u64) -> Vec<Vec<f64>> {
+    let mut fixture = Fixture::new(seed);
+    let x: Vec<f64> = (0..ROWS).map(|_| (-fixture.unit().max(1e-12).ln() * 5.0).min(100.0)).collect();
+    let y = x.iter().map(|&x| (2.0 * x + 3.0 * fixture.normal()).clamp(-50.0, 250.0)).collect();
+    let z = x.iter().map(|&x| (40.0 + 10.0 * x + 20.0 * fixture.normal()).clamp(0.0, 1000.0)).collect();
+    let w = (0..ROWS).map(|_| (5.0 + 4.0 * fixture.normal()).clamp(-100.0, 100.0)).collect();
+    vec![x, y, z, w]
+}
+
+fn write(path: &Path, columns: &[Vec<f64>]) {
+    let named = BOUNDS.iter().zip(columns).map(|((name, ..), values)| (*name, floats(values.clone()))).collect();
+    write_parquet(path, named, 5000);
+}
+
+/// `synth` with the table's bounds, `--seed 5`, the outputs in `dir` named `name`, and `extra`; the report.
+fn synth(dir: &Path, input: &Path, name: &str, extra: &[&str]) -> serde_json::Value {
+    let (output, report) = (dir.join(format!("{name}.parquet")), dir.join(format!("{name}.json")));
+    let mut args = vec![
+        "synth".to_string(),
+        input.display().to_string(),
+        "--output".to_string(),
+        output.display().to_string(),
+        "--report".to_string(),
+        report.display().to_string(),
+        "--quiet".to_string(),
+        "--seed".to_string(),
+        "5".to_string(),
+    ];
+    for (name, lo, hi) in BOUNDS {
+        args.push(format!("--bounds={name}={lo}:{hi}"));
+    }
+    args.extend(extra.iter().map(|word| word.to_string()));
+    let words: Vec<&str> = args.iter().map(String::as_str).collect();
+    let outcome = dpsynth(&words);
+    assert!(outcome.status.success(), "{}", stderr(&outcome));
+    serde_json::from_str(&std::fs::read_to_string(report).unwrap()).unwrap()
+}
+
+/// The largest 1-D W1 over the columns (normalised by the bounds' width) between equal-sized samples.
+fn max_marginal_w1(real: &[Vec<f64>], synthetic: &[Vec<f64>]) -> f64 {
+    real.iter()
+        .zip(synthetic)
+        .zip(BOUNDS)
+        .map(|((real, synthetic), (_, lo, hi))| {
+            let (mut a, mut b) = (real.clone(), synthetic.clone());
+            assert_eq!(a.len(), b.len());
+            a.sort_by(f64::total_cmp);
+            b.sort_by(f64::total_cmp);
+            a.iter().zip(&b).map(|(a, b)| (a - b).abs()).sum::<f64>() / a.len() as f64 / (hi - lo)
+        })
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn calibrated_columns_follow_their_released_marginals() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.parquet");
+    let real = skewed_columns(1);
+    write(&input, &real);
+    let replace = ["--neighbours", "replace", "--epsilon", "1"];
+    synth(dir.path(), &input, "plain", &replace);
+    let report = synth(dir.path(), &input, "calibrated", &[&replace[..], &["--marginal-share", "0.2"]].concat());
+    let plain = max_marginal_w1(&real, &read_parquet(&dir.path().join("plain.parquet")).1);
+    let calibrated = max_marginal_w1(&real, &read_parquet(&dir.path().join("calibrated.parquet")).1);
+    assert!(
+        calibrated < 0.5 * plain,
+        "largest 1-D W1: calibrated {calibrated}, plain {plain}"
+    );
+    // The marginal trees are in the budget: the joint levels and d trees of ε·share/d, within ε.
+    let marginals = &report["parameters"]["marginal_calibration"];
+    let per_column = marginals["epsilon_per_column"].as_f64().unwrap();
+    assert!((4.0 * per_column - 0.2).abs() < 1e-12);
+    let levels: f64 = report["parameters"]["levels"].as_array().unwrap().iter().map(|level| level["epsilon"].as_f64().unwrap()).sum();
+    let spent = report["guarantee"]["epsilon_spent"].as_f64().unwrap();
+    assert!(levels <= 0.8 + 1e-9, "the joint tree keeps 1 − share: {levels}");
+    assert!(spent > levels + 4.0 * per_column - 1e-6 && spent <= 1.0, "spent {spent}, levels {levels}");
+}
+
+/// Under add-remove the marginal trees' root is the joint release's n̂: spent once, not once per tree.
+#[test]
+fn add_remove_spends_n_hat_once_and_stays_within_epsilon() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.parquet");
+    write(&input, &skewed_columns(4));
+    let report = synth(dir.path(), &input, "out", &["--epsilon", "1", "--marginal-share", "0.3"]);
+    let levels: f64 = report["parameters"]["levels"].as_array().unwrap().iter().map(|level| level["epsilon"].as_f64().unwrap()).sum();
+    let per_column = report["parameters"]["marginal_calibration"]["epsilon_per_column"].as_f64().unwrap();
+    let spent = report["guarantee"]["epsilon_spent"].as_f64().unwrap();
+    // n̂ (level 0 of the joint tree) + the joint levels + four trees without their root.
+    assert!((levels - 0.7).abs() < 1e-6, "n̂ and the joint levels keep 1 − share: {levels}");
+    assert!((spent - (levels + 4.0 * per_column)).abs() < 1e-6 && spent <= 1.0, "spent {spent}");
+}
+
+/// Two tables with the same counts in every cell the release reads (the joint leaves and each column's
+/// finest marginal cell) must give the same output for the same seed: the map reads released counts only.
+/// A map built from the true values (exact quantiles, say) would tell them apart.
+#[test]
+fn the_map_reads_released_values_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, moved) = (dir.path().join("in.parquet"), dir.path().join("moved.parquet"));
+    let real = skewed_columns(2);
+    write(&input, &real);
+    let extra = ["--neighbours", "replace", "--epsilon", "2", "--marginal-share", "0.25"];
+    let report = synth(dir.path(), &input, "first", &extra);
+    let depth = report["parameters"]["depth"].as_u64().unwrap();
+    let marginal_depth = report["parameters"]["marginal_calibration"]["depths"][0].as_u64().unwrap() as i32;
+    assert!(marginal_depth as u64 >= depth.div_ceil(4), "marginal cells nest in the joint cells");
+    // Every value moved to the centre of its finest marginal cell.
+    let cells = 2f64.powi(marginal_depth);
+    let centred: Vec<Vec<f64>> = real
+        .iter()
+        .zip(BOUNDS)
+        .map(|(values, (_, lo, hi))| {
+            values
+                .iter()
+                .map(|&value| {
+                    let cell = (((value - lo) / (hi - lo)) * cells).floor().clamp(0.0, cells - 1.0);
+                    lo + (cell + 0.5) / cells * (hi - lo)
+                })
+                .collect()
+        })
+        .collect();
+    assert_ne!(centred, real);
+    write(&moved, &centred);
+    synth(dir.path(), &moved, "second", &extra);
+    let bytes = |name: &str| std::fs::read(dir.path().join(name)).unwrap();
+    assert!(bytes("first.parquet") == bytes("second.parquet"), "the output depends on more than the released counts");
+}
+
+#[test]
+fn marginal_share_is_refused_where_it_cannot_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.parquet");
+    write(&input, &skewed_columns(3));
+    let (i, o) = (input.to_str().unwrap(), dir.path().join("out.parquet"));
+    let o = o.to_str().unwrap();
+    for (extra, expected) in [
+        (vec!["--mechanism", "psmm", "--marginal-share", "0.2"], "--marginal-share applies to --mechanism pmm only"),
+        (vec!["--marginal-share", "0.2", "--placement", "centre"], "--placement centre"),
+        (vec!["--marginal-share", "1.5"], "--marginal-share must be strictly between 0 and 1"),
+        (vec!["--marginal-share", "0.5", "--root-share", "0.5"], "leave nothing of ε"),
+        (vec!["--marginal-share", "0.2", "--depth", "8"], "needs the depth rule"),
+    ] {
+        let mut args = vec!["synth", i, "--output", o, "--epsilon", "1", "--columns", "x,y", "--bounds", "x=0:100", "--bounds", "y=-50:250"];
+        args.extend(&extra);
+        let outcome = dpsynth(&args);
+        assert_eq!(outcome.status.code(), Some(2), "{extra:?}");
+        assert!(stderr(&outcome).contains(expected), "{extra:?}: {}", stderr(&outcome));
+        assert!(!Path::new(o).exists(), "{extra:?} wrote an output");
+    }
+}
