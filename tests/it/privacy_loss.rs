@@ -11,10 +11,11 @@ use dpsynth::mechanism::covloss::moments::{pair_counts, second_moment};
 use dpsynth::mechanism::covloss::partition::SpectralPartition;
 use dpsynth::mechanism::covloss::{CovlossPlan, CovlossSettings, Damping};
 use dpsynth::mechanism::pmm::consistency::ConsistencyRule;
+use dpsynth::mechanism::pmm::marginals::MarginalPlan;
 use dpsynth::mechanism::pmm::release_leaf_counts;
 use dpsynth::mechanism::pmm::schedule::{LevelSchedule, RootNoise};
 use dpsynth::noise::discrete_laplace::RationalScale;
-use dpsynth::privacy::{Neighbours, NoiseKey};
+use dpsynth::privacy::{Neighbours, NoiseKey, RunSeeds};
 
 use crate::common::max_log_frequency_ratio;
 
@@ -216,4 +217,54 @@ fn covloss_releases_stay_within_their_shares_of_epsilon() {
     halved.weight_scale = RationalScale::new(plan.weight_scale.num(), 2 * plan.weight_scale.den()).unwrap();
     let loss = losses(&halved)[1];
     assert!(loss > claimed[1] + SLACK, "a halved weight scale went unnoticed: log ratio {loss}");
+}
+
+/// `--marginal-share`'s release: one 1-D PMM tree per column, each with a key of its own, on neighbouring
+/// tables where the replaced row moves in both columns (from the first leaf to the last). The outcome is
+/// each column's released count in its lower half (post-processing of the trees), compared with what the
+/// trees claim together.
+#[test]
+fn marginal_trees_stay_within_their_share_of_epsilon() {
+    use dpsynth::mechanism::PublicInputs;
+    use dpsynth::options::PmmOptions;
+    use dpsynth::sampler::Placement;
+    const ROWS: u64 = 16;
+
+    let public = PublicInputs {
+        dims: 2,
+        epsilon: 4.0,
+        neighbours: Neighbours::Replace,
+        file_rows: ROWS,
+        memory_limit: 1 << 30,
+        threads: 1,
+        placement: Placement::Uniform,
+        encoding: None,
+    };
+    let plan = MarginalPlan::new(&public, 0.5, &PmmOptions::DEFAULT).unwrap();
+    let tree = plan.tree(None).unwrap();
+    assert_eq!(tree.schedule.depth, 1, "the d = 1 rule splits 16 rows once at ε = 1");
+    let leaves = 1usize << tree.schedule.depth;
+    let column = |low: u64| {
+        let mut counts = vec![0u64; leaves];
+        counts[0] = low;
+        counts[leaves - 1] = ROWS - low;
+        counts
+    };
+    let (first, second) = (vec![column(3), column(5)], vec![column(2), column(4)]);
+    let frequencies = |tables: &Vec<Vec<u64>>, seed_base: u64| {
+        let mut frequencies: HashMap<Vec<u64>, u64> = HashMap::new();
+        for run in 0..RUNS {
+            let seeds = RunSeeds::new(Some(seed_base + run)).unwrap();
+            let released = plan.release_leaves(&tree, tables.clone(), &seeds).unwrap();
+            let lower = released.counts.iter().map(|counts| counts[..leaves / 2].iter().sum()).collect();
+            *frequencies.entry(lower).or_insert(0) += 1;
+        }
+        frequencies
+    };
+    let seeds = RunSeeds::new(Some(0)).unwrap();
+    let claimed: f64 = plan.release_leaves(&tree, first.clone(), &seeds).unwrap().spends.iter().sum();
+    assert!(claimed <= 2.0 + 1e-9, "two trees of ε·share/d = 1 each claim {claimed}");
+    let worst = max_log_frequency_ratio(&frequencies(&first, 0), &frequencies(&second, 1 << 40), MIN_COUNT);
+    assert!(worst <= claimed + SLACK, "log ratio {worst} exceeds the trees' ε = {claimed}");
+    assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
 }

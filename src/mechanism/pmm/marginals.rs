@@ -39,9 +39,9 @@ pub struct MarginalParameters {
     pub map: &'static str,
 }
 
-/// The released marginals: one CDF per column, with their accounting.
+/// The released marginals: each column's consistent leaf counts, with their accounting.
 pub struct ReleasedMarginals {
-    pub cdfs: Vec<Option<CellCdf>>,
+    pub counts: Vec<Vec<u64>>,
     pub spends: Vec<f64>,
     pub parameters: MarginalParameters,
 }
@@ -69,19 +69,9 @@ impl MarginalPlan {
         })
     }
 
-    /// The 1-D tree of one column, for the public n (replace) or the released n̂ (add-remove).
-    fn column_plan(&self, size: TreeSize) -> Result<PmmPlan> {
-        PmmPlan::with_size(&self.public, 1, self.epsilon_per_column, size, &self.options, " in one dimension")
-    }
-
-    /// Bins each column alone, noises its tree (a key of its own: [`RunSeeds::for_marginal`]) and makes it
-    /// consistent. `n_hat` is the joint release's n̂ under add-remove (the trees' released root).
-    pub fn release(
-        &self,
-        data: &DataPass,
-        row_count: Option<(u64, NoisyRowCount)>,
-        seeds: &RunSeeds,
-    ) -> Result<ReleasedMarginals> {
+    /// The tree every column gets, for the public n (replace) or the joint release's n̂ and its scale
+    /// (add-remove: the trees' released root).
+    pub fn tree(&self, row_count: Option<(u64, NoisyRowCount)>) -> Result<MarginalTree> {
         let size = match (self.public.neighbours, row_count) {
             (Neighbours::Replace, _) => TreeSize::Public(self.public.file_rows),
             (Neighbours::AddRemove, Some((n_hat, row_count))) => TreeSize::AlreadyReleased { n_hat, row_count },
@@ -89,39 +79,71 @@ impl MarginalPlan {
                 return Err(Error::internal("the marginal trees under add-remove need the joint release's n̂"))
             }
         };
-        let plan = self.column_plan(size)?;
+        let plan =
+            PmmPlan::with_size(&self.public, 1, self.epsilon_per_column, size, &self.options, " in one dimension")?;
         let schedule = plan
             .schedule()
             .ok_or_else(|| Error::internal("a marginal tree's depth is known from its size"))?
             .clone();
-        let mut cdfs = Vec::with_capacity(data.dims());
-        let mut spends = Vec::with_capacity(data.dims());
-        for column in 0..data.dims() {
-            let one = DataPass {
-                source: data.source,
-                columns: &data.columns[column..column + 1],
-                bounds: &data.bounds[column..column + 1],
-                nulls: data.nulls,
-                progress: data.progress,
-            };
-            let (leaves, _, _) = one.leaf_counts(CellGeometry::new(1, schedule.depth), plan.device())?;
-            let counts = plan.release_leaves(leaves, &seeds.for_marginal(column as u64))?;
-            cdfs.push(CellCdf::from_counts(&counts));
-            spends.push(tree_epsilon(&schedule));
-        }
+        Ok(MarginalTree { plan, schedule })
+    }
+
+    /// Bins each column alone at the tree's depth, then [`MarginalPlan::release_leaves`].
+    pub fn release(
+        &self,
+        data: &DataPass,
+        row_count: Option<(u64, NoisyRowCount)>,
+        seeds: &RunSeeds,
+    ) -> Result<ReleasedMarginals> {
+        let tree = self.tree(row_count)?;
+        let leaves = (0..data.dims())
+            .map(|column| {
+                let one = DataPass {
+                    source: data.source,
+                    columns: &data.columns[column..column + 1],
+                    bounds: &data.bounds[column..column + 1],
+                    nulls: data.nulls,
+                    progress: data.progress,
+                };
+                Ok(one.leaf_counts(CellGeometry::new(1, tree.schedule.depth), tree.plan.device())?.0)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.release_leaves(&tree, leaves, seeds)
+    }
+
+    /// Noises each column's leaf counts `leaves[k]` on `tree` (a key of its own per column:
+    /// [`RunSeeds::for_marginal`]) and makes them consistent.
+    pub fn release_leaves(
+        &self,
+        tree: &MarginalTree,
+        leaves: Vec<Vec<u64>>,
+        seeds: &RunSeeds,
+    ) -> Result<ReleasedMarginals> {
+        let columns = leaves.len();
+        let counts = leaves
+            .into_iter()
+            .enumerate()
+            .map(|(column, leaves)| tree.plan.release_leaves(leaves, &seeds.for_marginal(column as u64)))
+            .collect::<Result<Vec<_>>>()?;
         Ok(ReleasedMarginals {
-            cdfs,
-            spends,
+            counts,
+            spends: vec![tree_epsilon(&tree.schedule); columns],
             parameters: MarginalParameters {
                 share: self.share,
                 epsilon_per_column: self.epsilon_per_column,
-                depths: vec![schedule.depth; data.dims()],
-                depth_rule: plan.depth_rule().to_string(),
+                depths: vec![tree.schedule.depth; columns],
+                depth_rule: tree.plan.depth_rule().to_string(),
                 map: "x -> G^-1(F(x)) per column: F the joint release's marginal CDF on the axis, G the released \
                     1-D marginal's, both piecewise linear (uniform within cells); post-processing",
             },
         })
     }
+}
+
+/// One column's 1-D PMM tree: its plan and its schedule (depth and scales).
+pub struct MarginalTree {
+    pub plan: PmmPlan,
+    pub schedule: LevelSchedule,
 }
 
 /// What one tree spends: its levels below the root. The root is the public n (replace) or the joint
@@ -154,12 +176,11 @@ impl ReleasedMarginals {
             }
         }
         axes.iter()
-            .zip(&self.cdfs)
+            .zip(&self.counts)
             .map(|(joint, released)| {
-                let from = CellCdf::from_counts(joint)?;
                 Some(MonotoneMap {
-                    from,
-                    to: released.clone()?,
+                    from: CellCdf::from_counts(joint)?,
+                    to: CellCdf::from_counts(released)?,
                 })
             })
             .collect()
