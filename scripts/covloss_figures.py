@@ -28,16 +28,12 @@ Usage: scripts/covloss_figures.py [--out DIR] [--rows N] [--bits 32,64] [--seeds
 
 import argparse
 import csv
-import functools
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
-import types
-
-MST_DELTA = 1e-9
 
 FLIGHTS_BINS = ["dep_delay=8", "arr_delay=8", "air_time=8", "distance=10", "dep_time=24"]
 FLIGHTS_COLUMNS = "dep_delay,arr_delay,air_time,distance,dep_time"
@@ -73,12 +69,17 @@ def method_runs(rows, baselines):
     return runs
 
 
-def venv_python():
-    """The peers' environment (smartnoise-synth), made by scripts/peer_comparison.py on first use."""
+def peer_comparison():
+    """scripts/peer_comparison.py: the peers' environment and their fitting."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import peer_comparison
 
-    return str(peer_comparison.venv_python())
+    return peer_comparison
+
+
+def venv_python():
+    """The peers' environment (smartnoise-synth), made by scripts/peer_comparison.py on first use."""
+    return str(peer_comparison().venv_python())
 
 
 def round_bits(output):
@@ -96,7 +97,6 @@ def mst_worker(table, columns, bins, epsilon, seed, output):
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from snsynth import Synthesizer
     from snsynth.transform import BinTransformer, TableTransformer
 
     data = pq.read_table(table, columns=columns)
@@ -116,14 +116,7 @@ def mst_worker(table, columns, bins, epsilon, seed, output):
     # Bins of width 1 centred on the codes 0..K-1: public, so no budget goes to the transformer.
     transformer = TableTransformer([BinTransformer(bins=widths[c], lower=-0.5, upper=widths[c] - 0.5)
                                     for c in columns])
-    synthesizer = Synthesizer.create("mst", epsilon=epsilon, delta=MST_DELTA, verbose=False)
-    synthesizer.fit(frame, transformer=transformer, preprocessor_eps=0.0)
-    # Rows i.i.d. from the fitted model (mbi's default "round" ties columns to row order).
-    model = synthesizer.synthesizer
-    synthesizer.synthesizer = types.SimpleNamespace(
-        synthetic_data=functools.partial(model.synthetic_data, method="sample"))
-    np.random.seed(seed)
-    sample = synthesizer.sample(len(frame))
+    sample = peer_comparison().fit_and_sample("mst", frame, transformer, epsilon, seed)
     arrays = {}
     for column in columns:
         code = np.clip(np.round(sample[column].to_numpy(float)), 0, widths[column] - 1)

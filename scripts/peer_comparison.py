@@ -77,6 +77,25 @@ def evaluate(synth, columns, out):
     return json.loads(report.read_text())
 
 
+def fit_and_sample(method, frame, transformer, epsilon, seed):
+    """Runs inside the peers' venv: fits smartnoise-synth's `method` (delta = PEER_DELTA, no budget on the
+    public `transformer`) and draws len(frame) rows i.i.d. from the fitted model."""
+    import numpy as np
+    from snsynth import Synthesizer
+
+    synthesizer = Synthesizer.create(method, epsilon=epsilon, delta=PEER_DELTA, verbose=False)
+    synthesizer.fit(frame, transformer=transformer, preprocessor_eps=0.0)
+    # mbi's synthetic_data defaults to method="round", which writes each column in an order tied to
+    # the rows: columns the model never links come out correlated (flights d = 6: hour-month
+    # correlation 0.83 against 0.00 real). Draw rows i.i.d. from the model instead (post-processing).
+    # (The fitted model is frozen; snsynth's sample() only calls its synthetic_data(rows=...).)
+    model = synthesizer.synthesizer
+    synthesizer.synthesizer = types.SimpleNamespace(
+        synthetic_data=functools.partial(model.synthetic_data, method="sample"))
+    np.random.seed(seed)
+    return synthesizer.sample(len(frame))
+
+
 def peer_worker(method, columns, epsilon, output):
     """Runs inside the peers' venv: fit, sample, redraw inside bins, write Parquet."""
     import numpy as np
@@ -89,22 +108,11 @@ def peer_worker(method, columns, epsilon, output):
         bins = {c: np.clip(((frame[c].to_numpy(float) - bounds[c][0]) / (bounds[c][1] - bounds[c][0])
                             * PEER_BINS).astype(int), 0, PEER_BINS - 1) for c in columns}
     else:
-        from snsynth import Synthesizer
         from snsynth.transform import BinTransformer, TableTransformer
 
         transformer = TableTransformer([
             BinTransformer(bins=PEER_BINS, lower=bounds[c][0], upper=bounds[c][1]) for c in columns])
-        synthesizer = Synthesizer.create(method, epsilon=epsilon, delta=PEER_DELTA, verbose=False)
-        synthesizer.fit(frame, transformer=transformer, preprocessor_eps=0.0)
-        # mbi's synthetic_data defaults to method="round", which writes each column in an order tied to
-        # the rows: columns the model never links come out correlated (flights d = 6: hour-month
-        # correlation 0.83 against 0.00 real). Draw rows i.i.d. from the model instead (post-processing).
-        # (The fitted model is frozen; snsynth's sample() only calls its synthetic_data(rows=...).)
-        model = synthesizer.synthesizer
-        synthesizer.synthesizer = types.SimpleNamespace(
-            synthetic_data=functools.partial(model.synthetic_data, method="sample"))
-        np.random.seed(SEED)
-        sample = synthesizer.sample(len(frame))
+        sample = fit_and_sample(method, frame, transformer, epsilon, SEED)
         # The transformer returns bin centres; recover each bin index from its centre.
         bins = {c: np.clip(np.floor((sample[c].to_numpy(float) - bounds[c][0])
                                     / (bounds[c][1] - bounds[c][0]) * PEER_BINS), 0, PEER_BINS - 1)
