@@ -11,7 +11,7 @@
 //! | Boolean / one-hot / binned encoding of columns for the covariance-loss mechanisms | [`encoding`] |
 //! | exact noise samplers | [`noise`] |
 //! | relations, scale rounding, budget composition, noise streams, seeds, the n̂ release | [`privacy`] |
-//! | the mechanisms, each a plan from public inputs and a release: PMM, PSMM, private-PCA lowdim | [`mechanism`] |
+//! | the mechanisms, each a plan from public inputs and a release: PMM (with marginal calibration), PSMM, private-PCA lowdim, Private Evolution, covloss and microagg | [`mechanism`] |
 //! | exact min-cost flow (PSMM's projection, eval's W1) | [`transport`] |
 //! | synthetic points from released cell counts | [`sampler`] |
 //! | the driver (plan → release → budget check → sample → write → commit) and the reports | [`synth`] |

@@ -8,8 +8,8 @@
 
 use serde::Serialize;
 
-use super::schedule::LevelSchedule;
 use super::plan::{PmmPlan, TreeSize};
+use super::schedule::LevelSchedule;
 use crate::binner::pass::DataPass;
 use crate::error::{Error, Result};
 use crate::geometry::partition::CellGeometry;
