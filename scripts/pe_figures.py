@@ -161,7 +161,7 @@ def figure4(binary, directory, runs, sizes, out):
     return rows
 
 
-def compare(binary, directory, mixture_rows, out, with_flights):
+def compare(binary, directory, mixture_rows, out, with_flights, only_methods, device):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     flights = os.path.join(root, "datasets", "flights.parquet")
     flights_schema = os.path.join(root, "datasets", "flights.toml")
@@ -179,6 +179,10 @@ def compare(binary, directory, mixture_rows, out, with_flights):
         ("pe projection (n_s=100)", ["--mechanism", "pe", "--delta", str(DELTA), "--pe-variant", "projection",
                                      "--pe-samples", "100"]),
     ]
+    if only_methods:
+        methods = [(method, args) for method, args in methods if method.split(" (")[0] in only_methods]
+    methods = [(method, args + (["--device", device] if method.startswith("pe") else []))
+               for method, args in methods]
     rows = []
     for label, table, schema, columns in tables:
         for method, args in methods:
@@ -273,7 +277,12 @@ def main():
     parser.add_argument("--skip-paper", action="store_true")
     parser.add_argument("--skip-compare", action="store_true")
     parser.add_argument("--skip-flights", action="store_true",
-                        help="compare on the generated mixture only (PE takes minutes per run on flights)")
+                        help="compare on the generated mixture only")
+    parser.add_argument("--methods", default="",
+                        help="compare only these (comma-separated: pmm, psmm, pe threshold, pe laplace-threshold, "
+                             "pe projection); default all")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"],
+                        help="where PE counts its nearest neighbours in the comparison")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     sizes = [int(size) for size in args.sizes.split(",")]
@@ -334,7 +343,9 @@ def main():
                        panels)
             print(f"figure 4: {time.monotonic() - started:.0f} s", flush=True)
         if not args.skip_compare:
-            rows = compare(args.binary, directory, args.mixture_rows, args.out, not args.skip_flights)
+            only = {method.strip() for method in args.methods.split(",") if method.strip()}
+            rows = compare(args.binary, directory, args.mixture_rows, args.out, not args.skip_flights, only,
+                           args.device)
             panels = []
             for table in dict.fromkeys(r["table"] for r in rows):
                 series = {r["method"]: [(k + 1, r["w1"], 0.0)] for k, r in enumerate(rows)

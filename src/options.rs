@@ -178,7 +178,7 @@ pub struct SynthArgs {
     /// Where points go in their cell [default: uniform].
     #[arg(long, value_enum)]
     pub placement: Option<Placement>,
-    /// pmm: binning device [default: auto].
+    /// pmm: binning device; pe: where the nearest-neighbour counts run [default: auto].
     #[arg(long, value_enum)]
     pub device: Option<DeviceChoice>,
     /// Worker threads, at most 1024 and 64 per core [default: all cores].
@@ -313,6 +313,8 @@ pub struct PeOptions {
     /// H of the threshold variant (probability scale); `None` is 0.
     pub threshold: Option<f64>,
     pub domain: PeDomain,
+    /// Where the nearest-neighbour counts run.
+    pub device: DeviceChoice,
 }
 
 impl PeOptions {
@@ -326,6 +328,7 @@ impl PeOptions {
             init: PeInit::Uniform,
             threshold: None,
             domain: PeDomain::Box,
+            device: DeviceChoice::Auto,
         }
     }
 }
@@ -579,8 +582,12 @@ impl SynthArgs {
                 "--device gpu applies to --mechanism pmm; psmm bins its regular grid on the CPU (its cost is the projection)",
             ),
             (
-                self.device == Some(DeviceChoice::Gpu) && !uses_pmm(mechanism),
+                self.device == Some(DeviceChoice::Gpu) && uses_psmm(mechanism),
                 "--device gpu applies to the inner PMM; the inner psmm bins its regular grid on the CPU",
+            ),
+            (
+                self.device == Some(DeviceChoice::Gpu) && mechanism.is_encoded(),
+                "--device gpu applies to --mechanism pmm, lowdim and pe; covloss and microagg run on the CPU",
             ),
             (
                 (self.k.is_some() || self.cells_from.is_some()) && mechanism != Mechanism::Microagg,
@@ -634,11 +641,8 @@ impl SynthArgs {
             ),
             (
                 mechanism == Mechanism::Pe
-                    && (self.depth.is_some()
-                        || self.root_share.is_some()
-                        || self.consistency.is_some()
-                        || self.device == Some(DeviceChoice::Gpu)),
-                "--depth, --root-share, --consistency and --device gpu do not apply to --mechanism pe",
+                    && (self.depth.is_some() || self.root_share.is_some() || self.consistency.is_some()),
+                "--depth, --root-share and --consistency do not apply to --mechanism pe",
             ),
         ];
         if let Some((_, message)) = refusals
@@ -670,6 +674,7 @@ impl SynthArgs {
                 init: self.pe_init.unwrap_or(PeInit::Uniform),
                 threshold: self.pe_threshold,
                 domain: self.pe_domain.unwrap_or(PeDomain::Box),
+                device: self.device.unwrap_or(DeviceChoice::Auto),
             }),
             Mechanism::Lowdim => MechanismOptions::Lowdim(LowdimOptions {
                 target_dim: self.target_dim.unwrap_or(TargetDim::Auto),
@@ -851,6 +856,8 @@ mod tests {
             (&["--mechanism", "psmm", "--consistency", "uniform"][..], "--consistency"),
             (&["--mechanism", "lowdim", "--root-share", "0.1"][..], "--root-share"),
             (&["--mechanism", "psmm", "--device", "gpu"][..], "--device gpu"),
+            (&["--mechanism", "lowdim", "--inner-mechanism", "psmm", "--device", "gpu"][..], "--device gpu"),
+            (&["--mechanism", "covloss", "--device", "gpu"][..], "--device gpu"),
             (&["--delta", "1e-6"][..], "--delta"),
             (&["--pe-steps", "3"][..], "--pe-steps"),
             (&["--mechanism", "pe"][..], "--delta"),
@@ -861,6 +868,15 @@ mod tests {
             let error = args(&all).resolve().unwrap_err().to_string();
             assert!(error.contains(flag), "{extra:?}: {error}");
         }
+    }
+
+    #[test]
+    fn pe_takes_the_device_of_its_nearest_neighbour_counts() {
+        let resolved = args(&["--mechanism", "pe", "--delta", "1e-6", "--device", "cpu", "--bounds", "a=0:1"])
+            .resolve()
+            .unwrap();
+        let MechanismOptions::Pe(pe) = resolved.options.mechanism else { panic!("not pe") };
+        assert_eq!(pe.device, DeviceChoice::Cpu);
     }
 
     #[test]

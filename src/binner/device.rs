@@ -1,5 +1,5 @@
-//! Choosing where binning runs (`--device auto|cpu|gpu`) and putting the GPU binner behind the
-//! [`Binner`] interface that the parallel scan drives.
+//! Choosing where device work runs (`--device auto|cpu|gpu`: binning, and PE's nearest-neighbour
+//! counts) and putting the GPU binner behind the [`Binner`] interface that the parallel scan drives.
 
 use crate::error::{Error, Result};
 use crate::geometry::partition::CellGeometry;
@@ -37,45 +37,65 @@ impl ChosenBinner {
             let line = format!("cpu ({:?} Morton codes{reason})", binner.method());
             ChosenBinner::Cpu(binner, line)
         };
+        match Device::choose(choice)? {
+            Device::Cpu(reason) => Ok(cpu(&reason)),
+            #[cfg(feature = "gpu")]
+            Device::Gpu(context) => match SharedGpuBinner::new(&context, geometry) {
+                Ok(binner) => Ok(ChosenBinner::Gpu(
+                    binner,
+                    format!("gpu: {}", context.adapter_description()),
+                )),
+                Err(error) if choice == DeviceChoice::Auto => {
+                    Ok(cpu(&format!("; the GPU could not be used: {error}")))
+                }
+                Err(error) => Err(Error::bad_input(format!(
+                    "--device gpu: {error}; use --device cpu"
+                ))),
+            },
+        }
+    }
+}
+
+/// Where a run's device work goes: an opened GPU, or the CPU with the reason the report gives for it
+/// ("" when the CPU was asked for, else "; " and why).
+pub enum Device {
+    Cpu(String),
+    #[cfg(feature = "gpu")]
+    Gpu(GpuContext),
+}
+
+impl Device {
+    /// `auto` opens a real GPU when there is one, else takes the CPU; `gpu` opens any adapter (a
+    /// software one included) and fails clearly without one. A caller that cannot use an opened GPU
+    /// falls back to the CPU under `auto` and fails under `gpu`.
+    pub fn choose(choice: DeviceChoice) -> Result<Self> {
         match choice {
-            DeviceChoice::Cpu => Ok(cpu("")),
+            DeviceChoice::Cpu => Ok(Device::Cpu(String::new())),
             #[cfg(not(feature = "gpu"))]
-            DeviceChoice::Auto => Ok(cpu("; built without the gpu feature")),
+            DeviceChoice::Auto => Ok(Device::Cpu("; built without the gpu feature".into())),
             #[cfg(not(feature = "gpu"))]
             DeviceChoice::Gpu => Err(Error::bad_input(
                 "--device gpu: this build has no GPU support (cargo feature `gpu`)",
             )),
             #[cfg(feature = "gpu")]
-            DeviceChoice::Auto if !may_have_gpu() => Ok(cpu("; no GPU device on this machine")),
+            DeviceChoice::Auto if !may_have_gpu() => {
+                Ok(Device::Cpu("; no GPU device on this machine".into()))
+            }
             #[cfg(feature = "gpu")]
             DeviceChoice::Auto => match GpuContext::open(AdapterPolicy::RealGpuOnly) {
-                Ok(Some(context)) => match SharedGpuBinner::new(&context, geometry) {
-                    Ok(binner) => Ok(ChosenBinner::Gpu(
-                        binner,
-                        format!("gpu: {}", context.adapter_description()),
-                    )),
-                    Err(error) => Ok(cpu(&format!("; the GPU could not be used: {error}"))),
-                },
-                Ok(None) => Ok(cpu("; no real GPU adapter")),
-                Err(error) => Ok(cpu(&format!("; the GPU could not be opened: {error}"))),
+                Ok(Some(context)) => Ok(Device::Gpu(context)),
+                Ok(None) => Ok(Device::Cpu("; no real GPU adapter".into())),
+                Err(error) => Ok(Device::Cpu(format!("; the GPU could not be opened: {error}"))),
             },
             #[cfg(feature = "gpu")]
-            DeviceChoice::Gpu => {
-                let context = GpuContext::open(AdapterPolicy::AnyAdapter)
-                    .map_err(|error| Error::bad_input(format!("--device gpu: {error}")))?
-                    .ok_or_else(|| {
-                        Error::bad_input(
-                            "--device gpu: no GPU adapter found (for a software one, install Mesa's mesa-vulkan-drivers)",
-                        )
-                    })?;
-                let binner = SharedGpuBinner::new(&context, geometry).map_err(|error| {
-                    Error::bad_input(format!("--device gpu: {error}; use --device cpu"))
-                })?;
-                Ok(ChosenBinner::Gpu(
-                    binner,
-                    format!("gpu: {}", context.adapter_description()),
-                ))
-            }
+            DeviceChoice::Gpu => GpuContext::open(AdapterPolicy::AnyAdapter)
+                .map_err(|error| Error::bad_input(format!("--device gpu: {error}")))?
+                .map(Device::Gpu)
+                .ok_or_else(|| {
+                    Error::bad_input(
+                        "--device gpu: no GPU adapter found (for a software one, install Mesa's mesa-vulkan-drivers)",
+                    )
+                }),
         }
     }
 }

@@ -107,8 +107,8 @@ impl std::error::Error for GpuError {}
 /// cheap and shares the device.
 #[derive(Clone)]
 pub struct GpuContext {
-    device: wgpu::Device,
-    queue: wgpu::Queue,
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
     info: wgpu::AdapterInfo,
     /// First error the device reported outside a call's own checks; taken by the next check.
     device_error: Arc<Mutex<Option<String>>>,
@@ -172,12 +172,12 @@ impl GpuContext {
         self.info.device_type == wgpu::DeviceType::Cpu
     }
 
-    fn limits(&self) -> wgpu::Limits {
+    pub(crate) fn limits(&self) -> wgpu::Limits {
         self.device.limits()
     }
 
     /// Turns an error the device reported since the last check into a `GpuError`.
-    fn check(&self, operation: &'static str) -> Result<(), GpuError> {
+    pub(crate) fn check(&self, operation: &'static str) -> Result<(), GpuError> {
         let recorded = self
             .device_error
             .lock()
@@ -189,7 +189,7 @@ impl GpuContext {
         }
     }
 
-    fn device_failure(&self, operation: &'static str, reason: impl fmt::Display) -> GpuError {
+    pub(crate) fn device_failure(&self, operation: &'static str, reason: impl fmt::Display) -> GpuError {
         GpuError::Device {
             adapter: self.adapter_description(),
             operation,
@@ -197,7 +197,7 @@ impl GpuContext {
         }
     }
 
-    fn unsupported(&self, reason: String) -> GpuError {
+    pub(crate) fn unsupported(&self, reason: String) -> GpuError {
         GpuError::Unsupported {
             adapter: self.adapter_description(),
             reason,
@@ -681,8 +681,8 @@ fn dispatch(
     ctx.check(operation)
 }
 
-/// Copies a u32 buffer of 2^depth words to the host.
-fn read_words(ctx: &GpuContext, source: &wgpu::Buffer) -> Result<Vec<u32>, GpuError> {
+/// Copies a u32 buffer to the host.
+pub(crate) fn read_words(ctx: &GpuContext, source: &wgpu::Buffer) -> Result<Vec<u32>, GpuError> {
     let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("readback"),
         size: source.size(),

@@ -1,9 +1,11 @@
 //! `synth --mechanism pe` end to end: refusals (replace only, δ required and only for pe), the report's
 //! accounting, each variant on real rows, accuracy on the unit disc of the paper's simulations, and
-//! determinism whatever the thread count.
+//! determinism whatever the thread count and device.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use dpsynth::binner::device::DeviceChoice;
 use dpsynth::eval::w1::{grid_histogram, w1_grid, Sample};
 use dpsynth::geometry::bounds::ColumnBounds;
 use dpsynth::mechanism::pe::{PeDomain, PeInit, PeVariant};
@@ -107,7 +109,8 @@ fn from_the_centre_pe_moves_towards_the_disc() {
     assert_eq!(parameters.steps, 18, "round(2 ln(10^4))");
     assert_eq!(parameters.steps_released.len(), 18);
     assert_eq!(parameters.candidates_per_step, parameters.samples * parameters.variations_per_point);
-    assert!(synthetic.chunks_exact(2).all(|p| (p[0] - 0.5).hypot(p[1] - 0.5) <= 0.5 + 1e-9));
+    // Candidates sit on the 2^-21 lattice: at most 2^-22 per coordinate outside the disc.
+    assert!(synthetic.chunks_exact(2).all(|p| (p[0] - 0.5).hypot(p[1] - 0.5) <= 0.5 + 1e-6));
 }
 
 #[test]
@@ -186,6 +189,47 @@ fn seeded_runs_are_identical_for_any_thread_count() {
     let one = bytes(1, "one.parquet");
     assert_eq!(one, bytes(2, "two.parquet"));
     assert_eq!(one, bytes(3, "three.parquet"));
+}
+
+#[test]
+fn gpu_and_cpu_runs_are_identical_on_both_domains() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, _) = table(dir.path(), 3_000);
+    for domain in [PeDomain::Box, PeDomain::Ball] {
+        let run_on = |device: DeviceChoice| {
+            let output = dir.path().join(format!("{device:?}.parquet"));
+            let pe = PeOptions {
+                domain,
+                device,
+                ..PeOptions::with_delta(1e-5)
+            };
+            let outputs = OutputPaths {
+                table: output.clone(),
+                report: None,
+                diagnostics: None,
+            };
+            synthesize(&input, &outputs, &options(1.0, 1e-5, pe, 13), &Progress::hidden())
+                .map(|outcome| (outcome.report, std::fs::read(&output).unwrap()))
+        };
+        let (cpu_report, cpu) = run_on(DeviceChoice::Cpu).unwrap();
+        let (gpu_report, gpu) = match run_on(DeviceChoice::Gpu) {
+            Err(error) if error.to_string().contains("no GPU adapter") => {
+                assert!(
+                    std::env::var_os("DPSYNTH_REQUIRE_GPU").is_none(),
+                    "DPSYNTH_REQUIRE_GPU is set but --device gpu found no adapter"
+                );
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "SKIPPED: no wgpu adapter; pe --device gpu was NOT compared with --device cpu"
+                );
+                return;
+            }
+            other => other.unwrap(),
+        };
+        assert_eq!(cpu, gpu, "{domain:?}: the tables differ");
+        assert!(cpu_report.device.starts_with("cpu (nearest-neighbour k-d tree"));
+        assert!(gpu_report.device.starts_with("gpu: "), "{}", gpu_report.device);
+    }
 }
 
 #[test]

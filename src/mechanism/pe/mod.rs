@@ -13,6 +13,8 @@
 
 pub mod histogram;
 pub mod nearest;
+#[cfg(feature = "gpu")]
+pub mod nearest_gpu;
 pub mod plan;
 pub mod report;
 pub mod variation;

@@ -1,20 +1,40 @@
 //! The nearest-neighbour histogram of Private Evolution (the paper's Algorithm 4): for every private
 //! row, the candidate (variation) nearest to it gets one vote; ties go to the smallest candidate index.
 //!
-//! A brute-force scan costs O(n·|V|·d) per step. [`CandidateIndex`] buckets the candidates in a uniform
-//! grid on [0,1]^d (about two per cell) and visits cells ring by ring around the query, stopping when
-//! no unvisited cell can hold a candidate at distance ≤ the best so far: it returns exactly what the
-//! brute force returns, ties included, because both compare the same key (distance, index)
-//! lexicographically and the grid only skips candidates that are strictly farther. A grid rather than a
-//! k-d tree crate (kiddo): the candidates live in the unit cube and are roughly spread over it, the grid
-//! is 100 lines with no dependency, and its exact tie rule is easy to prove; kiddo's tie order among
-//! equidistant points is not specified. In high dimension (fewer than three cells per axis) the grid
-//! degenerates into one cell, i.e. the brute force.
+//! A brute-force scan costs O(n·|V|·d) per step. [`CandidateIndex`] is a k-d tree over the candidates
+//! (median splits on the widest axis, leaves of at most [`LEAF_CANDIDATES`]), so it follows the
+//! candidates where they cluster, as they do where the data is. It returns exactly what the brute force
+//! returns, ties included: both compare the same key (distance, index) lexicographically, and the tree
+//! skips a subtree only when a lower bound on its keys is *strictly* above the best key so far. The
+//! bound is exact in floating point, with no slack: a point beyond a split at s is at least |q − s| from
+//! q in exact arithmetic, rounding is monotone, and a sum of non-negative rounded terms is at least each
+//! term. Our own tree rather than a crate (kiddo): that proof and the tie rule are the point, and kiddo
+//! does not specify its order among equidistant points.
 //!
 //! The histogram is summed per chunk of rows in parallel; the counts are integers, so the result does not
-//! depend on the order or the thread count.
+//! depend on the order or the thread count. [`NearestSearch`] runs it here or, with `--device gpu`, as a
+//! brute-force kernel on a GPU (`nearest_gpu.rs`), with the same counts.
 
 use rayon::prelude::*;
+
+#[cfg(feature = "gpu")]
+use super::nearest_gpu::GpuNearest;
+use crate::binner::device::{Device, DeviceChoice};
+#[cfg(feature = "gpu")]
+use crate::error::Error;
+use crate::error::Result;
+
+/// Rows and candidates lie on the lattice of 2^−LATTICE_BITS of the cube (rows as midpoints of their
+/// quantisation cells, candidates by [`snap_to_lattice`]). There every coordinate gap is a multiple of
+/// 2^−21 below 2, every squared gap a multiple of 2^−42 below 4, so each key is exact in f64 (for
+/// d < 2^11): the CPU and the GPU kernel, which works in integers, compare the same keys.
+pub const LATTICE_BITS: u32 = 21;
+
+/// The lattice point nearest to `x` (a candidate coordinate in [0,1]).
+pub fn snap_to_lattice(x: f64) -> f64 {
+    let unit = f64::from(1u32 << LATTICE_BITS);
+    (x * unit).round() / unit
+}
 
 /// The metric of the domain: ℓ∞ on the box [0,1]^d (dpsynth's metric elsewhere), ℓ2 on the ball.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,152 +84,146 @@ pub fn nearest_by_scan(metric: Metric, candidates: &[f64], dims: usize, query: &
     best.1
 }
 
-/// Slack on a cell boundary: a point is in cell ⌊x·g⌋ computed in f64, so it may sit a rounding error
-/// outside the cell's exact interval; bounds are lowered by this much.
-const BOUNDARY_SLACK: f64 = 1e-12;
-/// Candidates per grid cell the index aims at.
-const CANDIDATES_PER_CELL: f64 = 2.0;
-/// Fewer cells per axis than this makes ring search no better than the scan: one cell is used instead.
-const MIN_CELLS_PER_AXIS: usize = 3;
-/// At most this many grid cells (the cell-start array's size).
-const MAX_CELLS: usize = 1 << 22;
+/// At most this many candidates in a leaf of the tree (scanned one by one).
+pub const LEAF_CANDIDATES: usize = 8;
 
-/// The candidates bucketed in a uniform grid of `cells_per_axis`^d cells on [0,1]^d.
-pub struct CandidateIndex<'a> {
+/// Marks a leaf in [`Node::axis`].
+const LEAF: u32 = u32::MAX;
+
+/// A node of the tree. A split holds the points ≤ `split` on `axis` in child `first` and those
+/// ≥ `split` in child `second`; a leaf (axis = [`LEAF`]) holds points `first..second` of the tree's order.
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    split: f64,
+    axis: u32,
+    first: u32,
+    second: u32,
+}
+
+/// The candidates in a k-d tree.
+pub struct CandidateIndex {
     metric: Metric,
     dims: usize,
-    candidates: &'a [f64],
-    cells_per_axis: usize,
-    /// Candidates of cell c: `order[cell_start[c] .. cell_start[c + 1]]`, each cell's in index order.
-    cell_start: Vec<u32>,
-    order: Vec<u32>,
+    /// The candidates' coordinates in leaf order (each leaf's points contiguous).
+    points: Vec<f64>,
+    /// The candidate index of each point of `points`.
+    ids: Vec<u32>,
+    /// Node 0 is the root.
+    nodes: Vec<Node>,
 }
 
-impl<'a> CandidateIndex<'a> {
-    pub fn new(metric: Metric, candidates: &'a [f64], dims: usize) -> Self {
+impl CandidateIndex {
+    pub fn new(metric: Metric, candidates: &[f64], dims: usize) -> Self {
         let count = candidates.len() / dims;
-        let mut cells_per_axis = (count as f64 / CANDIDATES_PER_CELL)
-            .powf(1.0 / dims as f64)
-            .floor() as usize;
-        while cells_per_axis > 1 && (cells_per_axis as f64).powi(dims as i32) > MAX_CELLS as f64 {
-            cells_per_axis -= 1;
-        }
-        if cells_per_axis < MIN_CELLS_PER_AXIS {
-            cells_per_axis = 1;
-        }
-        let cell_count = cells_per_axis.pow(dims as u32);
-        let mut index = CandidateIndex {
+        let mut ids: Vec<u32> = (0..count as u32).collect();
+        let mut nodes = Vec::with_capacity(2 * count.div_ceil(LEAF_CANDIDATES) + 1);
+        build(candidates, dims, &mut ids, 0, &mut nodes);
+        let points = ids
+            .iter()
+            .flat_map(|&id| &candidates[id as usize * dims..(id as usize + 1) * dims])
+            .copied()
+            .collect();
+        CandidateIndex {
             metric,
             dims,
-            candidates,
-            cells_per_axis,
-            cell_start: vec![0; cell_count + 1],
-            order: vec![0; count],
-        };
-        let mut axes = vec![0usize; dims];
-        let cells: Vec<usize> = candidates
-            .chunks_exact(dims)
-            .map(|point| {
-                index.cell_axes(point, &mut axes);
-                index.flat(&axes)
-            })
-            .collect();
-        for &cell in &cells {
-            index.cell_start[cell + 1] += 1;
-        }
-        for cell in 0..cell_count {
-            index.cell_start[cell + 1] += index.cell_start[cell];
-        }
-        let mut next: Vec<u32> = index.cell_start[..cell_count].to_vec();
-        for (candidate, &cell) in cells.iter().enumerate() {
-            index.order[next[cell] as usize] = candidate as u32;
-            next[cell] += 1;
-        }
-        index
-    }
-
-    pub fn cells_per_axis(&self) -> usize {
-        self.cells_per_axis
-    }
-
-    fn cell_axes(&self, point: &[f64], axes: &mut [usize]) {
-        let g = self.cells_per_axis;
-        for (axis, &x) in axes.iter_mut().zip(point) {
-            *axis = ((x * g as f64).max(0.0) as usize).min(g - 1);
+            points,
+            ids,
+            nodes,
         }
     }
 
-    fn flat(&self, axes: &[usize]) -> usize {
-        axes.iter()
-            .fold(0, |flat, &axis| flat * self.cells_per_axis + axis)
+    /// Leaves of the tree (for the report).
+    pub fn leaves(&self) -> usize {
+        self.nodes.iter().filter(|node| node.axis == LEAF).count()
     }
 
-    /// The nearest candidate to `query`: the smallest (key, index), as [`nearest_by_scan`]. `scratch`
-    /// is reused between queries.
-    pub fn nearest(&self, query: &[f64], scratch: &mut Vec<usize>) -> usize {
-        let (g, dims) = (self.cells_per_axis, self.dims);
-        scratch.resize(4 * dims, 0);
-        let (centre, rest) = scratch.split_at_mut(dims);
-        let (cursor, rest) = rest.split_at_mut(dims);
-        let (lo, hi) = rest.split_at_mut(dims);
-        self.cell_axes(query, centre);
-        let mut best = (f64::INFINITY, usize::MAX);
-        for ring in 0..g {
-            // Every cell at Chebyshev cell distance exactly `ring` from the query's cell.
-            for axis in 0..dims {
-                lo[axis] = centre[axis].saturating_sub(ring);
-                hi[axis] = (centre[axis] + ring).min(g - 1);
+    /// Longest path from the root to a leaf, in nodes.
+    pub fn height(&self) -> usize {
+        fn height(nodes: &[Node], node: usize) -> usize {
+            let Node { axis, first, second, .. } = nodes[node];
+            if axis == LEAF {
+                1
+            } else {
+                1 + height(nodes, first as usize).max(height(nodes, second as usize))
             }
-            cursor.copy_from_slice(lo);
-            loop {
-                if cursor.iter().zip(centre.iter()).any(|(&a, &c)| a.abs_diff(c) == ring) {
-                    let cell = self.flat(cursor);
-                    let span = self.cell_start[cell] as usize..self.cell_start[cell + 1] as usize;
-                    for &candidate in &self.order[span] {
-                        let candidate = candidate as usize;
-                        let point = &self.candidates[candidate * dims..(candidate + 1) * dims];
-                        let key = self.metric.key(query, point);
-                        if key < best.0 || (key == best.0 && candidate < best.1) {
-                            best = (key, candidate);
-                        }
+        }
+        height(&self.nodes, 0)
+    }
+
+    /// The nearest candidate to `query`: the smallest (key, index), as [`nearest_by_scan`]. `stack`
+    /// holds the subtrees still to visit with a lower bound on their keys; it is reused between queries.
+    pub fn nearest(&self, query: &[f64], stack: &mut Vec<(u32, f64)>) -> usize {
+        let dims = self.dims;
+        let mut best = (f64::INFINITY, u32::MAX);
+        stack.clear();
+        stack.push((0, 0.0));
+        while let Some((node, bound)) = stack.pop() {
+            if bound > best.0 {
+                continue;
+            }
+            let Node { split, axis, first, second } = self.nodes[node as usize];
+            if axis == LEAF {
+                for slot in first as usize..second as usize {
+                    let key = self.metric.key(query, &self.points[slot * dims..(slot + 1) * dims]);
+                    let id = self.ids[slot];
+                    if key < best.0 || (key == best.0 && id < best.1) {
+                        best = (key, id);
                     }
                 }
-                if !next_cell(cursor, lo, hi) {
-                    break;
-                }
+                continue;
             }
-            // Every unvisited candidate lies outside the box of cells lo..=hi, so one of its coordinate
-            // gaps to the query is at least the distance to the box's nearest inner face (faces on the
-            // cube's boundary have nothing beyond them).
-            let mut gap = f64::INFINITY;
-            for axis in 0..dims {
-                if lo[axis] > 0 {
-                    gap = gap.min(query[axis] - lo[axis] as f64 / g as f64);
-                }
-                if hi[axis] < g - 1 {
-                    gap = gap.min((hi[axis] + 1) as f64 / g as f64 - query[axis]);
-                }
-            }
-            if gap == f64::INFINITY
-                || self.metric.key_of_gap((gap - BOUNDARY_SLACK).max(0.0)) > best.0
-            {
-                break;
-            }
+            let offset = query[axis as usize] - split;
+            let (near, far) = if offset < 0.0 { (first, second) } else { (second, first) };
+            // Far side first on the stack, so the near side is searched first.
+            stack.push((far, bound.max(self.metric.key_of_gap(offset.abs()))));
+            stack.push((near, bound));
         }
-        best.1
+        best.1 as usize
     }
 }
 
-/// Steps `cursor` through the box lo..=hi (last axis fastest); false after the last cell.
-fn next_cell(cursor: &mut [usize], lo: &[usize], hi: &[usize]) -> bool {
-    for axis in (0..cursor.len()).rev() {
-        if cursor[axis] < hi[axis] {
-            cursor[axis] += 1;
-            return true;
-        }
-        cursor[axis] = lo[axis];
+/// Builds the subtree of `ids` (candidate indices; reordered into leaf order) whose first point sits at
+/// `offset` of the tree's order; returns its node.
+fn build(candidates: &[f64], dims: usize, ids: &mut [u32], offset: usize, nodes: &mut Vec<Node>) -> u32 {
+    let node = nodes.len() as u32;
+    let leaf = Node {
+        split: 0.0,
+        axis: LEAF,
+        first: offset as u32,
+        second: (offset + ids.len()) as u32,
+    };
+    nodes.push(leaf);
+    if ids.len() <= LEAF_CANDIDATES {
+        return node;
     }
-    false
+    let coordinate = |id: u32, axis: usize| candidates[id as usize * dims + axis];
+    let spread = |axis: usize| {
+        let (lo, hi) = ids.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &id| {
+            let x = coordinate(id, axis);
+            (lo.min(x), hi.max(x))
+        });
+        hi - lo
+    };
+    let (axis, widest) = (0..dims)
+        .map(|axis| (axis, spread(axis)))
+        .fold((0, 0.0), |best, next| if next.1 > best.1 { next } else { best });
+    if widest == 0.0 {
+        // All points equal: one leaf, scanned in full (the first index wins the tie).
+        return node;
+    }
+    let middle = ids.len() / 2;
+    ids.select_nth_unstable_by(middle, |&a, &b| coordinate(a, axis).total_cmp(&coordinate(b, axis)));
+    let split = coordinate(ids[middle], axis);
+    let (low, high) = ids.split_at_mut(middle);
+    let first = build(candidates, dims, low, offset, nodes);
+    let second = build(candidates, dims, high, offset + middle, nodes);
+    nodes[node as usize] = Node {
+        split,
+        axis: axis as u32,
+        first,
+        second,
+    };
+    node
 }
 
 /// Rows per parallel task of the histogram.
@@ -228,11 +242,11 @@ pub fn nearest_neighbour_counts(
     rows.par_chunks(HISTOGRAM_CHUNK_ROWS * dims)
         .fold(
             || (vec![0u64; count], Vec::new()),
-            |(mut counts, mut scratch), chunk| {
+            |(mut counts, mut stack), chunk| {
                 for row in chunk.chunks_exact(dims) {
-                    counts[index.nearest(row, &mut scratch)] += 1;
+                    counts[index.nearest(row, &mut stack)] += 1;
                 }
-                (counts, scratch)
+                (counts, stack)
             },
         )
         .map(|(counts, _)| counts)
@@ -274,6 +288,80 @@ pub fn nearest_neighbour_counts_by_scan(
         )
 }
 
+/// Where a release counts nearest neighbours: the k-d tree on the CPU, or the kernel on a GPU
+/// (`--device`; `auto` takes a real GPU when there is one). Both give the same counts.
+pub struct NearestSearch {
+    metric: Metric,
+    dims: usize,
+    #[cfg(feature = "gpu")]
+    gpu: Option<GpuNearest>,
+    /// The report's device line.
+    device: String,
+}
+
+impl NearestSearch {
+    /// Chooses the device and, for a GPU, uploads `rows` (flat, `dims` per row, on the lattice).
+    pub fn for_run(choice: DeviceChoice, metric: Metric, dims: usize, rows: &[f64]) -> Result<Self> {
+        let cpu = |reason: &str| NearestSearch {
+            metric,
+            dims,
+            #[cfg(feature = "gpu")]
+            gpu: None,
+            device: format!("cpu (nearest-neighbour k-d tree{reason})"),
+        };
+        match Device::choose(choice)? {
+            Device::Cpu(reason) => Ok(cpu(&reason)),
+            #[cfg(feature = "gpu")]
+            Device::Gpu(context) => match GpuNearest::new(&context, metric, dims, rows) {
+                Ok(gpu) => Ok(NearestSearch {
+                    metric,
+                    dims,
+                    gpu: Some(gpu),
+                    device: format!("gpu: {}", context.adapter_description()),
+                }),
+                Err(error) if choice == DeviceChoice::Auto => {
+                    Ok(cpu(&format!("; the GPU could not be used: {error}")))
+                }
+                Err(error) => Err(Error::bad_input(format!(
+                    "--device gpu: {error}; use --device cpu"
+                ))),
+            },
+        }
+    }
+
+    /// The report's device line.
+    pub fn device(&self) -> &str {
+        &self.device
+    }
+
+    /// The report's line for the search itself.
+    pub fn method(&self) -> String {
+        #[cfg(feature = "gpu")]
+        if self.gpu.is_some() {
+            return format!(
+                "every candidate scanned on the GPU, exact integer keys on the 2^-{LATTICE_BITS} lattice, \
+                 ties to the smallest index"
+            );
+        }
+        format!(
+            "k-d tree over the candidates (median splits on the widest axis, at most {LEAF_CANDIDATES} a \
+             leaf), ties to the smallest index"
+        )
+    }
+
+    /// Entry j: the rows whose nearest candidate is j (ties to the smallest j). `rows` are those the
+    /// search was made for.
+    pub fn counts(&self, candidates: &[f64], rows: &[f64]) -> Result<Vec<u64>> {
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = &self.gpu {
+            return gpu
+                .counts(candidates)
+                .map_err(|error| Error::internal(format!("pe nearest-neighbour counts: {error}")));
+        }
+        Ok(nearest_neighbour_counts(self.metric, candidates, self.dims, rows))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,10 +390,10 @@ mod tests {
                         .chain((0..400 * dims).map(|_| rng.random::<f64>()))
                         .collect();
                     let index = CandidateIndex::new(metric, &points, dims);
-                    let mut scratch = Vec::new();
+                    let mut stack = Vec::new();
                     for row in rows.chunks_exact(dims) {
                         assert_eq!(
-                            index.nearest(row, &mut scratch),
+                            index.nearest(row, &mut stack),
                             nearest_by_scan(metric, &points, dims, row),
                             "{metric:?} d={dims} m={candidates} row {row:?}"
                         );
@@ -331,12 +419,31 @@ mod tests {
     }
 
     #[test]
-    fn the_index_uses_a_grid_when_it_pays() {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
-        let points = lattice_points(&mut rng, 2000, 2, 1000);
-        assert!(CandidateIndex::new(Metric::Euclidean, &points, 2).cells_per_axis() >= 30);
-        let points = lattice_points(&mut rng, 50, 8, 1000);
-        assert_eq!(CandidateIndex::new(Metric::Euclidean, &points, 8).cells_per_axis(), 1);
+    fn the_tree_stays_balanced_where_candidates_cluster() {
+        // 19 in 20 candidates in a corner box of side 10^-3 (where a uniform grid would put them all in
+        // one cell), the rest spread over the cube.
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+        let (count, dims) = (20_000usize, 2);
+        let points: Vec<f64> = (0..count)
+            .flat_map(|i| {
+                let side = if i % 20 == 0 { 1.0 } else { 1e-3 };
+                [side * rng.random::<f64>(), side * rng.random::<f64>()]
+            })
+            .collect();
+        let index = CandidateIndex::new(Metric::Chebyshev, &points, dims);
+        let fewest = count.div_ceil(LEAF_CANDIDATES);
+        assert!((fewest..=2 * fewest).contains(&index.leaves()), "{} leaves", index.leaves());
+        let balanced = (count as f64 / LEAF_CANDIDATES as f64).log2().ceil() as usize + 1;
+        assert!(index.height() <= balanced, "height {} > {balanced}", index.height());
+        let rows: Vec<f64> = (0..4000 * dims)
+            .map(|i| if i % 7 == 0 { rng.random::<f64>() } else { 1e-3 * rng.random::<f64>() })
+            .collect();
+        for metric in [Metric::Chebyshev, Metric::Euclidean] {
+            assert_eq!(
+                nearest_neighbour_counts(metric, &points, dims, &rows),
+                nearest_neighbour_counts_by_scan(metric, &points, dims, &rows)
+            );
+        }
     }
 
     #[test]

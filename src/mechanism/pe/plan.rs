@@ -13,10 +13,11 @@ use super::histogram::{
     gaussian_counts, laplace_threshold_weights, project_bounded_lipschitz, threshold_weights,
     MAX_PROJECTION_CANDIDATES,
 };
-use super::nearest::{nearest_neighbour_counts, CandidateIndex};
+use super::nearest::{NearestSearch, LATTICE_BITS};
 use super::report::{PeParameters, PePrivacy, PeStep};
 use super::variation::{resample, step_rng, variation_sigmas, variations, PeDomain};
 use super::{PeInit, PeVariant};
+use crate::binner::device::DeviceChoice;
 use crate::binner::pass::DataPass;
 use crate::binner::{AxisPlan, BinnerWorker, ScanStats};
 use crate::error::{Error, Result};
@@ -32,8 +33,8 @@ use crate::progress::Timings;
 
 /// Private rows are quantised to the midpoints of 2^ROW_CELL_BITS cells per axis (the engine's one
 /// quantisation, so every row is a point of [0,1]^d whatever its type); 2^−21 is far below any PE
-/// resolution α.
-const ROW_CELL_BITS: u32 = 20;
+/// resolution α. The midpoints lie on the lattice of the nearest-neighbour search.
+const ROW_CELL_BITS: u32 = LATTICE_BITS - 1;
 
 /// The largest candidate set per step (its histogram is held per thread).
 pub const MAX_CANDIDATES: usize = 1 << 22;
@@ -83,6 +84,7 @@ pub struct PePlan {
     samples_rule: String,
     threshold: f64,
     noise: StepNoise,
+    device: DeviceChoice,
 }
 
 impl PePlan {
@@ -198,6 +200,7 @@ impl PePlan {
             samples_rule,
             threshold: options.threshold.unwrap_or(0.0),
             noise,
+            device: options.device,
         })
     }
 
@@ -256,20 +259,13 @@ impl PePlan {
         let seed = seeds.evolution();
         let mut points = timings.time("initial points", || self.initial_points(data, seed))?;
         let metric = self.domain.metric();
+        let search = NearestSearch::for_run(self.device, metric, self.dims, &rows)?;
         let mut log = Vec::with_capacity(self.steps as usize);
-        let mut index_line = String::new();
         timings.time("evolve", || -> Result<()> {
             for step in 1..=self.steps {
                 let mut rng = step_rng(seed, VARIATION_DRAWS, step);
                 let candidates = variations(self.domain, &points, self.dims, &self.sigmas, &mut rng);
-                if index_line.is_empty() {
-                    let grid = CandidateIndex::new(metric, &candidates, self.dims).cells_per_axis();
-                    index_line = format!(
-                        "uniform grid of {grid}^{} cells on [0,1]^d (1 = brute-force scan), exact ties to the smallest index",
-                        self.dims
-                    );
-                }
-                let counts = nearest_neighbour_counts(metric, &candidates, self.dims, &rows);
+                let counts = search.counts(&candidates, &rows)?;
                 let mut d_bl = None;
                 let weights = match (self.noise, self.variant) {
                     (StepNoise::Gaussian { variance, .. }, PeVariant::Projection) => {
@@ -318,7 +314,7 @@ impl PePlan {
         let budget = self.budget();
         Ok(Release {
             mechanism: "pe",
-            parameters: MechanismParameters::Pe(Box::new(self.parameters(&budget, log, index_line))),
+            parameters: MechanismParameters::Pe(Box::new(self.parameters(&budget, log, search.method()))),
             budget,
             root_count: self.n,
             root_count_is: "public n (replace)",
@@ -336,7 +332,7 @@ impl PePlan {
             anonymity: None,
             scan,
             covariance_loss: None,
-            binning: "cpu (nearest-neighbour grid index)".to_string(),
+            binning: search.device().to_string(),
             output_phase: "write",
         })
     }

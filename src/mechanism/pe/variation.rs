@@ -11,7 +11,7 @@ use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
 
-use super::nearest::Metric;
+use super::nearest::{snap_to_lattice, Metric};
 
 /// The domain Ω in normalised units, with its metric.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
@@ -90,7 +90,7 @@ pub fn variation_sigmas(alpha: f64, scales: u32, dims: usize) -> Vec<f64> {
 
 /// Variation_API of every point of `points` (flat, `dims` per point), as one list: point i's 2L + 1
 /// variations are entries i·(2L+1) .. (i+1)·(2L+1), the point itself first (duplicates kept: every
-/// entry gets its own noisy count).
+/// entry gets its own noisy count), each snapped to the nearest-neighbour search's lattice.
 pub fn variations(
     domain: PeDomain,
     points: &[f64],
@@ -113,6 +113,9 @@ pub fn variations(
             }
         }
     }
+    // On the search's lattice (a shift of at most 2^−22 per coordinate): the CPU and GPU searches
+    // then compute the same exact distances.
+    out.iter_mut().for_each(|x| *x = snap_to_lattice(*x));
     out
 }
 
@@ -153,6 +156,7 @@ pub fn resample(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mechanism::pe::nearest::LATTICE_BITS;
 
     #[test]
     fn variations_contain_the_point_and_stay_in_the_domain() {
@@ -163,13 +167,18 @@ mod tests {
             let out = variations(domain, &points, 2, &sigmas, &mut rng);
             assert_eq!(out.len(), 3 * 7 * 2);
             for (i, point) in points.chunks_exact(2).enumerate() {
-                assert_eq!(&out[i * 14..i * 14 + 2], point);
+                let snapped: Vec<f64> = point.iter().map(|&x| snap_to_lattice(x)).collect();
+                assert_eq!(&out[i * 14..i * 14 + 2], &snapped[..]);
             }
+            let lattice = f64::from(1u32 << LATTICE_BITS);
+            assert!(out.iter().all(|x| (x * lattice).fract() == 0.0), "on the search's lattice");
+            // Snapping moves a point by at most half a lattice step per coordinate.
+            let slack = 0.5 / lattice * 2f64.sqrt();
             for v in out.chunks_exact(2) {
                 match domain {
                     PeDomain::Box => assert!(v.iter().all(|x| (0.0..=1.0).contains(x))),
                     PeDomain::Ball => {
-                        assert!(((v[0] - 0.5).powi(2) + (v[1] - 0.5).powi(2)).sqrt() <= 0.5 + 1e-12)
+                        assert!(((v[0] - 0.5).powi(2) + (v[1] - 0.5).powi(2)).sqrt() <= 0.5 + slack)
                     }
                 }
             }
