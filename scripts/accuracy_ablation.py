@@ -6,6 +6,8 @@ epsilon and each seed, it runs every variant through `dpsynth synth` and scores 
 
   - pmm               today's default (PMM, add-remove);
   - pmm+marginals=S   PMM with --marginal-share S: each column mapped onto a fine released 1-D marginal;
+  - pmm+quantile=S    PMM with --partition quantile --marginal-share S: the marginals released first, the
+                      tree's cells cut at their quantiles, the columns mapped back through them;
   - psmm, lowdim      the other mechanisms at their defaults (lowdim with --noisy-n-share 0.1);
   - mst               smartnoise-synth's MST through scripts/peer_comparison.py's harness (64 bins per
                       column on the same public bounds, rows drawn i.i.d. from the model, delta = 1e-9;
@@ -16,7 +18,7 @@ Scores (from the eval JSON): exact l-infinity transport on 1000-row subsamples (
 to the real-vs-real floor), mean pairwise 2-D W1, the largest 1-D W1, the mean 2-way TV on a 64-cell
 grid, the largest mean error and the Frobenius correlation error (normalised units).
 
-Usage: scripts/accuracy_ablation.py [--epsilons 0.1,1] [--seeds 5] [--shares 0.1,0.2,0.3]
+Usage: scripts/accuracy_ablation.py [--epsilons 0.1,1] [--seeds 5] [--shares 0.1,0.2,0.3] [--quantile-shares 0.3]
            [--column-sets dep_delay,arr_delay:dep_delay,arr_delay,air_time,distance]
            [--variants pmm,psmm,lowdim] [--extra NAME='--flag value'] [--out DIR] [--binary PATH]
 Writes ablation.csv and ablation.md under --out (default out/ablation).
@@ -55,6 +57,8 @@ def variant_arguments(name, extras):
         return ["--mechanism", "pmm"]
     if name.startswith("pmm+marginals="):
         return ["--mechanism", "pmm", "--marginal-share", name.split("=", 1)[1]]
+    if name.startswith("pmm+quantile="):
+        return ["--mechanism", "pmm", "--partition", "quantile", "--marginal-share", name.split("=", 1)[1]]
     if name == "psmm":
         return ["--mechanism", "psmm"]
     if name == "lowdim":
@@ -86,6 +90,7 @@ def main():
     parser.add_argument("--epsilons", default="0.1,1")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--shares", default="0.1,0.2,0.3")
+    parser.add_argument("--quantile-shares", default="0.3")
     parser.add_argument("--column-sets", default="dep_delay,arr_delay:dep_delay,arr_delay,air_time:"
                                                   "dep_delay,arr_delay,air_time,distance")
     parser.add_argument("--variants", default="pmm,psmm,lowdim")
@@ -97,7 +102,8 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     extras = dict(entry.split("=", 1) for entry in args.extra)
     variants = args.variants.split(",")
-    variants[1:1] = [f"pmm+marginals={share}" for share in args.shares.split(",") if share]
+    variants[1:1] = [f"pmm+marginals={share}" for share in args.shares.split(",") if share] + [
+        f"pmm+quantile={share}" for share in args.quantile_shares.split(",") if share]
     variants += list(extras)
     rows = []
     for column_set in args.column_sets.split(":"):

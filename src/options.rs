@@ -19,6 +19,7 @@ use crate::geometry::bounds::ColumnBounds;
 use crate::mechanism::pe::{PeDomain, PeInit, PeVariant};
 use crate::mechanism::covloss::{CellsFrom, CovlossSettings, Damping};
 use crate::mechanism::pmm::consistency::{ConsistencyRule, DEFAULT_CONSISTENCY};
+use crate::mechanism::pmm::marginals::{Partition, DEFAULT_QUANTILE_MARGINAL_SHARE};
 use crate::privacy::{check_epsilon, Neighbours, DEFAULT_NOISY_N_SHARE};
 use crate::sampler::Placement;
 use crate::synth::OutputPaths;
@@ -163,6 +164,11 @@ pub struct SynthArgs {
     /// [default: 0, off].
     #[arg(long, allow_negative_numbers = true)]
     pub marginal_share: Option<f64>,
+    /// pmm: where the tree cuts each axis: `midpoint` halves the public bounds, `quantile` cuts at the
+    /// quantiles of the released 1-D marginals mixed half and half with equal widths (--marginal-share,
+    /// 0.3 unless given) [default: midpoint].
+    #[arg(long, value_enum)]
+    pub partition: Option<Partition>,
     /// Output rows, at most 10^12 (default: the released row count).
     #[arg(long)]
     pub rows: Option<u64>,
@@ -283,6 +289,8 @@ pub struct PmmOptions {
     pub device: DeviceChoice,
     /// Share of ε spent on each column's fine 1-D marginal (0: no calibration).
     pub marginal_share: f64,
+    /// Where the tree cuts the axes (the quantile partition needs the marginals).
+    pub partition: Partition,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -360,6 +368,7 @@ impl PmmOptions {
         noisy_n_share: DEFAULT_NOISY_N_SHARE,
         device: DeviceChoice::Auto,
         marginal_share: 0.0,
+        partition: Partition::Midpoint,
     };
 }
 
@@ -427,6 +436,11 @@ impl SynthOptions {
         match &self.mechanism {
             MechanismOptions::Pmm(pmm) => {
                 check_share("--root-share", pmm.noisy_n_share)?;
+                if pmm.partition == Partition::Quantile && pmm.marginal_share == 0.0 {
+                    return Err(Error::bad_input(
+                        "--partition quantile cuts the axes at the released marginals' quantiles: it needs                          --marginal-share above 0 (0.3 when not given)",
+                    ));
+                }
                 if pmm.marginal_share != 0.0 {
                     check_share("--marginal-share", pmm.marginal_share)?;
                     if self.placement == Placement::Centre {
@@ -562,8 +576,8 @@ impl SynthArgs {
                 "--root-share applies to --mechanism pmm and psmm; lowdim's share of ε for n̂ is --noisy-n-share",
             ),
             (
-                self.marginal_share.is_some() && mechanism != Mechanism::Pmm,
-                "--marginal-share applies to --mechanism pmm only",
+                (self.marginal_share.is_some() || self.partition.is_some()) && mechanism != Mechanism::Pmm,
+                "--marginal-share and --partition apply to --mechanism pmm only",
             ),
             (
                 self.depth.is_some() && mechanism == Mechanism::Psmm,
@@ -657,7 +671,11 @@ impl SynthArgs {
             consistency: self.consistency.unwrap_or(DEFAULT_CONSISTENCY),
             noisy_n_share: self.root_share.unwrap_or(DEFAULT_NOISY_N_SHARE),
             device: self.device.unwrap_or(DeviceChoice::Auto),
-            marginal_share: self.marginal_share.unwrap_or(0.0),
+            marginal_share: self.marginal_share.unwrap_or(match self.partition {
+                Some(Partition::Quantile) => DEFAULT_QUANTILE_MARGINAL_SHARE,
+                _ => 0.0,
+            }),
+            partition: self.partition.unwrap_or(Partition::Midpoint),
         };
         let psmm = PsmmOptions {
             cells: self.cells,

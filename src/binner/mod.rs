@@ -19,8 +19,11 @@ use serde::{Deserialize, Serialize};
 
 pub use scan::{scan_leaf_counts, scan_quantised_rows, ScanStats};
 
-use crate::geometry::bounds::ColumnBounds;
+use std::sync::Arc;
+
 use crate::error::Result;
+use crate::geometry::bounds::ColumnBounds;
+use crate::geometry::cdf::CellCdf;
 use crate::geometry::partition::CellGeometry;
 use crate::io::source::column::{AsF64, NumericValues};
 
@@ -64,6 +67,10 @@ pub struct AxisPlan {
     scale: f64,
     /// The top cell (where hi itself and everything clamped above it goes).
     top: f64,
+    /// The quantile partition's axis: a value goes through this released marginal's CDF (on the
+    /// normalised axis) before the cells, which then cut the axis at the marginal's quantiles. `None`
+    /// cuts the public box into equal cells.
+    warp: Option<Arc<CellCdf>>,
 }
 
 impl AxisPlan {
@@ -81,6 +88,16 @@ impl AxisPlan {
             bounds,
             scale,
             top: cells - 1.0,
+            warp: None,
+        }
+    }
+
+    /// The axis halved `bits` times after the map x ↦ `cdf`((x − lo)/(hi − lo)): its 2^bits cells hold
+    /// equal shares of the marginal `cdf` describes.
+    pub fn warped(bounds: ColumnBounds, bits: u32, cdf: Arc<CellCdf>) -> Self {
+        AxisPlan {
+            warp: Some(cdf),
+            ..Self::new(bounds, bits)
         }
     }
 
@@ -97,10 +114,29 @@ impl AxisPlan {
     /// the host in f64 for every binner, so CPU and GPU histograms are identical by construction.
     #[inline(always)]
     pub fn quantize(&self, value: f64) -> u32 {
+        match &self.warp {
+            None => self.quantize_box(value),
+            Some(cdf) => self.quantize_warped(cdf, value),
+        }
+    }
+
+    /// The equal cells of the public box.
+    #[inline(always)]
+    fn quantize_box(&self, value: f64) -> u32 {
         let index = ((value - self.bounds.lo) * self.scale)
             .max(0.0)
             .min(self.top);
         // SAFETY: `index` is finite (max() drops NaN) and in [0, 2^31 − 1], so it fits an i32.
+        unsafe { index.to_int_unchecked::<i32>() as u32 }
+    }
+
+    /// ⌊F(t)·cells⌋ clamped, t the value on the normalised axis, F the warp.
+    #[inline(always)]
+    fn quantize_warped(&self, cdf: &CellCdf, value: f64) -> u32 {
+        let cells = self.top + 1.0;
+        let unit = (value - self.bounds.lo) * (self.scale / cells);
+        let index = (cdf.value(unit) * cells).max(0.0).min(self.top);
+        // SAFETY: as in quantize_box (F maps every number, NaN aside, into [0, 1]).
         unsafe { index.to_int_unchecked::<i32>() as u32 }
     }
 }
@@ -149,6 +185,23 @@ fn quantize_slice<T: AsF64>(
     indices: &mut [u32],
     flags: &mut [u8],
 ) -> u64 {
+    match &axis.warp {
+        None => quantize_slice_with(values, axis, indices, flags, |value| axis.quantize_box(value)),
+        Some(cdf) => quantize_slice_with(values, axis, indices, flags, |value| {
+            axis.quantize_warped(cdf, value)
+        }),
+    }
+}
+
+/// The loop of [`quantize_slice`] for one kind of axis (chosen outside the loop).
+#[inline(always)]
+fn quantize_slice_with<T: AsF64>(
+    values: &[T],
+    axis: &AxisPlan,
+    indices: &mut [u32],
+    flags: &mut [u8],
+    quantize: impl Fn(f64) -> u32,
+) -> u64 {
     let (lo, hi) = (axis.bounds.lo, axis.bounds.hi);
     let mut clamped = 0u64;
     // Branch-free so that it vectorises.
@@ -157,7 +210,7 @@ fn quantize_slice<T: AsF64>(
         let outside = (value < lo) | (value > hi);
         clamped += outside as u64;
         *flag |= (outside as u8 * ROW_CLAMPED) | (!value.is_finite() as u8 * ROW_INVALID);
-        *index = axis.quantize(value);
+        *index = quantize(value);
     }
     clamped
 }
@@ -184,5 +237,28 @@ mod tests {
         assert_eq!(flags[..6], [0, ROW_CLAMPED, 0, 0, 0, ROW_CLAMPED]);
         assert_eq!(flags[6], ROW_INVALID);
         assert_eq!(flags[7], ROW_INVALID | ROW_CLAMPED);
+    }
+
+    #[test]
+    fn a_warped_axis_cuts_at_the_quantiles_of_its_marginal() {
+        // Half the mass in the first eighth of [0, 8], the rest spread over the other seven eighths.
+        let cdf = Arc::new(CellCdf::from_counts(&[7, 1, 1, 1, 1, 1, 1, 1]).unwrap());
+        let axis = AxisPlan::warped(ColumnBounds::new("x", 0.0, 8.0).unwrap(), 1, cdf.clone());
+        // Two cells: the median 1.0 separates them.
+        assert_eq!(axis.quantize(0.99), 0);
+        assert_eq!(axis.quantize(1.0), 1);
+        assert_eq!(axis.quantize(8.0), 1);
+        let fine = AxisPlan::warped(ColumnBounds::new("x", 0.0, 8.0).unwrap(), 4, cdf.clone());
+        let values: Vec<f64> = (-10..=90).map(|k| f64::from(k) / 10.0).collect();
+        let mut indices = vec![0u32; values.len()];
+        let mut flags = vec![0u8; values.len()];
+        quantize_values(&NumericValues::F64(&values), None, &fine, &mut indices, &mut flags);
+        for ((&value, &index), window) in values.iter().zip(&indices).zip(indices.windows(2)) {
+            assert!(window[0] <= window[1], "monotone");
+            let expected = (cdf.value(value / 8.0) * 16.0).floor().min(15.0) as u32;
+            assert_eq!(index, expected, "{value}");
+            assert_eq!(fine.quantize(value), index, "one quantisation for slices and single values");
+        }
+        assert_eq!(flags[0], ROW_CLAMPED, "-1 is outside [0, 8]");
     }
 }

@@ -3,6 +3,8 @@
 //! only through a [`DataPass`], and only as histograms, per-thread folds of quantised rows, or (covloss,
 //! microagg) the bit planes of a public encoding.
 
+use std::sync::Arc;
+
 use super::device::{ChosenBinner, DeviceChoice};
 use super::grid::GridBinner;
 use super::{scan_leaf_counts, scan_quantised_rows, AxisPlan, BinnerWorker, NullPolicy, ScanStats};
@@ -10,6 +12,7 @@ use crate::encoding::read::{read_bits, BitRows};
 use crate::encoding::Encoding;
 use crate::error::Result;
 use crate::geometry::bounds::ColumnBounds;
+use crate::geometry::cdf::CellCdf;
 use crate::geometry::grid::RegularGrid;
 use crate::geometry::partition::CellGeometry;
 use crate::io::source::{NumericColumn, Source};
@@ -48,22 +51,61 @@ impl DataPass<'_> {
         geometry: CellGeometry,
         device: DeviceChoice,
     ) -> Result<(Vec<u64>, ScanStats, String)> {
-        let axes = AxisPlan::for_geometry(&geometry, self.bounds);
+        self.leaf_counts_on(geometry, &AxisPlan::for_geometry(&geometry, self.bounds), device)
+    }
+
+    /// As [`leaf_counts`](Self::leaf_counts), each axis cut at the quantiles of its released marginal
+    /// `warps[k]` instead of into equal cells (the quantile partition).
+    pub fn warped_leaf_counts(
+        &self,
+        geometry: CellGeometry,
+        warps: &[Arc<CellCdf>],
+        device: DeviceChoice,
+    ) -> Result<(Vec<u64>, ScanStats, String)> {
+        let axes: Vec<AxisPlan> = self
+            .bounds
+            .iter()
+            .zip(warps)
+            .enumerate()
+            .map(|(axis, (bounds, warp))| AxisPlan::warped(bounds.clone(), geometry.axis_bits(axis), warp.clone()))
+            .collect();
+        self.leaf_counts_on(geometry, &axes, device)
+    }
+
+    fn leaf_counts_on(
+        &self,
+        geometry: CellGeometry,
+        axes: &[AxisPlan],
+        device: DeviceChoice,
+    ) -> Result<(Vec<u64>, ScanStats, String)> {
         let bar = self.progress.phase("bin", self.source.row_count(), "rows");
         let (source, columns, nulls) = (self.source, self.columns, self.nulls);
         let outcome = match ChosenBinner::for_run(device, geometry)? {
             ChosenBinner::Cpu(binner, line) => {
-                let (leaves, stats) = scan_leaf_counts(source, columns, &axes, nulls, &binner, &bar)?;
+                let (leaves, stats) = scan_leaf_counts(source, columns, axes, nulls, &binner, &bar)?;
                 (leaves, stats, line)
             }
             #[cfg(feature = "gpu")]
             ChosenBinner::Gpu(binner, line) => {
-                let (leaves, stats) = scan_leaf_counts(source, columns, &axes, nulls, &binner, &bar)?;
+                let (leaves, stats) = scan_leaf_counts(source, columns, axes, nulls, &binner, &bar)?;
                 (leaves, stats, line)
             }
         };
         bar.finish();
         Ok(outcome)
+    }
+
+    /// What a pass over the used columns sees (rows binned, dropped, clamped) without binning: the true
+    /// row count n̂ releases, when nothing else needs the data yet.
+    pub fn count_rows(&self) -> Result<ScanStats> {
+        struct Discard;
+        impl BinnerWorker for Discard {
+            fn add_batch(&mut self, _axes: &[&[u32]]) -> Result<()> {
+                Ok(())
+            }
+        }
+        let axes: Vec<AxisPlan> = self.bounds.iter().map(|bounds| AxisPlan::with_cells(bounds.clone(), 1)).collect();
+        Ok(self.fold_quantised_rows("count", &axes, &|| Ok(Discard))?.1)
     }
 
     /// The histogram of `grid`'s equal cubes (CPU), and what the scan saw.

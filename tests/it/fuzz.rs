@@ -261,7 +261,7 @@ fn config_files() {
     let keys = prop::sample::select(vec![
         "epsilon", "bounds", "columns", "mechanism", "neighbours", "rows", "threads", "memory-limit",
         "memory-limit-mib", "depth", "cells", "seed", "quiet", "nulls", "root-share", "target-dim",
-        "placement", "consistency", "marginal-share", "config", "no-such-key", "",
+        "placement", "consistency", "marginal-share", "partition", "config", "no-such-key", "",
     ]);
     let strategy = (0..seeds.len(), prop::collection::vec((keys, toml_value()), 0..5), any::<bool>());
     fuzz("config", runner(3, 48), strategy, |(seed, pairs, as_eval)| {

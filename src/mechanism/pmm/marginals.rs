@@ -6,17 +6,43 @@
 //! (post-processing) and keeps each column's ranks, so the joint's dependence is the joint release's,
 //! while each column's distribution follows its fine marginal instead of the joint's coarse cells.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 use super::plan::{PmmPlan, TreeSize};
 use super::schedule::LevelSchedule;
 use crate::binner::pass::DataPass;
 use crate::error::{Error, Result};
+use crate::geometry::cdf::CellCdf;
 use crate::geometry::partition::CellGeometry;
 use crate::mechanism::PublicInputs;
 use crate::options::PmmOptions;
 use crate::privacy::{Budget, Neighbours, NoisyRowCount, RunSeeds};
 use crate::sampler::RowGenerator;
+
+/// Where the joint tree cuts each axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Partition {
+    /// Halves the public bounds at every level (the dissertation's partition).
+    Midpoint,
+    /// Cuts each axis at the quantiles of its released 1-D marginal mixed with equal widths
+    /// ([`QUANTILE_WARP_WEIGHT`]): the tree's cells follow the data instead of the public box.
+    Quantile,
+}
+
+/// `--marginal-share` when `--partition quantile` is given without it: the share that did best with the
+/// calibration at d ≥ 3 on flights (README, "Marginal calibration").
+pub const DEFAULT_QUANTILE_MARGINAL_SHARE: f64 = 0.3;
+
+/// The weight of the released marginal in each quantile axis's warp, the rest uniform: the axis's cells
+/// then hold equal shares of ½·(released marginal) + ½·(equal widths). Pure quantile cells (weight 1)
+/// spread a tight cluster over many cells, where noise leaks its mass into empty combinations of the
+/// other columns' clusters: on generated clusters (d = 3, 4) they doubled the joint W1 of the midpoint
+/// partition, while weight ½ beat it on clusters and on skewed tables and did as well or better than
+/// weight 1 on flights (docs/mechanisms/pmm.md).
+pub const QUANTILE_WARP_WEIGHT: f64 = 0.5;
 
 /// The marginal trees' share of ε, split evenly over the columns.
 #[derive(Clone, Debug)]
@@ -26,6 +52,7 @@ pub struct MarginalPlan {
     share: f64,
     epsilon_per_column: f64,
     options: PmmOptions,
+    partition: Partition,
 }
 
 /// What the report says about the calibration.
@@ -36,6 +63,9 @@ pub struct MarginalParameters {
     /// Each column's tree: its depth (2^depth cells on the column's bounds) and the rule that chose it.
     pub depths: Vec<u32>,
     pub depth_rule: String,
+    /// `midpoint`: the joint tree halves the public bounds; `quantile`: it cuts each axis at the
+    /// released marginal's quantiles.
+    pub partition: Partition,
     pub map: &'static str,
 }
 
@@ -66,7 +96,13 @@ impl MarginalPlan {
                 depth: None,
                 ..options.clone()
             },
+            partition: options.partition,
         })
+    }
+
+    /// Where the joint tree cuts its axes.
+    pub fn partition(&self) -> Partition {
+        self.partition
     }
 
     /// The tree every column gets, for the public n (replace) or the joint release's n̂ and its scale
@@ -133,8 +169,18 @@ impl MarginalPlan {
                 epsilon_per_column: self.epsilon_per_column,
                 depths: vec![tree.schedule.depth; columns],
                 depth_rule: tree.plan.depth_rule().to_string(),
-                map: "x -> G^-1(F(x)) per column: F the joint release's marginal CDF on the axis, G the released \
-                    1-D marginal's, both piecewise linear (uniform within cells); post-processing",
+                partition: self.partition,
+                map: match self.partition {
+                    Partition::Midpoint => {
+                        "x -> G^-1(F(x)) per column: F the joint release's marginal CDF on the axis, G the \
+                         released 1-D marginal's, both piecewise linear (uniform within cells); post-processing"
+                    }
+                    Partition::Quantile => {
+                        "u -> G^-1(F(u)) per column: u the joint tree's coordinate on the axis cut at the \
+                         quantiles of (G + uniform)/2, F the joint release's marginal CDF there, G the released \
+                         1-D marginal's, all piecewise linear (uniform within cells); post-processing"
+                    }
+                },
             },
         })
     }
@@ -158,6 +204,18 @@ impl ReleasedMarginals {
         for (column, &spent) in self.spends.iter().enumerate() {
             budget.spend(format!("marginal of column {column}"), spent);
         }
+    }
+
+    /// Each column's warp in the quantile partition: its released marginal's CDF mixed with the uniform
+    /// one by [`QUANTILE_WARP_WEIGHT`] (uniform where it released nothing). Released counts only.
+    pub fn warps(&self) -> Vec<Arc<CellCdf>> {
+        self.counts
+            .iter()
+            .map(|counts| {
+                let released = CellCdf::from_counts(counts).unwrap_or_else(CellCdf::uniform);
+                Arc::new(released.mixed_with_uniform(QUANTILE_WARP_WEIGHT))
+            })
+            .collect()
     }
 
     /// The maps x ↦ G⁻¹(F(x)) of each column, F from the joint leaf counts `counts` on `geometry` (the
@@ -184,56 +242,6 @@ impl ReleasedMarginals {
                 })
             })
             .collect()
-    }
-}
-
-/// The CDF on [0,1] of counts on equal cells, each spread uniformly over its cell: piecewise linear.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CellCdf {
-    /// cumulative[j] = share of the mass in cells 0..j (cumulative[0] = 0, the last = 1).
-    cumulative: Vec<f64>,
-}
-
-impl CellCdf {
-    /// `None` when the counts are all zero.
-    pub fn from_counts(counts: &[u64]) -> Option<Self> {
-        let total: u64 = counts.iter().sum();
-        if total == 0 {
-            return None;
-        }
-        let mut running = 0u64;
-        let mut cumulative = Vec::with_capacity(counts.len() + 1);
-        cumulative.push(0.0);
-        for &count in counts {
-            running += count;
-            cumulative.push(running as f64 / total as f64);
-        }
-        Some(CellCdf { cumulative })
-    }
-
-    fn cells(&self) -> usize {
-        self.cumulative.len() - 1
-    }
-
-    /// F(x) for x in [0,1].
-    pub fn value(&self, x: f64) -> f64 {
-        let scaled = x.clamp(0.0, 1.0) * self.cells() as f64;
-        let cell = (scaled as usize).min(self.cells() - 1);
-        let (low, high) = (self.cumulative[cell], self.cumulative[cell + 1]);
-        low + (scaled - cell as f64) * (high - low)
-    }
-
-    /// F⁻¹(u) for u in [0,1]: inside the cell where F reaches u, linearly (cells with no mass are skipped).
-    pub fn inverse(&self, u: f64) -> f64 {
-        let u = u.clamp(0.0, 1.0);
-        // The first cell whose upper cumulative reaches u and that holds mass.
-        let cell = self.cumulative[1..].partition_point(|&high| high < u).min(self.cells() - 1);
-        let cell = (cell..self.cells())
-            .find(|&j| self.cumulative[j + 1] > self.cumulative[j])
-            .unwrap_or(cell);
-        let (low, high) = (self.cumulative[cell], self.cumulative[cell + 1]);
-        let within = if high > low { ((u - low) / (high - low)).clamp(0.0, 1.0) } else { 0.5 };
-        (cell as f64 + within) / self.cells() as f64
     }
 }
 
@@ -276,23 +284,6 @@ impl RowGenerator for CalibratedRows<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_cdf_and_its_inverse_agree_where_there_is_mass() {
-        let cdf = CellCdf::from_counts(&[2, 0, 1, 1]).unwrap();
-        assert_eq!(cdf.value(0.0), 0.0);
-        assert_eq!(cdf.value(0.125), 0.25);
-        assert_eq!(cdf.value(0.25), 0.5);
-        assert_eq!(cdf.value(0.4), 0.5, "no mass in the second cell");
-        assert_eq!(cdf.value(1.0), 1.0);
-        for x in [0.01, 0.2, 0.55, 0.7, 0.99] {
-            assert!((cdf.inverse(cdf.value(x)) - x).abs() < 1e-12, "{x}");
-        }
-        // u = 1/2 is reached at the end of the first cell; the inverse skips the empty one.
-        assert_eq!(cdf.inverse(0.5), 0.25);
-        assert_eq!(cdf.inverse(0.5 + 1e-9), 0.5 + 1e-9);
-        assert!(CellCdf::from_counts(&[0, 0]).is_none());
-    }
 
     #[test]
     fn the_map_is_monotone_and_pushes_its_law_onto_the_released_one() {

@@ -1,10 +1,13 @@
 //! PMM's plan and release (docs/mechanisms/pmm.md). The plan fixes, from public inputs only, where ε
 //! goes (every level of the tree, and n̂ first when the depth is chosen under add-remove), the depth or
 //! the rule that picks it from n̂, and the noise of every level; the release bins the data once (twice
-//! when n̂ asks for a deeper tree than planned), noises every level and makes the tree consistent.
+//! when n̂ asks for a deeper tree than planned), noises every level and makes the tree consistent. With
+//! `--marginal-share` the columns are then mapped onto released 1-D marginals, and with `--partition
+//! quantile` those marginals are released first and the tree's cells are cut at their quantiles (half
+//! and half with equal widths).
 
 use super::consistency::ConsistencyRule;
-use super::marginals::MarginalPlan;
+use super::marginals::{MarginalPlan, Partition, ReleasedMarginals};
 use super::report::{LevelInfo, PmmParameters};
 use super::schedule::{
     cell_memory_bytes, choose_depth, max_depth_for_memory, LevelSchedule, RootNoise,
@@ -34,6 +37,12 @@ const ACCURACY_FORMULA: &str =
 /// for the calibrated table.
 const CALIBRATED_ACCURACY_FORMULA: &str = "E W1 <= (2*sqrt(2)/n) * sum_j sigma_j * Delta_{j-1} + 2^-floor(r/d)  \
     (dissertation Thm 3.9) for the joint tree BEFORE the marginal maps; not proven for the calibrated table";
+
+/// With `--partition quantile` the bound is the joint tree's in the coordinates where each axis is cut
+/// at its released marginal's quantiles.
+const QUANTILE_ACCURACY_FORMULA: &str = "E W1 <= (2*sqrt(2)/n) * sum_j sigma_j * Delta_{j-1} + 2^-floor(r/d)  \
+    (dissertation Thm 3.9) for the joint tree in the coordinates of the released marginals (each axis through \
+    its CDF), BEFORE the maps back; not proven in the columns' units";
 
 /// Where the size that fixes the depth comes from.
 #[derive(Clone, Copy, Debug)]
@@ -216,6 +225,9 @@ impl PmmPlan {
         seeds: &RunSeeds,
         timings: &mut Timings,
     ) -> Result<Release> {
+        if let Some(marginals) = self.marginals.as_ref().filter(|m| m.partition() == Partition::Quantile) {
+            return self.release_on_quantiles(marginals, data, seeds, timings);
+        }
         let planned = self.planned_depth();
         let (mut leaves, scan, binning) = timings.time("bin", || {
             data.leaf_counts(CellGeometry::new(self.dims, planned), self.device)
@@ -236,21 +248,70 @@ impl PmmPlan {
         let Some(marginals) = &self.marginals else {
             return Ok(self.finish(&schedule, ReleasedMeasure::Leaves { geometry, counts }, root_count, scan, binning));
         };
-        let row_count = match (n_hat, self.size) {
+        let marginals =
+            timings.time("marginals", || marginals.release(data, self.released_row_count(n_hat), seeds))?;
+        Ok(self.calibrated(&schedule, counts, marginals, scan, binning))
+    }
+
+    /// The quantile partition (`--partition quantile`): n̂ first when the plan releases it (from a pass
+    /// that only counts), then the marginals, then the joint tree binned with each axis cut at its
+    /// released marginal's quantiles and noised as usual, mapped back through the marginals.
+    fn release_on_quantiles(
+        &self,
+        marginals: &MarginalPlan,
+        data: &DataPass,
+        seeds: &RunSeeds,
+        timings: &mut Timings,
+    ) -> Result<Release> {
+        let (schedule, n_hat) = match &self.depth {
+            Depth::Known(schedule) => (schedule.clone(), None),
+            Depth::FromReleasedNHat { .. } => {
+                let scan = timings.time("count", || data.count_rows())?;
+                self.schedule_for(scan.rows_binned, seeds)?
+            }
+        };
+        let marginals =
+            timings.time("marginals", || marginals.release(data, self.released_row_count(n_hat), seeds))?;
+        let geometry = CellGeometry::new(self.dims, schedule.depth);
+        let (leaves, scan, binning) = timings.time("bin", || {
+            data.warped_leaf_counts(geometry, &marginals.warps(), self.device)
+        })?;
+        let counts = timings.time("noise and consistency", || self.release_with(&schedule, leaves, n_hat, seeds));
+        Ok(self.calibrated(&schedule, counts, marginals, scan, binning))
+    }
+
+    /// n̂ and its noise when this plan released it (the marginal trees' root under add-remove).
+    fn released_row_count(&self, n_hat: Option<u64>) -> Option<(u64, NoisyRowCount)> {
+        match (n_hat, self.size) {
             (Some(n_hat), TreeSize::ReleasedFirst(row_count)) => Some((n_hat, row_count)),
             _ => None,
-        };
-        let marginals = timings.time("marginals", || marginals.release(data, row_count, seeds))?;
+        }
+    }
+
+    /// The release of the joint `counts` with each column mapped onto its released marginal.
+    fn calibrated(
+        &self,
+        schedule: &LevelSchedule,
+        counts: Vec<u64>,
+        marginals: ReleasedMarginals,
+        scan: ScanStats,
+        binning: String,
+    ) -> Release {
+        let root_count: u64 = counts.iter().sum();
+        let geometry = CellGeometry::new(self.dims, schedule.depth);
         let maps = marginals.maps(&geometry, &counts);
         let inner = Box::new(ReleasedMeasure::Leaves { geometry, counts });
         let mut release =
-            self.finish(&schedule, ReleasedMeasure::Calibrated { inner, maps }, root_count, scan, binning);
+            self.finish(schedule, ReleasedMeasure::Calibrated { inner, maps }, root_count, scan, binning);
         marginals.spend(&mut release.budget);
-        release.accuracy.formula = CALIBRATED_ACCURACY_FORMULA;
+        release.accuracy.formula = match marginals.parameters.partition {
+            Partition::Midpoint => CALIBRATED_ACCURACY_FORMULA,
+            Partition::Quantile => QUANTILE_ACCURACY_FORMULA,
+        };
         if let MechanismParameters::Pmm(parameters) = &mut release.parameters {
             parameters.marginal_calibration = Some(marginals.parameters);
         }
-        Ok(release)
+        release
     }
 
     /// The depth the data are binned at first: the known one, or the one planned before n̂.
