@@ -233,6 +233,29 @@ fn gpu_and_cpu_runs_are_identical_on_both_domains() {
 }
 
 #[test]
+fn rows_read_again_at_every_step_give_the_same_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, _) = table(dir.path(), 2_000);
+    let run_with = |memory_limit: Option<u64>, name: &str| {
+        let output = dir.path().join(name);
+        let pe = PeOptions {
+            steps: Some(4),
+            ..PeOptions::with_delta(1e-5)
+        };
+        let mut options = options(1.0, 1e-5, pe, 19);
+        options.memory_limit = memory_limit;
+        let (report, _) = run(&input, &output, &options);
+        (report, std::fs::read(&output).unwrap())
+    };
+    let (held_report, held) = run_with(None, "held.parquet");
+    // 2000 rows × 2 columns × 8 bytes = 32 000 bytes: above a limit of 20 000 the steps read them again.
+    let (streamed_report, streamed) = run_with(Some(20_000), "streamed.parquet");
+    assert!(held == streamed, "the tables differ");
+    assert!(streamed_report.device.contains("read again at every step"), "{}", streamed_report.device);
+    assert!(!held_report.device.contains("read again"), "{}", held_report.device);
+}
+
+#[test]
 fn a_public_init_table_is_read_in_the_runs_column_order() {
     let dir = tempfile::tempdir().unwrap();
     let (input, _) = table(dir.path(), 2_000);

@@ -17,6 +17,7 @@ pub mod nearest;
 pub mod nearest_gpu;
 pub mod plan;
 pub mod report;
+pub mod search;
 pub mod variation;
 
 use std::path::PathBuf;

@@ -12,17 +12,11 @@
 //! does not specify its order among equidistant points.
 //!
 //! The histogram is summed per chunk of rows in parallel; the counts are integers, so the result does not
-//! depend on the order or the thread count. [`NearestSearch`] runs it here or, with `--device gpu`, as a
-//! brute-force kernel on a GPU (`nearest_gpu.rs`), with the same counts.
+//! depend on the order or the thread count. `search.rs` chooses between this, the GPU kernel
+//! (`nearest_gpu.rs`) and rows read again at every step.
 
 use rayon::prelude::*;
 
-#[cfg(feature = "gpu")]
-use super::nearest_gpu::GpuNearest;
-use crate::binner::device::{Device, DeviceChoice};
-#[cfg(feature = "gpu")]
-use crate::error::Error;
-use crate::error::Result;
 
 /// Rows and candidates lie on the lattice of 2^−LATTICE_BITS of the cube (rows as midpoints of their
 /// quantisation cells, candidates by [`snap_to_lattice`]). There every coordinate gap is a multiple of
@@ -286,80 +280,6 @@ pub fn nearest_neighbour_counts_by_scan(
                 total
             },
         )
-}
-
-/// Where a release counts nearest neighbours: the k-d tree on the CPU, or the kernel on a GPU
-/// (`--device`; `auto` takes a real GPU when there is one). Both give the same counts.
-pub struct NearestSearch {
-    metric: Metric,
-    dims: usize,
-    #[cfg(feature = "gpu")]
-    gpu: Option<GpuNearest>,
-    /// The report's device line.
-    device: String,
-}
-
-impl NearestSearch {
-    /// Chooses the device and, for a GPU, uploads `rows` (flat, `dims` per row, on the lattice).
-    pub fn for_run(choice: DeviceChoice, metric: Metric, dims: usize, rows: &[f64]) -> Result<Self> {
-        let cpu = |reason: &str| NearestSearch {
-            metric,
-            dims,
-            #[cfg(feature = "gpu")]
-            gpu: None,
-            device: format!("cpu (nearest-neighbour k-d tree{reason})"),
-        };
-        match Device::choose(choice)? {
-            Device::Cpu(reason) => Ok(cpu(&reason)),
-            #[cfg(feature = "gpu")]
-            Device::Gpu(context) => match GpuNearest::new(&context, metric, dims, rows) {
-                Ok(gpu) => Ok(NearestSearch {
-                    metric,
-                    dims,
-                    gpu: Some(gpu),
-                    device: format!("gpu: {}", context.adapter_description()),
-                }),
-                Err(error) if choice == DeviceChoice::Auto => {
-                    Ok(cpu(&format!("; the GPU could not be used: {error}")))
-                }
-                Err(error) => Err(Error::bad_input(format!(
-                    "--device gpu: {error}; use --device cpu"
-                ))),
-            },
-        }
-    }
-
-    /// The report's device line.
-    pub fn device(&self) -> &str {
-        &self.device
-    }
-
-    /// The report's line for the search itself.
-    pub fn method(&self) -> String {
-        #[cfg(feature = "gpu")]
-        if self.gpu.is_some() {
-            return format!(
-                "every candidate scanned on the GPU, exact integer keys on the 2^-{LATTICE_BITS} lattice, \
-                 ties to the smallest index"
-            );
-        }
-        format!(
-            "k-d tree over the candidates (median splits on the widest axis, at most {LEAF_CANDIDATES} a \
-             leaf), ties to the smallest index"
-        )
-    }
-
-    /// Entry j: the rows whose nearest candidate is j (ties to the smallest j). `rows` are those the
-    /// search was made for.
-    pub fn counts(&self, candidates: &[f64], rows: &[f64]) -> Result<Vec<u64>> {
-        #[cfg(feature = "gpu")]
-        if let Some(gpu) = &self.gpu {
-            return gpu
-                .counts(candidates)
-                .map_err(|error| Error::internal(format!("pe nearest-neighbour counts: {error}")));
-        }
-        Ok(nearest_neighbour_counts(self.metric, candidates, self.dims, rows))
-    }
 }
 
 #[cfg(test)]

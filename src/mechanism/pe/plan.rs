@@ -13,13 +13,12 @@ use super::histogram::{
     gaussian_counts, laplace_threshold_weights, project_bounded_lipschitz, threshold_weights,
     MAX_PROJECTION_CANDIDATES,
 };
-use super::nearest::{NearestSearch, LATTICE_BITS};
 use super::report::{PeParameters, PePrivacy, PeStep};
+use super::search::{read_rows, NearestSearch};
 use super::variation::{resample, step_rng, variation_sigmas, variations, PeDomain};
 use super::{PeInit, PeVariant};
 use crate::binner::device::DeviceChoice;
 use crate::binner::pass::DataPass;
-use crate::binner::{AxisPlan, BinnerWorker, ScanStats};
 use crate::error::{Error, Result};
 use crate::io::source::Source;
 use crate::mechanism::{
@@ -30,11 +29,6 @@ use crate::noise::discrete_laplace::RationalScale;
 use crate::options::{value_name, PeOptions};
 use crate::privacy::{noise_scale, zcdp, Budget, Neighbours, RunSeeds, SCALE_SAFETY_MARGIN};
 use crate::progress::Timings;
-
-/// Private rows are quantised to the midpoints of 2^ROW_CELL_BITS cells per axis (the engine's one
-/// quantisation, so every row is a point of [0,1]^d whatever its type); 2^−21 is far below any PE
-/// resolution α. The midpoints lie on the lattice of the nearest-neighbour search.
-const ROW_CELL_BITS: u32 = LATTICE_BITS - 1;
 
 /// The largest candidate set per step (its histogram is held per thread).
 pub const MAX_CANDIDATES: usize = 1 << 22;
@@ -85,6 +79,8 @@ pub struct PePlan {
     threshold: f64,
     noise: StepNoise,
     device: DeviceChoice,
+    /// Above n·d·8 bytes of rows the steps read them again instead of holding them.
+    memory_limit: u64,
 }
 
 impl PePlan {
@@ -167,14 +163,6 @@ impl PePlan {
                 })
             }
         };
-        let rows_bytes = (n as u128) * (dims as u128) * 8;
-        if rows_bytes > u128::from(public.memory_limit) {
-            return Err(Error::bad_input(format!(
-                "--mechanism pe holds the n = {n} rows in memory ({rows_bytes} bytes), above the memory \
-                 limit of {} bytes: raise --memory-limit-mib",
-                public.memory_limit
-            )));
-        }
         if let Some(threshold) = options.threshold {
             if options.variant != PeVariant::Threshold || !(threshold >= 0.0 && threshold < 1.0) {
                 return Err(Error::bad_input(format!(
@@ -201,6 +189,7 @@ impl PePlan {
             threshold: options.threshold.unwrap_or(0.0),
             noise,
             device: options.device,
+            memory_limit: public.memory_limit,
         })
     }
 
@@ -248,24 +237,25 @@ impl PePlan {
         self.samples * (2 * self.scales as usize + 1)
     }
 
-    /// Reads the rows once, then runs the T steps.
+    /// Reads the rows once (or, above the memory limit, at every step), then runs the T steps.
     pub fn release(
         &self,
         data: &DataPass,
         seeds: &RunSeeds,
         timings: &mut Timings,
     ) -> Result<Release> {
-        let (rows, scan) = timings.time("read rows", || read_rows(data, "pe rows"))?;
+        let metric = self.domain.metric();
+        let (search, scan) = timings.time("read rows", || {
+            NearestSearch::for_run(self.device, metric, data, self.n, self.memory_limit)
+        })?;
         let seed = seeds.evolution();
         let mut points = timings.time("initial points", || self.initial_points(data, seed))?;
-        let metric = self.domain.metric();
-        let search = NearestSearch::for_run(self.device, metric, self.dims, &rows)?;
         let mut log = Vec::with_capacity(self.steps as usize);
         timings.time("evolve", || -> Result<()> {
             for step in 1..=self.steps {
                 let mut rng = step_rng(seed, VARIATION_DRAWS, step);
                 let candidates = variations(self.domain, &points, self.dims, &self.sigmas, &mut rng);
-                let counts = search.counts(&candidates, &rows)?;
+                let counts = search.counts(&candidates)?;
                 let mut d_bl = None;
                 let weights = match (self.noise, self.variant) {
                     (StepNoise::Gaussian { variance, .. }, PeVariant::Projection) => {
@@ -310,11 +300,12 @@ impl PePlan {
             }
             Ok(())
         })?;
-        drop(rows);
+        let (method, device) = (search.method(), search.device().to_string());
+        drop(search);
         let budget = self.budget();
         Ok(Release {
             mechanism: "pe",
-            parameters: MechanismParameters::Pe(Box::new(self.parameters(&budget, log, search.method()))),
+            parameters: MechanismParameters::Pe(Box::new(self.parameters(&budget, log, method))),
             budget,
             root_count: self.n,
             root_count_is: "public n (replace)",
@@ -332,7 +323,7 @@ impl PePlan {
             anonymity: None,
             scan,
             covariance_loss: None,
-            binning: search.device().to_string(),
+            binning: device,
             output_phase: "write",
         })
     }
@@ -449,47 +440,6 @@ impl PePlan {
             nearest_neighbour_index: index,
         }
     }
-}
-
-/// Collects quantised rows as points of [0,1]^d (cell midpoints).
-struct RowCollector {
-    dims: usize,
-    rows: Vec<f64>,
-}
-
-impl BinnerWorker for RowCollector {
-    fn add_batch(&mut self, axes: &[&[u32]]) -> Result<()> {
-        let count = axes.first().map_or(0, |axis| axis.len());
-        let unit = 1.0 / f64::from(1u32 << (ROW_CELL_BITS + 1));
-        self.rows.reserve(count * self.dims);
-        for row in 0..count {
-            for axis in axes {
-                self.rows.push(f64::from(2 * axis[row] + 1) * unit);
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Every row of `data` as a point of [0,1]^d (flat), in no particular order.
-fn read_rows(data: &DataPass, label: &str) -> Result<(Vec<f64>, ScanStats)> {
-    let dims = data.dims();
-    let axes: Vec<AxisPlan> = data
-        .bounds
-        .iter()
-        .map(|bounds| AxisPlan::with_cells(bounds.clone(), 1 << ROW_CELL_BITS))
-        .collect();
-    let (workers, scan) = data.fold_quantised_rows(label, &axes, &|| {
-        Ok(RowCollector {
-            dims,
-            rows: Vec::new(),
-        })
-    })?;
-    let mut rows = Vec::with_capacity(workers.iter().map(|w| w.rows.len()).sum());
-    for worker in workers {
-        rows.extend_from_slice(&worker.rows);
-    }
-    Ok((rows, scan))
 }
 
 /// Sorts points lexicographically, so that draws from them do not depend on the read order.

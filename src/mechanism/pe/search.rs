@@ -1,0 +1,204 @@
+//! Where each Private Evolution step's nearest-neighbour counts come from: the private rows read once and
+//! held (in memory for the k-d tree of `nearest.rs`, or on a GPU for the kernel of `nearest_gpu.rs`), or,
+//! when holding them would exceed the memory limit, read again at every step and counted row group by row
+//! group against the step's tree. Every way counts the same candidate for every row, so a seeded run
+//! writes the same table whichever is used.
+
+#[cfg(feature = "gpu")]
+use super::nearest_gpu::GpuNearest;
+use super::nearest::{nearest_neighbour_counts, CandidateIndex, Metric, LATTICE_BITS, LEAF_CANDIDATES};
+use crate::binner::device::{Device, DeviceChoice};
+use crate::binner::pass::DataPass;
+use crate::binner::{AxisPlan, BinnerWorker, ScanStats};
+use crate::error::{Error, Result};
+
+/// Private rows are quantised to the midpoints of 2^ROW_CELL_BITS cells per axis (the engine's one
+/// quantisation, so every row is a point of [0,1]^d whatever its type); 2^−21 is far below any PE
+/// resolution α. The midpoints lie on the lattice of the nearest-neighbour search.
+pub const ROW_CELL_BITS: u32 = LATTICE_BITS - 1;
+
+/// Collects quantised rows as points of [0,1]^d (cell midpoints).
+struct RowCollector {
+    dims: usize,
+    rows: Vec<f64>,
+}
+
+impl BinnerWorker for RowCollector {
+    fn add_batch(&mut self, axes: &[&[u32]]) -> Result<()> {
+        let count = axes.first().map_or(0, |axis| axis.len());
+        let unit = 1.0 / f64::from(1u32 << (ROW_CELL_BITS + 1));
+        self.rows.reserve(count * self.dims);
+        for row in 0..count {
+            for axis in axes {
+                self.rows.push(f64::from(2 * axis[row] + 1) * unit);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Each used column cut into the 2^ROW_CELL_BITS cells whose midpoints the rows become.
+fn row_axes(data: &DataPass) -> Vec<AxisPlan> {
+    data.bounds
+        .iter()
+        .map(|bounds| AxisPlan::with_cells(bounds.clone(), 1 << ROW_CELL_BITS))
+        .collect()
+}
+
+/// Every row of `data` as a point of [0,1]^d (flat), in no particular order.
+pub fn read_rows(data: &DataPass, label: &str) -> Result<(Vec<f64>, ScanStats)> {
+    let dims = data.dims();
+    let (workers, scan) = data.fold_quantised_rows(label, &row_axes(data), &|| {
+        Ok(RowCollector {
+            dims,
+            rows: Vec::new(),
+        })
+    })?;
+    let mut rows = Vec::with_capacity(workers.iter().map(|w| w.rows.len()).sum());
+    for worker in workers {
+        rows.extend_from_slice(&worker.rows);
+    }
+    Ok((rows, scan))
+}
+
+/// Counts each row's nearest candidate in the step's tree, as the rows stream past.
+struct NearestWorker<'a> {
+    index: &'a CandidateIndex,
+    point: Vec<f64>,
+    stack: Vec<(u32, f64)>,
+    counts: Vec<u64>,
+}
+
+impl BinnerWorker for NearestWorker<'_> {
+    fn add_batch(&mut self, axes: &[&[u32]]) -> Result<()> {
+        let count = axes.first().map_or(0, |axis| axis.len());
+        let unit = 1.0 / f64::from(1u32 << (ROW_CELL_BITS + 1));
+        for row in 0..count {
+            for (coordinate, axis) in self.point.iter_mut().zip(axes) {
+                *coordinate = f64::from(2 * axis[row] + 1) * unit;
+            }
+            self.counts[self.index.nearest(&self.point, &mut self.stack)] += 1;
+        }
+        Ok(())
+    }
+}
+
+/// The private rows as the steps read them.
+enum Rows<'a> {
+    /// Read once into memory (flat, d per row).
+    Held(Vec<f64>),
+    /// Read once onto the GPU.
+    #[cfg(feature = "gpu")]
+    OnGpu(GpuNearest),
+    /// Read again at every step.
+    Streamed(&'a DataPass<'a>),
+}
+
+/// How a release counts nearest neighbours, and the report's lines for it.
+pub struct NearestSearch<'a> {
+    metric: Metric,
+    dims: usize,
+    rows: Rows<'a>,
+    device: String,
+}
+
+impl<'a> NearestSearch<'a> {
+    /// Reads the rows once when their n·d·8 bytes fit in `memory_limit` (onto a GPU when `choice` takes
+    /// one; `auto` takes a real GPU only), else leaves them to be read again at every step (CPU). What
+    /// the read saw comes back for the report.
+    pub fn for_run(
+        choice: DeviceChoice,
+        metric: Metric,
+        data: &'a DataPass<'a>,
+        n: u64,
+        memory_limit: u64,
+    ) -> Result<(Self, ScanStats)> {
+        let dims = data.dims();
+        let held_bytes = u128::from(n) * dims as u128 * 8;
+        let search = |rows, device: String| NearestSearch {
+            metric,
+            dims,
+            rows,
+            device,
+        };
+        if held_bytes > u128::from(memory_limit) {
+            if choice == DeviceChoice::Gpu {
+                return Err(Error::bad_input(format!(
+                    "--device gpu: pe holds the rows on the device, and their {held_bytes} bytes exceed the memory \
+                     limit of {memory_limit} bytes: use --device cpu (the rows are then read again at every step) \
+                     or raise --memory-limit-mib"
+                )));
+            }
+            let scan = data.count_rows()?;
+            let device = format!(
+                "cpu (nearest-neighbour k-d tree; the rows are read again at every step: their {held_bytes} \
+                 bytes exceed the memory limit of {memory_limit})"
+            );
+            return Ok((search(Rows::Streamed(data), device), scan));
+        }
+        let (rows, scan) = read_rows(data, "pe rows")?;
+        let cpu = |rows, reason: &str| search(Rows::Held(rows), format!("cpu (nearest-neighbour k-d tree{reason})"));
+        let chosen = match Device::choose(choice)? {
+            Device::Cpu(reason) => cpu(rows, &reason),
+            #[cfg(feature = "gpu")]
+            Device::Gpu(context) => match GpuNearest::new(&context, metric, dims, &rows) {
+                Ok(gpu) => search(Rows::OnGpu(gpu), format!("gpu: {}", context.adapter_description())),
+                Err(error) if choice == DeviceChoice::Auto => {
+                    cpu(rows, &format!("; the GPU could not be used: {error}"))
+                }
+                Err(error) => {
+                    return Err(Error::bad_input(format!("--device gpu: {error}; use --device cpu")))
+                }
+            },
+        };
+        Ok((chosen, scan))
+    }
+
+    /// The report's device line.
+    pub fn device(&self) -> &str {
+        &self.device
+    }
+
+    /// The report's line for the search itself.
+    pub fn method(&self) -> String {
+        match &self.rows {
+            #[cfg(feature = "gpu")]
+            Rows::OnGpu(_) => format!(
+                "every candidate scanned on the GPU, exact integer keys on the 2^-{LATTICE_BITS} lattice, \
+                 ties to the smallest index"
+            ),
+            Rows::Held(_) | Rows::Streamed(_) => format!(
+                "k-d tree over the candidates (median splits on the widest axis, at most {LEAF_CANDIDATES} a \
+                 leaf), ties to the smallest index"
+            ),
+        }
+    }
+
+    /// Entry j: the rows whose nearest candidate is j (ties to the smallest j).
+    pub fn counts(&self, candidates: &[f64]) -> Result<Vec<u64>> {
+        match &self.rows {
+            Rows::Held(rows) => Ok(nearest_neighbour_counts(self.metric, candidates, self.dims, rows)),
+            #[cfg(feature = "gpu")]
+            Rows::OnGpu(gpu) => gpu
+                .counts(candidates)
+                .map_err(|error| Error::internal(format!("pe nearest-neighbour counts: {error}"))),
+            Rows::Streamed(data) => {
+                let index = CandidateIndex::new(self.metric, candidates, self.dims);
+                let count = candidates.len() / self.dims;
+                let (workers, _) = data.fold_quantised_rows("pe step", &row_axes(data), &|| {
+                    Ok(NearestWorker {
+                        index: &index,
+                        point: vec![0.0; self.dims],
+                        stack: Vec::new(),
+                        counts: vec![0; count],
+                    })
+                })?;
+                let mut counts = vec![0u64; count];
+                for worker in workers {
+                    counts.iter_mut().zip(&worker.counts).for_each(|(total, part)| *total += part);
+                }
+                Ok(counts)
+            }
+        }
+    }
+}
