@@ -48,6 +48,9 @@ pub enum Mechanism {
     Microagg,
     /// Damped covariance-loss microaggregation of Boolean/one-hot encoded columns: ε-DP under replace.
     Covloss,
+    /// PMM with the settings measured best at the table's width: plain at d ≤ 2, --marginal-share 0.3
+    /// at d = 3, --partition quantile at d ≥ 4 (the report's `parameters.auto` says which and why).
+    Auto,
 }
 
 impl Mechanism {
@@ -291,6 +294,44 @@ pub struct PmmOptions {
     pub marginal_share: f64,
     /// Where the tree cuts the axes (the quantile partition needs the marginals).
     pub partition: Partition,
+    /// `--mechanism auto`: the rule that chose these settings, for the report.
+    pub chosen_by: Option<&'static str>,
+}
+
+/// What `--mechanism auto` runs: PMM, with the calibration and partition that did best at this number of
+/// columns on the bundled flights table (README, "Which mechanism"; scripts/accuracy_ablation.py), chosen
+/// from the public column count alone.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AutoChoice {
+    pub marginal_share: f64,
+    pub partition: Partition,
+    pub reason: &'static str,
+}
+
+impl AutoChoice {
+    pub fn for_columns(dims: usize) -> Self {
+        match dims {
+            0..=2 => AutoChoice {
+                marginal_share: 0.0,
+                partition: Partition::Midpoint,
+                reason: "--mechanism auto, d <= 2: plain PMM (on flights at d = 2 a marginal share or the \
+                         quantile partition only cost budget)",
+            },
+            3 => AutoChoice {
+                marginal_share: DEFAULT_QUANTILE_MARGINAL_SHARE,
+                partition: Partition::Midpoint,
+                reason: "--mechanism auto, d = 3: PMM with --marginal-share 0.3 (on flights at d = 3 it cut the \
+                         joint W1 by 11-25% and the largest 1-D W1 2-8x; the quantile partition did no better)",
+            },
+            _ => AutoChoice {
+                marginal_share: DEFAULT_QUANTILE_MARGINAL_SHARE,
+                partition: Partition::Quantile,
+                reason: "--mechanism auto, d >= 4: PMM with --partition quantile --marginal-share 0.3 (on flights \
+                         at d = 4, 5 it cut the joint W1 by 24-38% against plain PMM and did better than the \
+                         marginal share alone)",
+            },
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -369,6 +410,7 @@ impl PmmOptions {
         device: DeviceChoice::Auto,
         marginal_share: 0.0,
         partition: Partition::Midpoint,
+        chosen_by: None,
     };
 }
 
@@ -531,7 +573,17 @@ impl SynthArgs {
     /// The typed options alone (input and outputs aside): what a library caller with its own input and
     /// outputs runs.
     pub fn resolve_options(self) -> Result<SynthOptions> {
-        let mechanism = self.mechanism.unwrap_or(Mechanism::Pmm);
+        let requested = self.mechanism.unwrap_or(Mechanism::Pmm);
+        if requested == Mechanism::Auto && (self.marginal_share.is_some() || self.partition.is_some()) {
+            return Err(Error::bad_input(
+                "--mechanism auto sets --marginal-share and --partition from the number of columns; \
+                 use --mechanism pmm to set them yourself",
+            ));
+        }
+        let mechanism = match requested {
+            Mechanism::Auto => Mechanism::Pmm,
+            other => other,
+        };
         let epsilon = match (mechanism, self.epsilon) {
             (Mechanism::Microagg, Some(_)) => {
                 return Err(Error::bad_input(
@@ -666,23 +718,29 @@ impl SynthArgs {
         {
             return Err(Error::bad_input(*message));
         }
+        let auto = (requested == Mechanism::Auto).then(|| AutoChoice::for_columns(bounds.len()));
         let pmm = PmmOptions {
             depth: self.depth,
             consistency: self.consistency.unwrap_or(DEFAULT_CONSISTENCY),
             noisy_n_share: self.root_share.unwrap_or(DEFAULT_NOISY_N_SHARE),
             device: self.device.unwrap_or(DeviceChoice::Auto),
-            marginal_share: self.marginal_share.unwrap_or(match self.partition {
-                Some(Partition::Quantile) => DEFAULT_QUANTILE_MARGINAL_SHARE,
-                _ => 0.0,
-            }),
-            partition: self.partition.unwrap_or(Partition::Midpoint),
+            marginal_share: auto.map_or(
+                self.marginal_share.unwrap_or(match self.partition {
+                    Some(Partition::Quantile) => DEFAULT_QUANTILE_MARGINAL_SHARE,
+                    _ => 0.0,
+                }),
+                |auto| auto.marginal_share,
+            ),
+            partition: auto.map_or(self.partition.unwrap_or(Partition::Midpoint), |auto| auto.partition),
+            chosen_by: auto.map(|auto| auto.reason),
         };
         let psmm = PsmmOptions {
             cells: self.cells,
             noisy_n_share: self.root_share.unwrap_or(DEFAULT_NOISY_N_SHARE),
         };
         let mechanism = match mechanism {
-            Mechanism::Pmm => MechanismOptions::Pmm(pmm),
+            // `auto` is PMM with the settings chosen above.
+            Mechanism::Pmm | Mechanism::Auto => MechanismOptions::Pmm(pmm),
             Mechanism::Psmm => MechanismOptions::Psmm(psmm),
             Mechanism::Pe => MechanismOptions::Pe(PeOptions {
                 delta: self.delta.expect("required above"),
@@ -895,6 +953,32 @@ mod tests {
             .unwrap();
         let MechanismOptions::Pe(pe) = resolved.options.mechanism else { panic!("not pe") };
         assert_eq!(pe.device, DeviceChoice::Cpu);
+    }
+
+    #[test]
+    fn auto_chooses_pmm_settings_from_the_number_of_columns() {
+        let bounds = ["--bounds", "a=0:1", "--bounds", "b=0:1", "--bounds", "c=0:1", "--bounds", "d=0:1"];
+        for (columns, share, partition) in [
+            ("a", 0.0, Partition::Midpoint),
+            ("a,b", 0.0, Partition::Midpoint),
+            ("a,b,c", 0.3, Partition::Midpoint),
+            ("a,b,c,d", 0.3, Partition::Quantile),
+        ] {
+            let mut all = vec!["--mechanism", "auto", "--columns", columns];
+            all.extend_from_slice(&bounds);
+            let MechanismOptions::Pmm(pmm) = args(&all).resolve_options().unwrap().mechanism else {
+                panic!("auto runs pmm")
+            };
+            assert_eq!((pmm.marginal_share, pmm.partition), (share, partition), "{columns}");
+            let d = columns.split(',').count();
+            assert!(pmm.chosen_by.unwrap().contains(&format!("d {} ", if d <= 2 { "<=" } else if d == 3 { "=" } else { ">=" })));
+        }
+        let plain = args(&["--bounds", "a=0:1"]).resolve_options().unwrap();
+        assert!(matches!(plain.mechanism, MechanismOptions::Pmm(PmmOptions { chosen_by: None, .. })));
+        let error = args(&["--mechanism", "auto", "--marginal-share", "0.1", "--bounds", "a=0:1"])
+            .resolve_options()
+            .unwrap_err();
+        assert!(error.to_string().contains("--mechanism auto sets --marginal-share"), "{error}");
     }
 
     #[test]

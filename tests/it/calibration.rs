@@ -253,3 +253,18 @@ fn the_quantile_partition_beats_midpoint_cells_on_skewed_and_clustered_tables() 
         }
     }
 }
+
+/// `--mechanism auto` at d = 4: PMM with the quantile partition, and the report says so and why.
+#[test]
+fn auto_runs_the_quantile_partition_at_four_columns_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.parquet");
+    write(&input, &skewed_columns(8));
+    let report = synth(dir.path(), &input, "auto", &["--epsilon", "1", "--mechanism", "auto"]);
+    assert_eq!(report["mechanism"], "pmm");
+    let parameters = &report["parameters"];
+    assert!(parameters["auto"].as_str().unwrap().contains("d >= 4"), "{}", parameters["auto"]);
+    assert_eq!(parameters["marginal_calibration"]["partition"], "quantile");
+    assert_eq!(parameters["marginal_calibration"]["share"], 0.3);
+    assert!(report["guarantee"]["epsilon_spent"].as_f64().unwrap() <= 1.0);
+}

@@ -85,6 +85,8 @@ pub struct PmmPlan {
     device: DeviceChoice,
     /// `--marginal-share`: the fine 1-D marginals each column is calibrated to.
     marginals: Option<MarginalPlan>,
+    /// `--mechanism auto`: the rule that chose the settings.
+    chosen_by: Option<&'static str>,
 }
 
 impl PmmPlan {
@@ -198,6 +200,7 @@ impl PmmPlan {
             placement: public.placement,
             device: options.device,
             marginals: None,
+            chosen_by: options.chosen_by,
         })
     }
 
@@ -459,6 +462,7 @@ impl PmmPlan {
                 })
                 .collect(),
             marginal_calibration: None,
+            auto: self.chosen_by,
         }
     }
 }

@@ -11,6 +11,9 @@ pub struct PmmParameters {
     pub consistency: String,
     pub placement: String,
     pub levels: Vec<LevelInfo>,
+    /// `--mechanism auto`: why these settings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto: Option<&'static str>,
     /// `--marginal-share`: the released 1-D marginals the columns are mapped onto.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub marginal_calibration: Option<MarginalParameters>,
