@@ -299,8 +299,8 @@ pub struct PmmOptions {
 }
 
 /// What `--mechanism auto` runs: PMM, with the calibration and partition that did best at this number of
-/// columns on the bundled flights table (README, "Which mechanism"; scripts/accuracy_ablation.py), chosen
-/// from the public column count alone.
+/// columns on the bundled flights table (README, "`--mechanism auto`" under Accuracy, measured by
+/// scripts/accuracy_ablation.py), chosen from the public column count alone.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AutoChoice {
     pub marginal_share: f64,
@@ -321,13 +321,13 @@ impl AutoChoice {
                 marginal_share: DEFAULT_QUANTILE_MARGINAL_SHARE,
                 partition: Partition::Midpoint,
                 reason: "--mechanism auto, d = 3: PMM with --marginal-share 0.3 (on flights at d = 3 it cut the \
-                         joint W1 by 11-25% and the largest 1-D W1 2-8x; the quantile partition did no better)",
+                         joint W1 by 12-25% and the largest 1-D W1 2-7x; the quantile partition did no better)",
             },
             _ => AutoChoice {
                 marginal_share: DEFAULT_QUANTILE_MARGINAL_SHARE,
                 partition: Partition::Quantile,
                 reason: "--mechanism auto, d >= 4: PMM with --partition quantile --marginal-share 0.3 (on flights \
-                         at d = 4, 5 it cut the joint W1 by 24-38% against plain PMM and did better than the \
+                         at d = 4, 5 it cut the joint W1 by 23-38% against plain PMM and did better than the \
                          marginal share alone)",
             },
         }
