@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
@@ -146,4 +147,15 @@ pub fn max_log_frequency_ratio<K: Hash + Eq>(
         "only {compared} outcomes were frequent enough to compare"
     );
     worst
+}
+
+/// A test that needs a wgpu adapter found none: a failure where CI installed one (DPSYNTH_REQUIRE_GPU
+/// is set), else a loud line saying what went unchecked.
+pub fn no_gpu_adapter(unchecked: &str) {
+    assert!(
+        std::env::var_os("DPSYNTH_REQUIRE_GPU").is_none(),
+        "DPSYNTH_REQUIRE_GPU is set but no wgpu adapter exists"
+    );
+    // Straight to the stderr handle: libtest captures eprintln! of passing tests.
+    let _ = writeln!(std::io::stderr(), "SKIPPED: no wgpu adapter; {unchecked}");
 }
