@@ -8,7 +8,7 @@ epsilon and each seed, it runs every variant through `dpsynth synth` and scores 
   - pmm+marginals=S   PMM with --marginal-share S: each column mapped onto a fine released 1-D marginal;
   - pmm+quantile=S    PMM with --partition quantile --marginal-share S: the marginals released first, the
                       tree's cells cut at their quantiles, the columns mapped back through them;
-  - psmm, lowdim      the other mechanisms at their defaults (lowdim with --noisy-n-share 0.1);
+  - psmm, lowdim      the other mechanisms at their defaults (lowdim with --root-share 0.1);
   - mst               smartnoise-synth's MST through scripts/peer_comparison.py's harness (64 bins per
                       column on the same public bounds, rows drawn i.i.d. from the model, delta = 1e-9;
                       its own fixed seed);
@@ -62,7 +62,7 @@ def variant_arguments(name, extras):
     if name == "psmm":
         return ["--mechanism", "psmm"]
     if name == "lowdim":
-        return ["--mechanism", "lowdim", "--noisy-n-share", "0.1"]
+        return ["--mechanism", "lowdim", "--root-share", "0.1"]
     sys.exit(f"unknown variant {name}")
 
 

@@ -124,9 +124,8 @@ pub struct SynthArgs {
     /// lowdim: mechanism run on the projected coordinates [default: pmm].
     #[arg(long, value_enum)]
     pub inner_mechanism: Option<InnerMechanism>,
-    /// lowdim under add-remove: share of ε spent on the noisy row count n̂ (required there; the
-    /// same release as pmm's and psmm's --root-share).
-    #[arg(long, allow_negative_numbers = true)]
+    /// The former name of --root-share for lowdim: still accepted, with a warning.
+    #[arg(long, allow_negative_numbers = true, hide = true)]
     pub noisy_n_share: Option<f64>,
     /// pe: the δ of its (ε, δ) guarantee, strictly between 0 and 1 (required there; the other
     /// mechanisms are pure ε-DP).
@@ -158,8 +157,8 @@ pub struct SynthArgs {
     /// depth minimising the Theorem 3.9 bound for d = 1; either capped by memory and at ⌈log2 n⌉ + 4].
     #[arg(long)]
     pub depth: Option<u32>,
-    /// pmm and psmm under add-remove: share of ε spent on the noisy row count n̂ that fixes the depth or
-    /// the grid [default: 1/16].
+    /// Under add-remove, the share of ε spent on the noisy row count n̂ that fixes pmm's depth, psmm's
+    /// grid or lowdim's noise scales [default: 1/16 for pmm and psmm; required for lowdim].
     #[arg(long, allow_negative_numbers = true)]
     pub root_share: Option<f64>,
     /// pmm: share of ε spent on a fine 1-D marginal of each column (ε × share / d each), onto which each
@@ -480,7 +479,7 @@ impl SynthOptions {
                 check_share("--root-share", pmm.noisy_n_share)?;
                 if pmm.partition == Partition::Quantile && pmm.marginal_share == 0.0 {
                     return Err(Error::bad_input(
-                        "--partition quantile cuts the axes at the released marginals' quantiles: it needs                          --marginal-share above 0 (0.3 when not given)",
+                        "--partition quantile cuts the axes at the released marginals' quantiles: it needs --marginal-share above 0 (0.3 when not given)",
                     ));
                 }
                 if pmm.marginal_share != 0.0 {
@@ -500,7 +499,7 @@ impl SynthOptions {
             }
             MechanismOptions::Lowdim(lowdim) => {
                 if let Some(share) = lowdim.noisy_n_share {
-                    check_share("--noisy-n-share", share)?;
+                    check_share("--root-share", share)?;
                 }
                 if let InnerOptions::Psmm(psmm) = &lowdim.inner {
                     check_cells(psmm)?;
@@ -584,6 +583,18 @@ impl SynthArgs {
             Mechanism::Auto => Mechanism::Pmm,
             other => other,
         };
+        let root_share = match (self.root_share, self.noisy_n_share) {
+            (Some(_), Some(_)) => {
+                return Err(Error::bad_input(
+                    "--noisy-n-share is the former name of --root-share: give --root-share only",
+                ))
+            }
+            (None, Some(share)) => {
+                eprintln!("warning: --noisy-n-share is deprecated; use --root-share (the same share of ε for n̂)");
+                Some(share)
+            }
+            (root_share, None) => root_share,
+        };
         let epsilon = match (mechanism, self.epsilon) {
             (Mechanism::Microagg, Some(_)) => {
                 return Err(Error::bad_input(
@@ -617,15 +628,8 @@ impl SynthArgs {
                 "--cells applies to --mechanism psmm (or lowdim with --inner-mechanism psmm) only",
             ),
             (
-                (self.target_dim.is_some()
-                    || self.noisy_n_share.is_some()
-                    || self.inner_mechanism.is_some())
-                    && mechanism != Mechanism::Lowdim,
-                "--target-dim, --inner-mechanism and --noisy-n-share apply to --mechanism lowdim only",
-            ),
-            (
-                self.root_share.is_some() && mechanism == Mechanism::Lowdim,
-                "--root-share applies to --mechanism pmm and psmm; lowdim's share of ε for n̂ is --noisy-n-share",
+                (self.target_dim.is_some() || self.inner_mechanism.is_some()) && mechanism != Mechanism::Lowdim,
+                "--target-dim and --inner-mechanism apply to --mechanism lowdim only",
             ),
             (
                 (self.marginal_share.is_some() || self.partition.is_some()) && mechanism != Mechanism::Pmm,
@@ -677,8 +681,8 @@ impl SynthArgs {
                 "--categories, --bins and --unlisted apply to --mechanism covloss and microagg only",
             ),
             (
-                self.root_share.is_some() && mechanism.is_encoded(),
-                "--root-share applies to --mechanism pmm and psmm; covloss runs under replace (n public) and microagg releases no noise",
+                root_share.is_some() && mechanism.is_encoded(),
+                "--root-share applies to --mechanism pmm, psmm and lowdim; covloss runs under replace (n public) and microagg releases no noise",
             ),
             (
                 self.columns.is_none() && mechanism.is_encoded(),
@@ -707,7 +711,7 @@ impl SynthArgs {
             ),
             (
                 mechanism == Mechanism::Pe
-                    && (self.depth.is_some() || self.root_share.is_some() || self.consistency.is_some()),
+                    && (self.depth.is_some() || root_share.is_some() || self.consistency.is_some()),
                 "--depth, --root-share and --consistency do not apply to --mechanism pe",
             ),
         ];
@@ -722,7 +726,7 @@ impl SynthArgs {
         let pmm = PmmOptions {
             depth: self.depth,
             consistency: self.consistency.unwrap_or(DEFAULT_CONSISTENCY),
-            noisy_n_share: self.root_share.unwrap_or(DEFAULT_NOISY_N_SHARE),
+            noisy_n_share: root_share.unwrap_or(DEFAULT_NOISY_N_SHARE),
             device: self.device.unwrap_or(DeviceChoice::Auto),
             marginal_share: auto.map_or(
                 self.marginal_share.unwrap_or(match self.partition {
@@ -736,7 +740,7 @@ impl SynthArgs {
         };
         let psmm = PsmmOptions {
             cells: self.cells,
-            noisy_n_share: self.root_share.unwrap_or(DEFAULT_NOISY_N_SHARE),
+            noisy_n_share: root_share.unwrap_or(DEFAULT_NOISY_N_SHARE),
         };
         let mechanism = match mechanism {
             // `auto` is PMM with the settings chosen above.
@@ -754,7 +758,7 @@ impl SynthArgs {
             }),
             Mechanism::Lowdim => MechanismOptions::Lowdim(LowdimOptions {
                 target_dim: self.target_dim.unwrap_or(TargetDim::Auto),
-                noisy_n_share: self.noisy_n_share,
+                noisy_n_share: root_share,
                 inner: match inner {
                     InnerMechanism::Pmm => InnerOptions::Pmm(pmm),
                     InnerMechanism::Psmm => InnerOptions::Psmm(psmm),
@@ -930,7 +934,6 @@ mod tests {
             (&["--target-dim", "2"][..], "--target-dim"),
             (&["--mechanism", "psmm", "--depth", "3"][..], "--depth"),
             (&["--mechanism", "psmm", "--consistency", "uniform"][..], "--consistency"),
-            (&["--mechanism", "lowdim", "--root-share", "0.1"][..], "--root-share"),
             (&["--mechanism", "psmm", "--device", "gpu"][..], "--device gpu"),
             (&["--mechanism", "lowdim", "--inner-mechanism", "psmm", "--device", "gpu"][..], "--device gpu"),
             (&["--mechanism", "covloss", "--device", "gpu"][..], "--device gpu"),
@@ -953,6 +956,23 @@ mod tests {
             .unwrap();
         let MechanismOptions::Pe(pe) = resolved.options.mechanism else { panic!("not pe") };
         assert_eq!(pe.device, DeviceChoice::Cpu);
+    }
+
+    #[test]
+    fn lowdim_takes_root_share_and_its_former_name() {
+        let share = |extra: &[&str]| {
+            let mut all = vec!["--mechanism", "lowdim", "--bounds", "a=0:1"];
+            all.extend_from_slice(extra);
+            match args(&all).resolve_options().map(|options| options.mechanism) {
+                Ok(MechanismOptions::Lowdim(lowdim)) => Ok(lowdim.noisy_n_share),
+                Ok(other) => panic!("{other:?}"),
+                Err(error) => Err(error.to_string()),
+            }
+        };
+        assert_eq!(share(&["--root-share", "0.1"]), Ok(Some(0.1)));
+        assert_eq!(share(&["--noisy-n-share", "0.1"]), Ok(Some(0.1)), "the former name still works");
+        assert_eq!(share(&[]), Ok(None));
+        assert!(share(&["--root-share", "0.1", "--noisy-n-share", "0.2"]).unwrap_err().contains("give --root-share only"));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The noisy row count n̂ = max(0, n + Lap_Z(1/ε_n)). Under add-remove the row count n is private, so a
 //! mechanism whose partition or normalisation depends on the size releases n̂ first, with a declared share
-//! of ε (`--noisy-n-share`, also spelt `--root-share`), and uses only n̂ afterwards.
+//! of ε (`--root-share`), and uses only n̂ afterwards.
 
 use crate::error::Result;
 use crate::noise::discrete_laplace::{sample_discrete_laplace, RationalScale};

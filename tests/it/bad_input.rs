@@ -234,7 +234,7 @@ fn bad_options() {
     assert_rejected(
         &input,
         &["--epsilon", "1", "--bounds", "a=0:1", "--mechanism", "lowdim"],
-        &["lowdim", "add-remove", "--noisy-n-share"],
+        &["lowdim", "add-remove", "--root-share"],
     );
 }
 
@@ -297,11 +297,11 @@ fn options_of_another_mechanism_are_refused() {
     let with = |extra: &[&'static str]| [&base[..], extra].concat();
     assert_rejected(&input, &with(&["--cells", "64"]), &["--cells", "psmm"]);
     assert_rejected(&input, &with(&["--target-dim", "2"]), &["--target-dim", "lowdim"]);
-    assert_rejected(&input, &with(&["--noisy-n-share", "0.1"]), &["lowdim"]);
+    assert_rejected(&input, &with(&["--inner-mechanism", "psmm"]), &["--inner-mechanism", "lowdim"]);
     assert_rejected(
         &input,
-        &with(&["--mechanism", "lowdim", "--noisy-n-share", "1.5"]),
-        &["--noisy-n-share", "between 0 and 1"],
+        &with(&["--mechanism", "lowdim", "--root-share", "1.5"]),
+        &["--root-share", "between 0 and 1"],
     );
     assert_rejected(
         &input,

@@ -245,7 +245,7 @@ fn add_remove_needs_a_noisy_n_share_and_counts_it_once() {
     assert_eq!(result.status.code(), Some(2));
     let message = stderr(&result);
     assert!(
-        message.contains("--noisy-n-share") && message.contains("add-remove"),
+        message.contains("--root-share") && message.contains("add-remove"),
         "{message}"
     );
     assert!(files_in(&out).is_empty(), "a refused run leaves nothing");
@@ -259,7 +259,7 @@ fn add_remove_needs_a_noisy_n_share_and_counts_it_once() {
             "lowdim",
             "--epsilon",
             "2",
-            "--noisy-n-share",
+            "--root-share",
             "0.1",
             "--target-dim",
             "2",
@@ -379,7 +379,7 @@ fn a_seeded_run_is_identical_whatever_the_thread_count() {
         "lowdim",
         "--epsilon",
         "2",
-        "--noisy-n-share",
+        "--root-share",
         "0.05",
         "--seed",
         "42",
@@ -487,7 +487,7 @@ fn inner_psmm_spends_its_scale_per_relation_and_stays_in_bounds() {
             "psmm",
             "--epsilon",
             "2",
-            "--noisy-n-share",
+            "--root-share",
             "0.1",
             "--target-dim",
             "3",
@@ -520,7 +520,7 @@ fn inner_psmm_seeded_runs_are_identical_whatever_the_thread_count() {
         "psmm",
         "--epsilon",
         "2",
-        "--noisy-n-share",
+        "--root-share",
         "0.05",
         "--seed",
         "42",

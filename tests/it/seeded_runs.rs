@@ -24,7 +24,7 @@ const RUNS: &[(&str, &[&str])] = &[
     (
         "lowdim_add_remove_psmm",
         &[
-            "--mechanism", "lowdim", "--noisy-n-share", "0.1", "--inner-mechanism", "psmm",
+            "--mechanism", "lowdim", "--root-share", "0.1", "--inner-mechanism", "psmm",
             "--target-dim", "2",
         ],
     ),

@@ -42,15 +42,15 @@ impl LowdimBudget {
             (Neighbours::Replace, None) => (None, epsilon),
             (Neighbours::Replace, Some(_)) => {
                 return Err(Error::bad_input(
-                    "--noisy-n-share applies under --neighbours add-remove only: under replace n is public",
+                    "--root-share applies to lowdim under --neighbours add-remove only: under replace n is public",
                 ))
             }
             (Neighbours::AddRemove, Some(share)) => (Some(share * epsilon), (1.0 - share) * epsilon),
             (Neighbours::AddRemove, None) => {
                 return Err(Error::privacy(
-                    "--mechanism lowdim under --neighbours add-remove needs --noisy-n-share S: the paper's \
+                    "--mechanism lowdim under --neighbours add-remove needs --root-share S: the paper's \
                      covariance and mean noise use the row count n, which is private under add-remove, so a \
-                     share S of epsilon must first release a noisy n (for example --noisy-n-share 0.1); \
+                     share S of epsilon must first release a noisy n (for example --root-share 0.1); \
                      or use --neighbours replace, where n is public",
                 ))
             }
@@ -102,7 +102,7 @@ mod tests {
     fn add_remove_without_a_noisy_n_share_is_refused_with_the_reason() {
         let error = LowdimBudget::split(1.0, Neighbours::AddRemove, None).unwrap_err();
         let message = error.to_string();
-        assert!(message.contains("--noisy-n-share"), "{message}");
+        assert!(message.contains("--root-share"), "{message}");
         assert!(message.contains("private under add-remove"), "{message}");
         assert!(LowdimBudget::split(1.0, Neighbours::Replace, Some(0.1)).is_err());
     }
