@@ -17,6 +17,11 @@ use crate::error::{Error, Result};
 /// resolution α. The midpoints lie on the lattice of the nearest-neighbour search.
 pub const ROW_CELL_BITS: u32 = LATTICE_BITS - 1;
 
+/// The midpoint of cell `q` of an axis cut into 2^ROW_CELL_BITS cells: (2q + 1)·2^−21, a lattice point.
+fn midpoint(q: u32) -> f64 {
+    f64::from(2 * q + 1) / f64::from(1u32 << (ROW_CELL_BITS + 1))
+}
+
 /// Collects quantised rows as points of [0,1]^d (cell midpoints).
 struct RowCollector {
     dims: usize,
@@ -26,11 +31,10 @@ struct RowCollector {
 impl BinnerWorker for RowCollector {
     fn add_batch(&mut self, axes: &[&[u32]]) -> Result<()> {
         let count = axes.first().map_or(0, |axis| axis.len());
-        let unit = 1.0 / f64::from(1u32 << (ROW_CELL_BITS + 1));
         self.rows.reserve(count * self.dims);
         for row in 0..count {
             for axis in axes {
-                self.rows.push(f64::from(2 * axis[row] + 1) * unit);
+                self.rows.push(midpoint(axis[row]));
             }
         }
         Ok(())
@@ -72,10 +76,9 @@ struct NearestWorker<'a> {
 impl BinnerWorker for NearestWorker<'_> {
     fn add_batch(&mut self, axes: &[&[u32]]) -> Result<()> {
         let count = axes.first().map_or(0, |axis| axis.len());
-        let unit = 1.0 / f64::from(1u32 << (ROW_CELL_BITS + 1));
         for row in 0..count {
             for (coordinate, axis) in self.point.iter_mut().zip(axes) {
-                *coordinate = f64::from(2 * axis[row] + 1) * unit;
+                *coordinate = midpoint(axis[row]);
             }
             self.counts[self.index.nearest(&self.point, &mut self.stack)] += 1;
         }

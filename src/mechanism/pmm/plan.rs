@@ -38,11 +38,10 @@ const ACCURACY_FORMULA: &str =
 const CALIBRATED_ACCURACY_FORMULA: &str = "E W1 <= (2*sqrt(2)/n) * sum_j sigma_j * Delta_{j-1} + 2^-floor(r/d)  \
     (dissertation Thm 3.9) for the joint tree BEFORE the marginal maps; not proven for the calibrated table";
 
-/// With `--partition quantile` the bound is the joint tree's in the coordinates where each axis is cut
-/// at its released marginal's quantiles.
+/// With `--partition quantile` the bound is the joint tree's in the warped coordinates.
 const QUANTILE_ACCURACY_FORMULA: &str = "E W1 <= (2*sqrt(2)/n) * sum_j sigma_j * Delta_{j-1} + 2^-floor(r/d)  \
-    (dissertation Thm 3.9) for the joint tree in the coordinates of the released marginals (each axis through \
-    its CDF), BEFORE the maps back; not proven in the columns' units";
+    (dissertation Thm 3.9) for the joint tree in the warped coordinates (each axis through (G + uniform)/2, G \
+    its released marginal's CDF), BEFORE the maps back; not proven in the columns' units";
 
 /// Where the size that fixes the depth comes from.
 #[derive(Clone, Copy, Debug)]
