@@ -39,14 +39,19 @@ fn synth(dir: &Path, input: &Path, name: &str, extra: &[&str]) -> serde_json::Va
         "--seed".to_string(),
         "5".to_string(),
     ];
+    args.extend(extra.iter().map(|word| word.to_string()));
+    run_with_bounds(args);
+    serde_json::from_str(&std::fs::read_to_string(report).unwrap()).unwrap()
+}
+
+/// Runs the CLI with `args` and the table's bounds; it must succeed.
+fn run_with_bounds(mut args: Vec<String>) {
     for (name, lo, hi) in BOUNDS {
         args.push(format!("--bounds={name}={lo}:{hi}"));
     }
-    args.extend(extra.iter().map(|word| word.to_string()));
     let words: Vec<&str> = args.iter().map(String::as_str).collect();
     let outcome = dpsynth(&words);
     assert!(outcome.status.success(), "{}", stderr(&outcome));
-    serde_json::from_str(&std::fs::read_to_string(report).unwrap()).unwrap()
 }
 
 /// The largest 1-D W1 over the columns (normalised by the bounds' width) between equal-sized samples.
@@ -184,7 +189,7 @@ fn clustered_columns(seed: u64) -> Vec<Vec<f64>> {
 /// Exact ℓ∞ transport between 1000-row subsamples of the two tables (mean of 5), from `dpsynth eval`.
 fn joint_w1(dir: &Path, real: &Path, synthetic: &str, columns: &str) -> f64 {
     let json = dir.join(format!("{synthetic}.eval.json"));
-    let mut args = vec![
+    run_with_bounds(vec![
         "eval".to_string(),
         "--real".to_string(),
         real.display().to_string(),
@@ -197,13 +202,7 @@ fn joint_w1(dir: &Path, real: &Path, synthetic: &str, columns: &str) -> f64 {
         "--seed".to_string(),
         "1".to_string(),
         "--quiet".to_string(),
-    ];
-    for (name, lo, hi) in BOUNDS {
-        args.push(format!("--bounds={name}={lo}:{hi}"));
-    }
-    let words: Vec<&str> = args.iter().map(String::as_str).collect();
-    let outcome = dpsynth(&words);
-    assert!(outcome.status.success(), "{}", stderr(&outcome));
+    ]);
     let evaluation: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
     evaluation["subsample_transport"]["w1"]["mean"].as_f64().unwrap()
 }

@@ -126,13 +126,15 @@ impl CandidateIndex {
         }
     }
 
-    /// Leaves of the tree (for the report).
-    pub fn leaves(&self) -> usize {
+    /// Leaves of the tree.
+    #[cfg(test)]
+    fn leaves(&self) -> usize {
         self.nodes.iter().filter(|node| node.axis == LEAF).count()
     }
 
     /// Longest path from the root to a leaf, in nodes.
-    pub fn height(&self) -> usize {
+    #[cfg(test)]
+    fn height(&self) -> usize {
         fn height(nodes: &[Node], node: usize) -> usize {
             let Node { axis, first, second, .. } = nodes[node];
             if axis == LEAF {

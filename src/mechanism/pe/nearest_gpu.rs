@@ -42,6 +42,19 @@ fn lattice_word(x: f64) -> u32 {
     scaled as u32
 }
 
+/// `values` (lattice coordinates) as the shader's integers in a new storage buffer.
+fn upload_lattice(ctx: &GpuContext, label: &'static str, values: &[f64]) -> wgpu::Buffer {
+    let words: Vec<u32> = values.iter().map(|&x| lattice_word(x)).collect();
+    let buffer = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some(label),
+        size: 4 * words.len() as u64,
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    ctx.queue.write_buffer(&buffer, 0, bytemuck::cast_slice(&words));
+    buffer
+}
+
 /// The private rows resident on one device, ready to be counted against each step's candidates.
 pub struct GpuNearest {
     ctx: GpuContext,
@@ -78,17 +91,7 @@ impl GpuNearest {
         let device = &ctx.device;
         let row_buffers = rows
             .chunks(buffer_rows * dims)
-            .map(|chunk| {
-                let words: Vec<u32> = chunk.iter().map(|&x| lattice_word(x)).collect();
-                let buffer = device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("pe rows"),
-                    size: 4 * words.len() as u64,
-                    usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                });
-                ctx.queue.write_buffer(&buffer, 0, bytemuck::cast_slice(&words));
-                (buffer, (chunk.len() / dims) as u32)
-            })
+            .map(|chunk| (upload_lattice(ctx, "pe rows", chunk), (chunk.len() / dims) as u32))
             .collect();
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("nearest_candidate"),
@@ -134,16 +137,8 @@ impl GpuNearest {
         if count == 0 {
             return Ok(totals);
         }
-        let words: Vec<u32> = candidates.iter().map(|&x| lattice_word(x)).collect();
-        let device = &ctx.device;
-        let candidates_buffer = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("pe candidates"),
-            size: 4 * words.len() as u64,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        ctx.queue.write_buffer(&candidates_buffer, 0, bytemuck::cast_slice(&words));
-        let counts_buffer = device.create_buffer(&wgpu::BufferDescriptor {
+        let candidates_buffer = upload_lattice(ctx, "pe candidates", candidates);
+        let counts_buffer = ctx.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("pe nearest counts"),
             size: 4 * count as u64,
             usage: wgpu::BufferUsages::STORAGE
