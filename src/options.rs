@@ -11,17 +11,22 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::Deserialize;
 
-use crate::binner::device::DeviceChoice;
-use crate::binner::NullPolicy;
-use crate::encoding::{BinCount, CategoryList, EncodingSpec, Unlisted};
+// The types an option names, re-exported: a library user builds `SynthOptions` from this module alone.
+pub use crate::binner::device::DeviceChoice;
+pub use crate::binner::NullPolicy;
+pub use crate::encoding::{BinCount, CategoryList, EncodingSpec, Unlisted};
+pub use crate::geometry::bounds::ColumnBounds;
+pub use crate::mechanism::covloss::{CellsFrom, CovlossSettings, Damping};
+pub use crate::mechanism::pe::{PeDomain, PeInit, PeVariant};
+pub use crate::mechanism::pmm::consistency::ConsistencyRule;
+pub use crate::mechanism::pmm::marginals::Partition;
+pub use crate::privacy::Neighbours;
+pub use crate::sampler::Placement;
+
 use crate::error::{Error, Result};
-use crate::geometry::bounds::ColumnBounds;
-use crate::mechanism::pe::{PeDomain, PeInit, PeVariant};
-use crate::mechanism::covloss::{CellsFrom, CovlossSettings, Damping};
-use crate::mechanism::pmm::consistency::{ConsistencyRule, DEFAULT_CONSISTENCY};
-use crate::mechanism::pmm::marginals::{Partition, DEFAULT_QUANTILE_MARGINAL_SHARE};
-use crate::privacy::{check_epsilon, Neighbours, DEFAULT_NOISY_N_SHARE};
-use crate::sampler::Placement;
+use crate::mechanism::pmm::consistency::DEFAULT_CONSISTENCY;
+use crate::mechanism::pmm::marginals::DEFAULT_QUANTILE_MARGINAL_SHARE;
+use crate::privacy::{check_epsilon, DEFAULT_NOISY_N_SHARE};
 use crate::synth::OutputPaths;
 
 /// The name the command line uses for an option's value (for messages and reports).

@@ -312,6 +312,7 @@ struct Totals {
 pub struct GpuLeafBinner {
     ctx: GpuContext,
     layout: AxisLayout,
+#[cfg(test)]
     /// Counts in workgroup memory (bin_private) rather than global atomics (bin_global).
     private: bool,
     chunk_rows: usize,
@@ -464,6 +465,7 @@ impl GpuLeafBinner {
         Ok(GpuLeafBinner {
             ctx: ctx.clone(),
             layout,
+#[cfg(test)]
             private,
             chunk_rows,
             workgroup_limit: workgroup_limit
@@ -482,12 +484,14 @@ impl GpuLeafBinner {
         })
     }
 
+    #[cfg(test)]
     /// True when rows are counted in workgroup memory (depth ≤ [`PRIVATE_MAX_DEPTH`] and the adapter
     /// gives 16 KiB of workgroup storage).
     pub fn uses_workgroup_histogram(&self) -> bool {
         self.private
     }
 
+    #[cfg(test)]
     /// Rows uploaded per chunk.
     pub fn chunk_rows(&self) -> usize {
         self.chunk_rows

@@ -307,24 +307,13 @@ pub fn marginal_errors(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand_xoshiro::rand_core::{Rng, SeedableRng};
-    use rand_xoshiro::Xoshiro256PlusPlus;
-
-    fn random_points(rng: &mut Xoshiro256PlusPlus, n: usize, dims: usize) -> Vec<f64> {
-        (0..n * dims)
-            .map(|_| match rng.next_u64() % 8 {
-                0 => 1.0,
-                1 => 0.0,
-                _ => (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64,
-            })
-            .collect()
-    }
+    use crate::testing::{case_rng, unit_points};
 
     #[test]
     fn covariance_matches_the_naive_two_pass_formula_across_chunks() {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
+        let mut rng = case_rng(11);
         for (n, dims) in [(1, 1), (7, 3), (SUM_CHUNK_ROWS * 2 + 5, 2)] {
-            let points = random_points(&mut rng, n, dims);
+            let points = unit_points(&mut rng, n, dims);
             let moments = Moments::of(&points, dims);
             let row = |r: usize| &points[r * dims..(r + 1) * dims];
             for i in 0..dims {
@@ -352,11 +341,11 @@ mod tests {
 
     #[test]
     fn marginal_tv_matches_brute_force_over_cells() {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(12);
+        let mut rng = case_rng(12);
         let dims = 3;
         let (a, b) = (
-            random_points(&mut rng, 300, dims),
-            random_points(&mut rng, 170, dims),
+            unit_points(&mut rng, 300, dims),
+            unit_points(&mut rng, 170, dims),
         );
         let names: Vec<String> = (0..dims).map(|k| format!("c{k}")).collect();
         let comparison = marginal_errors(&a, &b, dims, &names);

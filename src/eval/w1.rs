@@ -561,30 +561,8 @@ fn largest_remainder(counts: &[u64], total: u64, units: u64) -> (Vec<u64>, f64) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand_xoshiro::rand_core::{Rng, SeedableRng};
-    use rand_xoshiro::Xoshiro256PlusPlus;
-
-    fn uniform(rng: &mut Xoshiro256PlusPlus) -> f64 {
-        (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn below(rng: &mut Xoshiro256PlusPlus, n: usize) -> usize {
-        (rng.next_u64() % n as u64) as usize
-    }
-
-    /// Random points, sometimes on a coarse lattice (ties) and sometimes exactly 0 or 1.
-    fn random_points(rng: &mut Xoshiro256PlusPlus, n: usize, dims: usize) -> Vec<f64> {
-        let lattice = below(rng, 3) == 0;
-        (0..n * dims)
-            .map(|_| match below(rng, 10) {
-                0 => 0.0,
-                1 => 1.0,
-                _ if lattice => below(rng, 5) as f64 / 4.0,
-                _ => uniform(rng),
-            })
-            .collect()
-    }
-
+    use crate::testing::{below, case_rng, unit_points};
+    use rand_xoshiro::rand_core::Rng;
     use crate::transport::tests::permutations;
 
     /// Leaf code at depth r per SPEC §3 (written independently of the crate's binner).
@@ -634,10 +612,10 @@ mod tests {
 
     #[test]
     fn exact_1d_matches_sorted_pairing_for_equal_sizes() {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+        let mut rng = case_rng(1);
         for n in 1..40 {
-            let mut a = random_points(&mut rng, n, 1);
-            let mut b = random_points(&mut rng, n, 1);
+            let mut a = unit_points(&mut rng, n, 1);
+            let mut b = unit_points(&mut rng, n, 1);
             let w = w1_exact_1d(&a, &b).expect("valid");
             a.sort_by(f64::total_cmp);
             b.sort_by(f64::total_cmp);
@@ -648,12 +626,12 @@ mod tests {
 
     #[test]
     fn exact_1d_matches_dense_transport_for_unequal_sizes_and_counts() {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
+        let mut rng = case_rng(2);
         for _ in 0..200 {
             let (na, nb) = (1 + below(&mut rng, 9), 1 + below(&mut rng, 9));
             let (a, b) = (
-                random_points(&mut rng, na, 1),
-                random_points(&mut rng, nb, 1),
+                unit_points(&mut rng, na, 1),
+                unit_points(&mut rng, nb, 1),
             );
             let ca: Vec<u64> = (0..na)
                 .map(|_| below(&mut rng, 4) as u64 + u64::from(na == 1))
@@ -686,14 +664,14 @@ mod tests {
 
     #[test]
     fn exact_small_matches_best_assignment_for_equal_sizes() {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+        let mut rng = case_rng(3);
         for dims in 1..=3 {
             for n in 1..=6 {
                 let perms = permutations(n);
                 for _ in 0..6 {
                     let (a, b) = (
-                        random_points(&mut rng, n, dims),
-                        random_points(&mut rng, n, dims),
+                        unit_points(&mut rng, n, dims),
+                        unit_points(&mut rng, n, dims),
                     );
                     let point = |x: &[f64], i: usize| x[i * dims..(i + 1) * dims].to_vec();
                     let best = perms
@@ -721,13 +699,13 @@ mod tests {
 
     #[test]
     fn sandwich_contains_exact_value_and_improves_on_spec_formula() {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
+        let mut rng = case_rng(4);
         for dims in 1..=3 {
             for _ in 0..60 {
                 let (na, nb) = (1 + below(&mut rng, 14), 1 + below(&mut rng, 14));
                 let (a, b) = (
-                    random_points(&mut rng, na, dims),
-                    random_points(&mut rng, nb, dims),
+                    unit_points(&mut rng, na, dims),
+                    unit_points(&mut rng, nb, dims),
                 );
                 let (sa, sb) = (
                     Sample::new(&a, dims).unwrap(),
@@ -781,14 +759,14 @@ mod tests {
 
     #[test]
     fn grid_w1_is_within_quantisation_error_and_equals_dense_transport_of_cell_centres() {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        let mut rng = case_rng(5);
         for dims in 1..=3 {
             for side in 1..=5 {
                 for _ in 0..8 {
                     let (na, nb) = (1 + below(&mut rng, 12), 1 + below(&mut rng, 12));
                     let (a, b) = (
-                        random_points(&mut rng, na, dims),
-                        random_points(&mut rng, nb, dims),
+                        unit_points(&mut rng, na, dims),
+                        unit_points(&mut rng, nb, dims),
                     );
                     let (sa, sb) = (
                         Sample::new(&a, dims).unwrap(),
@@ -829,7 +807,7 @@ mod tests {
 
     #[test]
     fn grid_w1_rounds_huge_totals_within_its_stated_error() {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(6);
+        let mut rng = case_rng(6);
         let side = 16;
         for _ in 0..10 {
             // Totals near 2^41 and 2^40 + odd: their lcm exceeds GRID_MAX_EXACT_UNITS.

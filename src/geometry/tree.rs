@@ -65,10 +65,12 @@ impl CountTree {
         (&upper[parent_level as usize], &mut lower[0])
     }
 
+    #[cfg(test)]
     pub fn root(&self) -> i64 {
         self.levels[0][0]
     }
 
+    #[cfg(test)]
     pub fn leaves(&self) -> &[i64] {
         self.levels
             .last()

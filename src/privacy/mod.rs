@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::noise::discrete_laplace::RationalScale;
 
-pub use budget::{Accountant, Budget, Spend};
+pub use budget::Budget;
 pub use row_count::{NoisyRowCount, DEFAULT_NOISY_N_SHARE};
 pub use seeds::{draw_seed, NoiseKey, RunSeeds};
 pub use streams::NoiseStream;

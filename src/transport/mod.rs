@@ -48,6 +48,7 @@ pub const MIN_BLOCK_SIZE: usize = 10;
 pub struct NodeId(u32);
 
 impl NodeId {
+    #[cfg(any(test, feature = "internals"))]
     pub fn index(self) -> usize {
         self.0 as usize
     }
@@ -58,6 +59,7 @@ impl NodeId {
 pub struct ArcId(u32);
 
 impl ArcId {
+    #[cfg(any(test, feature = "internals"))]
     pub fn index(self) -> usize {
         self.0 as usize
     }
@@ -80,6 +82,7 @@ pub struct FlowNetwork {
 }
 
 impl FlowNetwork {
+#[cfg(any(test, feature = "internals"))]
     pub fn new() -> Self {
         Self::default()
     }
@@ -124,6 +127,7 @@ impl FlowNetwork {
         ArcId((self.tail.len() - 1) as u32)
     }
 
+    #[cfg(any(test, feature = "internals"))]
     /// Replaces the supply of a node.
     pub fn set_supply(&mut self, node: NodeId, supply: i64) {
         self.supply[node.index()] = supply;

@@ -26,6 +26,7 @@ impl PairCounts {
         a * bits - a * (a + 1) / 2 + b
     }
 
+    #[cfg(test)]
     pub fn at(&self, a: usize, b: usize) -> u64 {
         let (a, b) = if a <= b { (a, b) } else { (b, a) };
         self.counts[Self::index(self.bits, a, b)]
@@ -178,20 +179,12 @@ impl GroupSums {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::{RngExt, SeedableRng};
-    use rand_xoshiro::Xoshiro256PlusPlus;
-
-    fn random_rows(rows: usize, bits: usize, seed: u64) -> Vec<Vec<u8>> {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-        (0..rows)
-            .map(|_| (0..bits).map(|_| u8::from(rng.random::<f64>() < 0.3)).collect())
-            .collect()
-    }
+    use crate::testing::{bit_rows, case_rng};
 
     #[test]
     fn popcount_pair_counts_equal_the_naive_sums_for_any_chunking() {
         let bits = 70; // more than one word of bits per row, and chunks that end mid-word
-        let data = random_rows(333, bits, 1);
+        let data = bit_rows(&mut case_rng(1), 333, bits, 0.3);
         let naive = |a: usize, b: usize| data.iter().filter(|row| row[a] == 1 && row[b] == 1).count() as u64;
         for chunk_rows in [1, 64, 100, 333] {
             let counts = pair_counts(&BitRows::from_rows(bits, &data, chunk_rows));
@@ -207,7 +200,7 @@ mod tests {
     #[test]
     fn projections_and_group_sums_match_the_rows() {
         let bits = 5;
-        let data = random_rows(130, bits, 2);
+        let data = bit_rows(&mut case_rng(2), 130, bits, 0.3);
         let rows = BitRows::from_rows(bits, &data, 64);
         let basis: Vec<f64> = (0..bits * 2).map(|i| (i as f64 * 0.37).sin()).collect();
         let mut offset = 0;

@@ -16,6 +16,7 @@ const MAX_INDEX_TABLE: usize = 1 << 24;
 #[derive(Clone, Debug)]
 pub struct LatticeNet {
     pub t: usize,
+#[cfg(test)]
     pub alpha: f64,
     /// h = α/√t, the lattice step.
     step: f64,
@@ -64,6 +65,7 @@ impl LatticeNet {
         }
         Ok(LatticeNet {
             t,
+#[cfg(test)]
             alpha,
             step,
             bound,
@@ -77,10 +79,7 @@ impl LatticeNet {
         self.points.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.points.is_empty()
-    }
-
+    #[cfg(test)]
     /// The net point c_j ∈ R^t.
     pub fn point(&self, j: usize) -> Vec<f64> {
         self.points[j].iter().map(|&a| a as f64 * self.step).collect()

@@ -35,14 +35,11 @@ impl WeightedPoints {
         self.weights.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.weights.is_empty()
-    }
-
     pub fn point(&self, j: usize) -> &[f64] {
         &self.points[j * self.bits..(j + 1) * self.bits]
     }
 
+    #[cfg(test)]
     /// Σ_j w_j y_j (the released mean).
     pub fn mean(&self) -> Vec<f64> {
         let mut mean = vec![0.0; self.bits];
@@ -81,6 +78,7 @@ impl WeightedPoints {
             .collect()
     }
 
+    #[cfg(test)]
     /// Indices of `m` bootstrap draws (i.i.d. with probabilities ŵ), block by block from `seed`.
     pub fn bootstrap(&self, m: usize, seed: u64) -> Vec<u32> {
         let cumulative = self.cumulative();

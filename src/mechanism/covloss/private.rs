@@ -40,11 +40,8 @@ pub struct CovlossPlan {
     pub rows: u64,
     pub bits: usize,
     pub epsilon: f64,
-    /// ε of the second moment, the weights, the centroids (before rounding the scales).
-    pub shares: [f64; 3],
     pub net: LatticeNet,
-    /// The damping threshold b, as asked, and the integer ⌈b⌉ used.
-    pub damping_asked: f64,
+    /// ⌈b⌉, the damping threshold used (b as asked is in the report's rule).
     pub damping: u64,
     pub grid_bits: u32,
     pub moment_scale: RationalScale,
@@ -200,9 +197,7 @@ impl CovlossPlan {
             rows,
             bits,
             epsilon,
-            shares,
             net,
-            damping_asked,
             damping,
             grid_bits,
             moment_scale,

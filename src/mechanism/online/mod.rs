@@ -122,7 +122,6 @@ impl std::fmt::Debug for CheckCache {
 
 /// What a release at time t is made of (before placing points).
 pub struct OnlineRelease {
-    pub t: u64,
     pub geometry: CellGeometry,
     /// Consistent leaf counts summing to t.
     pub leaf_counts: Vec<u64>,
@@ -150,6 +149,7 @@ impl OnlineTree {
         }
     }
 
+#[cfg(any(test, feature = "internals"))]
     pub fn plan(&self) -> &OnlinePlan {
         &self.plan
     }
@@ -301,7 +301,6 @@ impl OnlineTree {
         let mut tree = CountTree::from_levels(levels);
         enforce_consistency(&mut tree, ONLINE_CONSISTENCY, coin_seed);
         OnlineRelease {
-            t,
             geometry: CellGeometry::new(self.plan.dims(), self.depth()),
             leaf_counts: tree.into_leaves().into_iter().map(|count| count as u64).collect(),
         }
@@ -402,7 +401,6 @@ mod tests {
                 tree.feed(&stream[fed..t], &key).unwrap();
                 fed = t;
                 let release = tree.release(t as u64);
-                assert_eq!(release.t, t as u64);
                 assert_eq!(release.geometry.depth(), plan.level_at(t as u64), "d={dims} t={t}");
                 assert_eq!(release.leaf_counts.len(), 1 << release.geometry.depth());
                 assert_eq!(release.leaf_counts.iter().sum::<u64>(), t as u64);

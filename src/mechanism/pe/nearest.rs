@@ -66,6 +66,7 @@ impl Metric {
     }
 }
 
+#[cfg(any(test, feature = "internals"))]
 /// The nearest candidate by brute force: the smallest (key, index). `candidates` is flat, `dims` per point.
 pub fn nearest_by_scan(metric: Metric, candidates: &[f64], dims: usize, query: &[f64]) -> usize {
     let mut best = (f64::INFINITY, usize::MAX);
@@ -257,6 +258,7 @@ pub fn nearest_neighbour_counts(
         )
 }
 
+#[cfg(any(test, feature = "internals"))]
 /// The same counts by brute force (the oracle of the index, and the baseline of its throughput).
 pub fn nearest_neighbour_counts_by_scan(
     metric: Metric,
@@ -287,19 +289,12 @@ pub fn nearest_neighbour_counts_by_scan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::{RngExt, SeedableRng};
-    use rand_xoshiro::Xoshiro256PlusPlus;
-
-    /// Points on a coarse lattice, so that many distances tie exactly, plus duplicates.
-    fn lattice_points(rng: &mut Xoshiro256PlusPlus, count: usize, dims: usize, steps: u32) -> Vec<f64> {
-        (0..count * dims)
-            .map(|_| f64::from(rng.random_range(0..=steps)) / f64::from(steps))
-            .collect()
-    }
+    use crate::testing::{case_rng, lattice_points};
+    use rand::RngExt;
 
     #[test]
     fn the_index_equals_the_scan_with_ties() {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        let mut rng = case_rng(5);
         for metric in [Metric::Chebyshev, Metric::Euclidean] {
             for dims in 1..=4 {
                 for (candidates, steps) in [(7, 4), (60, 8), (500, 16), (3000, 64)] {
@@ -344,7 +339,7 @@ mod tests {
     fn the_tree_stays_balanced_where_candidates_cluster() {
         // 19 in 20 candidates in a corner box of side 10^-3 (where a uniform grid would put them all in
         // one cell), the rest spread over the cube.
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+        let mut rng = case_rng(3);
         let (count, dims) = (20_000usize, 2);
         let points: Vec<f64> = (0..count)
             .flat_map(|i| {
@@ -370,7 +365,7 @@ mod tests {
 
     #[test]
     fn the_histogram_does_not_depend_on_the_thread_count() {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(9);
+        let mut rng = case_rng(9);
         let points = lattice_points(&mut rng, 300, 3, 10);
         let rows: Vec<f64> = (0..30_000 * 3).map(|_| rng.random::<f64>()).collect();
         let run = |threads| {

@@ -220,7 +220,8 @@ mod tests {
     use super::*;
     use crate::binner::gpu::AdapterPolicy;
     use crate::mechanism::pe::nearest::{nearest_neighbour_counts, snap_to_lattice};
-    use rand::{RngExt, SeedableRng};
+    use crate::testing::case_rng;
+    use rand::RngExt;
     use rand_xoshiro::Xoshiro256PlusPlus;
     use std::io::Write;
 
@@ -240,7 +241,7 @@ mod tests {
 
     /// Points on a coarse sub-lattice (many exact ties), or anywhere on the fine lattice, with the
     /// lattice's extremes 0 and 1 included.
-    fn lattice_points(rng: &mut Xoshiro256PlusPlus, count: usize, dims: usize, steps: u32) -> Vec<f64> {
+    fn fine_lattice_points(rng: &mut Xoshiro256PlusPlus, count: usize, dims: usize, steps: u32) -> Vec<f64> {
         (0..count * dims)
             .map(|i| match i % 5 {
                 0 => f64::from(rng.random_range(0..=steps)) / f64::from(steps),
@@ -255,14 +256,14 @@ mod tests {
     #[test]
     fn the_kernel_counts_what_the_cpu_counts() {
         let Some(ctx) = context() else { return };
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(17);
+        let mut rng = case_rng(17);
         for metric in [Metric::Chebyshev, Metric::Euclidean] {
             for dims in [1, 2, 3, 5] {
                 for (candidates, steps) in [(1, 4), (37, 8), (900, 16), (5000, 1024)] {
-                    let mut points = lattice_points(&mut rng, candidates, dims, steps);
+                    let mut points = fine_lattice_points(&mut rng, candidates, dims, steps);
                     let copy = points[..dims].to_vec();
                     points.extend_from_slice(&copy);
-                    let rows = lattice_points(&mut rng, 3000, dims, 2 * steps);
+                    let rows = fine_lattice_points(&mut rng, 3000, dims, 2 * steps);
                     let gpu = GpuNearest::new(&ctx, metric, dims, &rows).unwrap();
                     assert_eq!(
                         gpu.counts(&points).unwrap(),
@@ -277,10 +278,10 @@ mod tests {
     #[test]
     fn rows_in_several_buffers_and_the_widest_rows_count_alike() {
         let Some(ctx) = context() else { return };
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
+        let mut rng = case_rng(4);
         let dims = GPU_MAX_DIMS;
-        let rows = lattice_points(&mut rng, 700, dims, 4);
-        let points = lattice_points(&mut rng, 300, dims, 4);
+        let rows = fine_lattice_points(&mut rng, 700, dims, 4);
+        let points = fine_lattice_points(&mut rng, 300, dims, 4);
         let mut gpu = GpuNearest::new(&ctx, Metric::Euclidean, dims, &rows).unwrap();
         let whole = gpu.counts(&points).unwrap();
         assert_eq!(whole, nearest_neighbour_counts(Metric::Euclidean, &points, dims, &rows));

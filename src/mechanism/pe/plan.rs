@@ -217,6 +217,7 @@ impl PePlan {
         }
     }
 
+    #[cfg(any(test, feature = "internals"))]
     /// The variance of the discrete Gaussian on the counts (Gaussian variants).
     pub fn count_variance(&self) -> Option<RationalScale> {
         match self.noise {
@@ -225,10 +226,12 @@ impl PePlan {
         }
     }
 
+    #[cfg(any(test, feature = "internals"))]
     pub fn steps(&self) -> u32 {
         self.steps
     }
 
+    #[cfg(any(test, feature = "internals"))]
     pub fn samples(&self) -> usize {
         self.samples
     }

@@ -129,6 +129,7 @@ impl PsmmPlan {
         })
     }
 
+    #[cfg(any(test, feature = "internals"))]
     /// The grid, when it is already known.
     pub fn grid(&self) -> Option<RegularGrid> {
         match &self.grid {
