@@ -77,6 +77,7 @@ fn main() {
         .build()
         .expect("pool");
     println!("rows,dims,compression,decode_s,bin_pass_s,synth_s,bin_pass_over_decode,synth_over_decode,synth_rows_per_s,depth");
+    println!("# after each row: the diagnostics' phases and parts (sampling and writing overlap: busy times)");
     for dims in env_or("DPSYNTH_BENCH_DIMS", "2,4").split(',') {
         let dims: usize = dims.parse().expect("dims are numbers");
         for compression in env_or("DPSYNTH_BENCH_COMPRESSION", "none,zstd").split(',') {
@@ -114,6 +115,8 @@ fn main() {
             };
             let (mut decode, mut bin_pass, mut synth, mut depth) =
                 (Vec::new(), Vec::new(), Vec::new(), 0);
+            // The diagnostics' phases with their parts, as "phase/part", seconds per repetition.
+            let mut split: Vec<(String, Vec<f64>)> = Vec::new();
             for _ in 0..reps {
                 let started = Instant::now();
                 std::hint::black_box(pool.install(|| plain_decode(&input, &names)));
@@ -127,6 +130,19 @@ fn main() {
                     other => panic!("a PMM run reported {other:?}"),
                 };
                 let phases = &outcome.diagnostics.timings_seconds;
+                for timing in phases {
+                    let leaves: Vec<(String, f64)> = if timing.parts.is_empty() {
+                        vec![(timing.phase.to_string(), timing.seconds)]
+                    } else {
+                        timing.parts.iter().map(|part| (format!("{}/{}", timing.phase, part.phase), part.seconds)).collect()
+                    };
+                    for (name, seconds) in leaves {
+                        match split.iter_mut().find(|(known, _)| *known == name) {
+                            Some((_, values)) => values.push(seconds),
+                            None => split.push((name, vec![seconds])),
+                        }
+                    }
+                }
                 bin_pass.push(
                     phases
                         .iter()
@@ -141,6 +157,9 @@ fn main() {
                 synth / decode,
                 rows as f64 / synth
             );
+            let split: Vec<String> =
+                split.into_iter().map(|(name, seconds)| format!("{name} {:.3}", median(seconds))).collect();
+            println!("#   phase split (s, median): {}", split.join(", "));
         }
     }
 }

@@ -114,11 +114,21 @@ impl PhaseBar {
     }
 }
 
-/// Wall-clock seconds of one phase of a run.
+/// Wall-clock seconds of one phase of a run, and of its parts where they were timed.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct PhaseTiming {
     pub phase: &'static str,
     pub seconds: f64,
+    /// The phase's parts, in the order they ran. Parts that overlap (sampling runs while the previous
+    /// batch is written) are busy times and may sum to more than the phase.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<PhaseTiming>,
+}
+
+impl PhaseTiming {
+    pub fn new(phase: &'static str, seconds: f64) -> Self {
+        PhaseTiming { phase, seconds, parts: Vec::new() }
+    }
 }
 
 /// The phases of one run, timed in the order they ran (owner-only diagnostics).
@@ -128,13 +138,25 @@ pub struct Timings(Vec<PhaseTiming>);
 impl Timings {
     /// Runs `work` as the phase `phase` and records its wall-clock time.
     pub fn time<T>(&mut self, phase: &'static str, work: impl FnOnce() -> T) -> T {
+        self.time_in_parts(phase, |_| work())
+    }
+
+    /// As [`time`](Self::time), `work` timing the phase's parts in the `Timings` it is given.
+    pub fn time_in_parts<T>(&mut self, phase: &'static str, work: impl FnOnce(&mut Timings) -> T) -> T {
         let started = std::time::Instant::now();
-        let outcome = work();
+        let mut parts = Timings::default();
+        let outcome = work(&mut parts);
         self.0.push(PhaseTiming {
             phase,
             seconds: started.elapsed().as_secs_f64(),
+            parts: parts.0,
         });
         outcome
+    }
+
+    /// Records a phase timed elsewhere (a busy time summed over batches).
+    pub fn record(&mut self, phase: &'static str, seconds: f64) {
+        self.0.push(PhaseTiming::new(phase, seconds));
     }
 
     pub fn into_phases(self) -> Vec<PhaseTiming> {

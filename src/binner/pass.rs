@@ -16,7 +16,7 @@ use crate::geometry::cdf::CellCdf;
 use crate::geometry::grid::RegularGrid;
 use crate::geometry::partition::CellGeometry;
 use crate::io::source::{NumericColumn, Source};
-use crate::progress::Progress;
+use crate::progress::{Progress, Timings};
 
 /// The input as a mechanism may read it.
 pub struct DataPass<'a> {
@@ -50,8 +50,9 @@ impl DataPass<'_> {
         &self,
         geometry: CellGeometry,
         device: DeviceChoice,
+        timings: &mut Timings,
     ) -> Result<(Vec<u64>, ScanStats, String)> {
-        self.leaf_counts_on(geometry, &AxisPlan::for_geometry(&geometry, self.bounds), device)
+        self.leaf_counts_on(geometry, &AxisPlan::for_geometry(&geometry, self.bounds), device, timings)
     }
 
     /// As [`leaf_counts`](Self::leaf_counts), each axis cut at the quantiles of its released marginal
@@ -61,6 +62,7 @@ impl DataPass<'_> {
         geometry: CellGeometry,
         warps: &[Arc<CellCdf>],
         device: DeviceChoice,
+        timings: &mut Timings,
     ) -> Result<(Vec<u64>, ScanStats, String)> {
         let axes: Vec<AxisPlan> = self
             .bounds
@@ -69,7 +71,7 @@ impl DataPass<'_> {
             .enumerate()
             .map(|(axis, (bounds, warp))| AxisPlan::warped(bounds.clone(), geometry.axis_bits(axis), warp.clone()))
             .collect();
-        self.leaf_counts_on(geometry, &axes, device)
+        self.leaf_counts_on(geometry, &axes, device, timings)
     }
 
     fn leaf_counts_on(
@@ -77,17 +79,18 @@ impl DataPass<'_> {
         geometry: CellGeometry,
         axes: &[AxisPlan],
         device: DeviceChoice,
+        timings: &mut Timings,
     ) -> Result<(Vec<u64>, ScanStats, String)> {
         let bar = self.progress.phase("bin", self.source.row_count(), "rows");
         let (source, columns, nulls) = (self.source, self.columns, self.nulls);
         let outcome = match ChosenBinner::for_run(device, geometry)? {
             ChosenBinner::Cpu(binner, line) => {
-                let (leaves, stats) = scan_leaf_counts(source, columns, axes, nulls, &binner, &bar)?;
+                let (leaves, stats) = scan_leaf_counts(source, columns, axes, nulls, &binner, &bar, timings)?;
                 (leaves, stats, line)
             }
             #[cfg(feature = "gpu")]
             ChosenBinner::Gpu(binner, line) => {
-                let (leaves, stats) = scan_leaf_counts(source, columns, axes, nulls, &binner, &bar)?;
+                let (leaves, stats) = scan_leaf_counts(source, columns, axes, nulls, &binner, &bar, timings)?;
                 (leaves, stats, line)
             }
         };
@@ -123,6 +126,7 @@ impl DataPass<'_> {
             self.nulls,
             &GridBinner::new(*grid),
             &bar,
+            &mut Timings::default(),
         )?;
         bar.finish();
         Ok(outcome)

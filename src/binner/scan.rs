@@ -10,7 +10,7 @@ use super::{
     quantize_values, AxisPlan, Binner, BinnerWorker, NullPolicy, ROW_CLAMPED, ROW_INVALID,
 };
 use crate::error::{Error, Result};
-use crate::progress::PhaseBar;
+use crate::progress::{PhaseBar, Timings};
 use crate::io::source::column::NumericValues;
 use crate::io::source::{NumericColumn, Source};
 
@@ -59,10 +59,13 @@ pub fn scan_leaf_counts<B: Binner>(
     nulls: NullPolicy,
     binner: &B,
     progress: &PhaseBar,
+    timings: &mut Timings,
 ) -> Result<(Vec<u64>, ScanStats)> {
-    let (workers, stats) =
-        scan_quantised_rows(source, columns, axes, nulls, &|| binner.worker(), progress)?;
-    Ok((binner.finish(workers)?, stats))
+    let (workers, stats) = timings.time("read and bin", || {
+        scan_quantised_rows(source, columns, axes, nulls, &|| binner.worker(), progress)
+    })?;
+    let leaves = timings.time("merge", || binner.finish(workers))?;
+    Ok((leaves, stats))
 }
 
 /// The pass itself: every row group of `source` decoded on the current rayon pool, quantised by

@@ -127,10 +127,10 @@ pub fn synthesize_across(
         options.placement,
         seeds.placement(),
     );
-    let written = timings.time("sample and write", || {
+    let written = timings.time_in_parts("sample and write", |parts| {
         pool.install(|| -> Result<_> {
             let mut sink = ParquetSink::create(&part, columns, bounds)?;
-            let rows = write_rows(&mut sink, &sampler, columns.len(), progress)?;
+            let rows = write_rows(&mut sink, &sampler, columns.len(), progress, parts)?;
             Ok((sink.finish()?, rows))
         })
     });
@@ -170,10 +170,7 @@ pub fn synthesize_across(
     remove_stale_parts(&outputs.directory, comm.size());
     let mut diagnostics = Diagnostics::new(&whole.scan, &run_columns.names(), threads, whole.binning.clone());
     diagnostics.timings_seconds = timings.into_phases();
-    diagnostics.timings_seconds.push(PhaseTiming {
-        phase: "total",
-        seconds: started.elapsed().as_secs_f64(),
-    });
+    diagnostics.timings_seconds.push(PhaseTiming::new("total", started.elapsed().as_secs_f64()));
     diagnostics.input_page_checksums = share.has_page_checksums();
     diagnostics.peak_memory_bytes = crate::synth::memory::peak_memory_bytes();
     diagnostics.ranks = ranks;

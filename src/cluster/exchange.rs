@@ -13,6 +13,7 @@ use crate::binner::{scan_quantised_rows, AxisPlan, ScanStats};
 use crate::binner::device::DeviceChoice;
 use crate::error::Result;
 use crate::geometry::partition::CellGeometry;
+use crate::progress::Timings;
 use crate::mechanism::pmm::coarsen_leaves;
 use crate::mechanism::pmm::schedule::cell_memory_bytes;
 
@@ -54,7 +55,7 @@ impl LocalCounts {
         exchange: Exchange,
     ) -> Result<(LocalCounts, ScanStats, String)> {
         if exchange == Exchange::Dense {
-            let (leaves, scan, binning) = data.leaf_counts(geometry, device)?;
+            let (leaves, scan, binning) = data.leaf_counts(geometry, device, &mut Timings::default())?;
             return Ok((LocalCounts::Dense(leaves), scan, binning));
         }
         let axes = AxisPlan::for_geometry(&geometry, data.bounds);

@@ -149,6 +149,7 @@ mod tests {
     use crate::mechanism::pmm::release_leaf_counts;
     use crate::mechanism::pmm::schedule::LevelSchedule;
     use crate::privacy::Neighbours;
+    use crate::progress::Timings;
 
     /// The parts of every rank count, put together, are the whole release, for roots noised or given,
     /// trees shallower than the top level, and ranks that own nothing.
@@ -165,7 +166,7 @@ mod tests {
                 depth,
                 scales: scales.clone(),
             };
-            let whole = release_leaf_counts(leaves.clone(), &schedule, root, &key, rule, 77);
+            let whole = release_leaf_counts(leaves.clone(), &schedule, root, &key, rule, 77, &mut Timings::default());
             for ranks in [1, 2, 3, 7, 40] {
                 let ownership = Ownership::new(depth, ranks);
                 let starts = ownership.leaf_starts();

@@ -224,28 +224,27 @@ impl Fitted {
 
     /// Samples draw 0 into the table at `outputs` and commits it with the reports.
     pub fn write(self, outputs: &OutputPaths, rows: Option<u64>, progress: &Progress) -> Result<SynthOutcome> {
-        let started = std::time::Instant::now();
-        let written = self.pool.install(|| match (&self.release.measure, &self.columns) {
-            (ReleasedMeasure::Encoded { points, rows: released }, RunColumns::Encoded(encoding)) => {
-                write_encoded(encoding, points, rows.unwrap_or(*released), self.placement_seed, outputs, progress)
-            }
-            _ => {
-                let (columns, bounds) = self.columns.numeric();
-                write_table(columns, bounds, outputs, self.rows(rows, 0)?.as_ref(), progress)
-            }
+        let mut timings = Timings::default();
+        let output_phase = self.release.output_phase;
+        let written = timings.time_in_parts(output_phase, |parts| {
+            self.pool.install(|| match (&self.release.measure, &self.columns) {
+                (ReleasedMeasure::Encoded { points, rows: released }, RunColumns::Encoded(encoding)) => {
+                    write_encoded(encoding, points, rows.unwrap_or(*released), self.placement_seed, outputs, progress)
+                }
+                _ => {
+                    let (columns, bounds) = self.columns.numeric();
+                    write_table(columns, bounds, outputs, self.rows(rows, 0)?.as_ref(), progress, parts)
+                }
+            })
         });
         let (sink, synthetic_rows) = written?;
         let Fitted {
             mut report,
             mut diagnostics,
-            release,
             ..
         } = self;
         report.release.synthetic_rows = synthetic_rows;
-        diagnostics.timings_seconds.push(PhaseTiming {
-            phase: release.output_phase,
-            seconds: started.elapsed().as_secs_f64(),
-        });
+        diagnostics.timings_seconds.extend(timings.into_phases());
         commit_outputs(outputs, report, diagnostics, sink)
     }
 
@@ -481,33 +480,46 @@ pub(crate) fn write_rows(
     generator: &dyn RowGenerator,
     dims: usize,
     progress: &Progress,
+    timings: &mut Timings,
 ) -> Result<u64> {
     let total_rows = generator.total_rows();
     let bar = progress.phase("sample", total_rows, "rows");
     let batch_rows = |start: u64| (total_rows - start).min(OUTPUT_BATCH_ROWS as u64) as usize;
+    let busy = |work: &mut dyn FnMut()| {
+        let started = std::time::Instant::now();
+        work();
+        started.elapsed().as_secs_f64()
+    };
+    let (mut sampling, mut writing) = (0.0, 0.0);
     let mut current = vec![Vec::new(); dims];
     let mut next = vec![Vec::new(); dims];
     if total_rows > 0 {
-        generator.sample_rows(0, batch_rows(0), &mut current);
+        sampling += busy(&mut || generator.sample_rows(0, batch_rows(0), &mut current));
     }
     let mut start = 0u64;
     while start < total_rows {
         let rows = batch_rows(start);
         let next_start = start + rows as u64;
-        let (written, ()) = rayon::join(
-            || sink.write_normalised(&current),
+        let mut written = Ok(());
+        let (write_seconds, sample_seconds) = rayon::join(
+            || busy(&mut || written = sink.write_normalised(&current)),
             || {
-                if next_start < total_rows {
-                    generator.sample_rows(next_start, batch_rows(next_start), &mut next);
-                }
+                busy(&mut || {
+                    if next_start < total_rows {
+                        generator.sample_rows(next_start, batch_rows(next_start), &mut next);
+                    }
+                })
             },
         );
         written?;
+        (sampling, writing) = (sampling + sample_seconds, writing + write_seconds);
         bar.advance(rows as u64)?;
         std::mem::swap(&mut current, &mut next);
         start = next_start;
     }
     bar.finish();
+    timings.record("sample", sampling);
+    timings.record("write", writing);
     Ok(total_rows)
 }
 
@@ -519,9 +531,10 @@ fn write_table(
     outputs: &OutputPaths,
     generator: &dyn RowGenerator,
     progress: &Progress,
+    timings: &mut Timings,
 ) -> Result<(ParquetSink, u64)> {
     let mut sink = ParquetSink::create(&outputs.table, columns, bounds)?;
-    let total_rows = write_rows(&mut sink, generator, columns.len(), progress)?;
+    let total_rows = write_rows(&mut sink, generator, columns.len(), progress, timings)?;
     Ok((sink, total_rows))
 }
 
@@ -555,8 +568,11 @@ fn commit_outputs(
     mut diagnostics: Diagnostics,
     sink: ParquetSink,
 ) -> Result<SynthOutcome> {
+    let started = std::time::Instant::now();
+    let table = sink.finish()?;
+    diagnostics.timings_seconds.push(PhaseTiming::new("close table", started.elapsed().as_secs_f64()));
     diagnostics.peak_memory_bytes = peak_memory_bytes();
-    let mut staged = vec![sink.finish()?];
+    let mut staged = vec![table];
     staged.extend(stage_reports(
         outputs.report.as_deref(),
         outputs.diagnostics.as_deref(),

@@ -14,7 +14,7 @@ use dpsynth::binner::cpu::{CpuBinner, DepositMethod};
 use dpsynth::binner::{scan_leaf_counts, AxisPlan, Binner, NullPolicy};
 use dpsynth::geometry::bounds::ColumnBounds;
 use dpsynth::geometry::partition::CellGeometry;
-use dpsynth::progress::Progress;
+use dpsynth::progress::{Progress, Timings};
 use dpsynth::io::source::Source;
 
 use crate::common::*;
@@ -89,7 +89,7 @@ fn histogram<B: Binner>(
         .build()
         .unwrap();
     let bar = Progress::hidden().phase("bin", 0, "rows");
-    pool.install(|| scan_leaf_counts(source, &columns, &axes, NullPolicy::Error, binner, &bar))
+    pool.install(|| scan_leaf_counts(source, &columns, &axes, NullPolicy::Error, binner, &bar, &mut Timings::default()))
         .unwrap()
         .0
 }

@@ -46,4 +46,37 @@ fn readme_main_job_runs_on_the_bundled_flights_table() {
         diagnostics["rows_clamped"], 0,
         "the public bounds should cover the bundled data"
     );
+    // The owner sees where the time went: each phase with its parts, in the order they ran.
+    let phases: Vec<(String, f64, Vec<(String, f64)>)> = diagnostics["timings_seconds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|phase| {
+            let parts = phase["parts"].as_array().map_or(Vec::new(), |parts| {
+                parts.iter().map(|part| (part["phase"].as_str().unwrap().to_string(), part["seconds"].as_f64().unwrap())).collect()
+            });
+            (phase["phase"].as_str().unwrap().to_string(), phase["seconds"].as_f64().unwrap(), parts)
+        })
+        .collect();
+    let outline: Vec<(&str, Vec<&str>)> = phases
+        .iter()
+        .map(|(phase, _, parts)| (phase.as_str(), parts.iter().map(|(part, _)| part.as_str()).collect()))
+        .collect();
+    assert_eq!(
+        outline,
+        [
+            ("bin", vec!["read and bin", "merge"]),
+            ("noise and consistency", vec!["coarsen", "tree", "noise", "consistency", "leaves"]),
+            ("sample and write", vec!["sample", "write"]),
+            ("close table", vec![]),
+        ]
+    );
+    for (phase, seconds, parts) in &phases {
+        assert!(*seconds >= 0.0 && parts.iter().all(|(_, part)| *part >= 0.0), "{phase}: {seconds}, {parts:?}");
+        if phase != "sample and write" {
+            // Sequential parts fit in their phase; sampling and writing overlap, so theirs may not.
+            let sum: f64 = parts.iter().map(|(_, part)| part).sum();
+            assert!(sum <= seconds + 1e-6, "{phase}: parts {sum} s > {seconds} s");
+        }
+    }
 }

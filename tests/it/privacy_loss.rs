@@ -16,6 +16,7 @@ use dpsynth::mechanism::pmm::release_leaf_counts;
 use dpsynth::mechanism::pmm::schedule::{LevelSchedule, RootNoise};
 use dpsynth::noise::discrete_laplace::RationalScale;
 use dpsynth::privacy::{Neighbours, NoiseKey, RunSeeds};
+use dpsynth::progress::Timings;
 
 use crate::common::max_log_frequency_ratio;
 
@@ -40,6 +41,7 @@ fn outcome_frequencies(
             &key,
             ConsistencyRule::Uniform,
             run,
+            &mut Timings::default(),
         );
         *frequencies.entry(released).or_insert(0) += 1;
     }

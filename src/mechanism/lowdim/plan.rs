@@ -182,7 +182,7 @@ impl LowdimPlan {
             match &inner {
                 Inner::Pmm(plan) => {
                     let released = timings
-                        .time("noise and consistency", || plan.release_leaves(cells, seeds))?;
+                        .time_in_parts("noise and consistency", |parts| plan.release_leaves(cells, seeds, parts))?;
                     let schedule = plan.schedule().expect("the inner depth is known");
                     (
                         ReleasedMeasure::Leaves {

@@ -19,6 +19,7 @@ use crate::geometry::partition::CellGeometry;
 use crate::mechanism::PublicInputs;
 use crate::options::PmmOptions;
 use crate::privacy::{Budget, Neighbours, NoisyRowCount, RunSeeds};
+use crate::progress::Timings;
 use crate::sampler::RowGenerator;
 
 /// Where the joint tree cuts each axis.
@@ -141,7 +142,7 @@ impl MarginalPlan {
                     nulls: data.nulls,
                     progress: data.progress,
                 };
-                Ok(one.leaf_counts(CellGeometry::new(1, tree.schedule.depth), tree.plan.device())?.0)
+                Ok(one.leaf_counts(CellGeometry::new(1, tree.schedule.depth), tree.plan.device(), &mut Timings::default())?.0)
             })
             .collect::<Result<Vec<_>>>()?;
         self.release_leaves(&tree, leaves, seeds)
@@ -159,7 +160,9 @@ impl MarginalPlan {
         let counts = leaves
             .into_iter()
             .enumerate()
-            .map(|(column, leaves)| tree.plan.release_leaves(leaves, &seeds.for_marginal(column as u64)))
+            .map(|(column, leaves)| {
+                tree.plan.release_leaves(leaves, &seeds.for_marginal(column as u64), &mut Timings::default())
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok(ReleasedMarginals {
             counts,

@@ -17,6 +17,7 @@ pub use plan::PmmPlan;
 
 use crate::geometry::tree::CountTree;
 use crate::privacy::NoiseKey;
+use crate::progress::Timings;
 use consistency::{enforce_consistency, ConsistencyRule};
 use noise::add_level_noise;
 use schedule::LevelSchedule;
@@ -42,19 +43,17 @@ pub fn release_leaf_counts(
     key: &NoiseKey,
     rule: ConsistencyRule,
     coin_seed: u64,
+    timings: &mut Timings,
 ) -> Vec<u64> {
-    let mut tree = CountTree::from_leaves(true_leaves, schedule.depth);
+    let mut tree = timings.time("tree", || CountTree::from_leaves(true_leaves, schedule.depth));
     let mut scales = schedule.scales.clone();
     if let Some(root) = released_root {
         tree.level_mut(0)[0] = root as i64;
         scales[0] = None;
     }
-    add_level_noise(&mut tree, &scales, key);
-    enforce_consistency(&mut tree, rule, coin_seed);
-    tree.into_leaves()
-        .into_iter()
-        .map(|count| count as u64)
-        .collect()
+    timings.time("noise", || add_level_noise(&mut tree, &scales, key));
+    timings.time("consistency", || enforce_consistency(&mut tree, rule, coin_seed));
+    timings.time("leaves", || tree.into_leaves().into_iter().map(|count| count as u64).collect())
 }
 
 #[cfg(test)]
@@ -100,6 +99,7 @@ mod tests {
             &key,
             ConsistencyRule::Uniform,
             2,
+            &mut Timings::default(),
         );
         assert_eq!(
             released.iter().sum::<u64>(),
@@ -122,6 +122,7 @@ mod tests {
             &key,
             ConsistencyRule::Proportional,
             2,
+            &mut Timings::default(),
         );
         assert_eq!(released.iter().sum::<u64>(), n);
     }

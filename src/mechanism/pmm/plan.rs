@@ -231,18 +231,18 @@ impl PmmPlan {
             return self.release_on_quantiles(marginals, data, seeds, timings);
         }
         let planned = self.planned_depth();
-        let (mut leaves, scan, binning) = timings.time("bin", || {
-            data.leaf_counts(CellGeometry::new(self.dims, planned), self.device)
+        let (mut leaves, scan, binning) = timings.time_in_parts("bin", |parts| {
+            data.leaf_counts(CellGeometry::new(self.dims, planned), self.device, parts)
         })?;
-        let (counts, schedule, n_hat) = timings.time("noise and consistency", || {
+        let (counts, schedule, n_hat) = timings.time_in_parts("noise and consistency", |parts| {
             let (schedule, n_hat) = self.schedule_for(scan.rows_binned, seeds)?;
             if schedule.depth <= planned {
-                leaves = coarsen_leaves(std::mem::take(&mut leaves), planned, schedule.depth);
+                leaves = parts.time("coarsen", || coarsen_leaves(std::mem::take(&mut leaves), planned, schedule.depth));
             } else {
                 let geometry = CellGeometry::new(self.dims, schedule.depth);
-                leaves = data.leaf_counts(geometry, self.device)?.0;
+                leaves = data.leaf_counts(geometry, self.device, parts)?.0;
             }
-            let counts = self.release_with(&schedule, std::mem::take(&mut leaves), n_hat, seeds);
+            let counts = self.release_with(&schedule, std::mem::take(&mut leaves), n_hat, seeds, parts);
             Ok((counts, schedule, n_hat))
         })?;
         let root_count: u64 = counts.iter().sum();
@@ -275,10 +275,11 @@ impl PmmPlan {
         let marginals =
             timings.time("marginals", || marginals.release(data, self.released_row_count(n_hat), seeds))?;
         let geometry = CellGeometry::new(self.dims, schedule.depth);
-        let (leaves, scan, binning) = timings.time("bin", || {
-            data.warped_leaf_counts(geometry, &marginals.warps(), self.device)
+        let (leaves, scan, binning) = timings.time_in_parts("bin", |parts| {
+            data.warped_leaf_counts(geometry, &marginals.warps(), self.device, parts)
         })?;
-        let counts = timings.time("noise and consistency", || self.release_with(&schedule, leaves, n_hat, seeds));
+        let counts = timings
+            .time_in_parts("noise and consistency", |parts| self.release_with(&schedule, leaves, n_hat, seeds, parts));
         Ok(self.calibrated(&schedule, counts, marginals, scan, binning))
     }
 
@@ -393,7 +394,7 @@ impl PmmPlan {
 
     /// Noise and consistency on leaves binned at the known depth (lowdim's subroutine bins them
     /// itself). With an n̂ released by the caller, the root is that n̂.
-    pub fn release_leaves(&self, leaves: Vec<u64>, seeds: &RunSeeds) -> Result<Vec<u64>> {
+    pub fn release_leaves(&self, leaves: Vec<u64>, seeds: &RunSeeds, timings: &mut Timings) -> Result<Vec<u64>> {
         let Depth::Known(schedule) = &self.depth else {
             return Err(Error::internal("the depth is chosen in release()"));
         };
@@ -401,7 +402,7 @@ impl PmmPlan {
             TreeSize::AlreadyReleased { n_hat, .. } => Some(n_hat),
             _ => None,
         };
-        Ok(self.release_with(schedule, leaves, n_hat, seeds))
+        Ok(self.release_with(schedule, leaves, n_hat, seeds, timings))
     }
 
     fn release_with(
@@ -410,6 +411,7 @@ impl PmmPlan {
         leaves: Vec<u64>,
         n_hat: Option<u64>,
         seeds: &RunSeeds,
+        timings: &mut Timings,
     ) -> Vec<u64> {
         release_leaf_counts(
             leaves,
@@ -418,6 +420,7 @@ impl PmmPlan {
             &seeds.noise,
             self.consistency,
             seeds.consistency(),
+            timings,
         )
     }
 
