@@ -270,3 +270,123 @@ fn marginal_trees_stay_within_their_share_of_epsilon() {
     assert!(worst <= claimed + SLACK, "log ratio {worst} exceeds the trees' ε = {claimed}");
     assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
 }
+
+/// The quantile partition end to end, from rows (not histograms), in one column so that the whole
+/// release is two small numbers (16 rows, so that the marginal tree's depth rule splits once at its
+/// ε = 1): column 0's released marginal mass below its middle (read from the published map) and the joint
+/// tree's count below its cut, which sits at the released marginal's median. One row moves across the
+/// middle. Two checks:
+/// - seed by seed, the release equals the composition of the two primitives the tests above bound (the
+///   1-D marginal tree on the column's true counts, then PMM's tree on the true counts below and above
+///   the released cut) with the scales the plan claims: a halved scale, a cut at the true median or a map
+///   built from the true marginal each change some outcome;
+/// - the log ratio of the outcomes of the two tables stays within what both trees claim, and comes near it.
+#[test]
+fn the_quantile_partition_stays_within_its_marginal_and_joint_epsilon() {
+    use arrow::array::{ArrayRef, Float64Array};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::record_batch::RecordBatch;
+    use dpsynth::binner::pass::DataPass;
+    use dpsynth::binner::NullPolicy;
+    use dpsynth::geometry::bounds::ColumnBounds;
+    use dpsynth::io::source::Source;
+    use dpsynth::mechanism::pmm::marginals::Partition;
+    use dpsynth::mechanism::{Plan, PublicInputs, ReleasedMeasure};
+    use dpsynth::options::{MechanismOptions, PmmOptions};
+    use dpsynth::progress::Progress;
+    use dpsynth::sampler::Placement;
+    use std::sync::Arc;
+    const ROWS: u64 = 16;
+    const QUANTILE_RUNS: u64 = 100_000;
+    const MIN_QUANTILE_COUNT: u64 = 1_000;
+
+    // `low` rows at 0.1, the others at 0.9: a cut at the released median never crosses them (the warp
+    // mixes the released CDF with the uniform one), so the joint tree sees `low` rows below it.
+    let table = |low: u64| {
+        let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Float64, false)]));
+        let x: Vec<f64> = (0..ROWS).map(|row| if row < low { 0.1 } else { 0.9 }).collect();
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Float64Array::from(x)) as ArrayRef]).unwrap();
+        Source::from_batches("table", schema, vec![batch]).unwrap()
+    };
+    let public = PublicInputs {
+        dims: 1,
+        epsilon: 2.0,
+        neighbours: Neighbours::Replace,
+        file_rows: ROWS,
+        memory_limit: 1 << 30,
+        threads: 1,
+        placement: Placement::Uniform,
+        encoding: None,
+    };
+    let options = PmmOptions { depth: Some(1), marginal_share: 0.5, partition: Partition::Quantile, ..PmmOptions::DEFAULT };
+    let plan = Plan::new(&public, &MechanismOptions::Pmm(options.clone())).unwrap();
+    let bounds = [ColumnBounds::new("x", 0.0, 1.0).unwrap()];
+    let progress = Progress::hidden();
+    let release = |source: &Source, seed: u64| {
+        let columns = source.numeric_columns(&["x".to_string()]).unwrap();
+        let data = DataPass { source, columns: &columns, bounds: &bounds, nulls: NullPolicy::Error, progress: &progress };
+        plan.release(&data, &RunSeeds::new(Some(seed)).unwrap(), &mut Timings::default()).unwrap()
+    };
+    let outcome = |source: &Source, seed: u64| -> (u64, u64) {
+        let ReleasedMeasure::Calibrated { inner, maps } = release(source, seed).measure else {
+            panic!("the quantile partition releases a calibrated measure");
+        };
+        let ReleasedMeasure::Leaves { counts, .. } = *inner else { panic!("the joint tree releases leaves") };
+        let marginal = &maps[0].as_ref().expect("the marginal released mass").to;
+        ((marginal.value(0.5) * ROWS as f64).round() as u64, counts[0])
+    };
+
+    let budget = release(&table(6), 0).budget;
+    let spent = |prefix: &str| -> f64 {
+        budget.spends.iter().filter(|spend| spend.release.starts_with(prefix)).map(|spend| spend.epsilon).sum()
+    };
+    let claimed = spent("marginal of column 0") + spent("level");
+    assert!((claimed - 2.0).abs() < 1e-6, "the marginal (1) and the joint tree (1) claim {claimed}: {budget:?}");
+
+    let marginals = MarginalPlan::new(&public, 0.5, &options).unwrap();
+    let tree = marginals.tree(None).unwrap();
+    assert_eq!(tree.schedule.depth, 1, "the d = 1 rule splits 16 rows once at ε = 1");
+    let Plan::Pmm(pmm) = &plan else { panic!("a PMM plan") };
+    let joint = pmm.schedule().expect("the joint depth is given").clone();
+    let composed = |low: u64, seed: u64| -> (u64, u64) {
+        let seeds = RunSeeds::new(Some(seed)).unwrap();
+        let true_counts = vec![low, ROWS - low];
+        let marginal = marginals.release_leaves(&tree, vec![true_counts.clone()], &seeds).unwrap();
+        let joint = release_leaf_counts(
+            true_counts,
+            &joint,
+            None,
+            &seeds.noise,
+            options.consistency,
+            seeds.consistency(),
+            &mut Timings::default(),
+        );
+        (marginal.counts[0][0], joint[0])
+    };
+    for low in [6, 5] {
+        let source = table(low);
+        for seed in 0..300 {
+            assert_eq!(outcome(&source, seed), composed(low, seed), "{low} rows below, seed {seed}");
+        }
+    }
+
+    // Each table on a pool of its own, one thread each: the passes over 16 rows cost less than waking threads.
+    let frequencies = |low: u64, seed_base: u64| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let source = table(low);
+        pool.install(|| {
+            let mut frequencies: HashMap<(u64, u64), u64> = HashMap::new();
+            for run in 0..QUANTILE_RUNS {
+                *frequencies.entry(outcome(&source, seed_base + run)).or_insert(0) += 1;
+            }
+            frequencies
+        })
+    };
+    let (first, second) = std::thread::scope(|scope| {
+        let first = scope.spawn(|| frequencies(6, 0));
+        (first.join().unwrap(), frequencies(5, 1 << 40))
+    });
+    let worst = max_log_frequency_ratio(&first, &second, MIN_QUANTILE_COUNT);
+    assert!(worst <= claimed + SLACK, "log ratio {worst} exceeds the claimed ε = {claimed}");
+    assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
+}

@@ -198,7 +198,8 @@ pub struct MarginalTree {
 /// What one tree spends: its levels below the root. The root is the public n (replace) or the joint
 /// release's n̂ (add-remove), already in the budget once.
 fn tree_epsilon(schedule: &LevelSchedule) -> f64 {
-    (1..=schedule.depth).map(|level| schedule.level_epsilon(level)).sum()
+    // A fold from +0.0: `sum` of no levels is −0.0, which the report would print.
+    (1..=schedule.depth).map(|level| schedule.level_epsilon(level)).fold(0.0, |total, epsilon| total + epsilon)
 }
 
 impl ReleasedMarginals {
