@@ -132,11 +132,8 @@ impl Binner for CpuBinner {
     }
 
     fn finish(&self, workers: Vec<CpuWorker>) -> Result<Vec<u64>> {
-        let mut totals = vec![0u64; self.geometry.leaf_count()];
-        for worker in workers {
-            worker.histogram.add_into(&mut totals);
-        }
-        Ok(totals)
+        let histograms: Vec<SpillingHistogram> = workers.into_iter().map(|worker| worker.histogram).collect();
+        Ok(SpillingHistogram::sum_all(&histograms, self.geometry.leaf_count()))
     }
 }
 

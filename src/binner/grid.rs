@@ -36,11 +36,8 @@ impl Binner for GridBinner {
     }
 
     fn finish(&self, workers: Vec<GridWorker>) -> Result<Vec<u64>> {
-        let mut totals = vec![0u64; self.grid.cell_count()];
-        for worker in workers {
-            worker.histogram.add_into(&mut totals);
-        }
-        Ok(totals)
+        let histograms: Vec<SpillingHistogram> = workers.into_iter().map(|worker| worker.histogram).collect();
+        Ok(SpillingHistogram::sum_all(&histograms, self.grid.cell_count()))
     }
 }
 

@@ -3,6 +3,9 @@
 
 use rayon::prelude::*;
 
+/// Cells per merge task: large enough that scheduling costs nothing next to the memory traffic.
+const MERGE_MIN_CELLS: usize = 1 << 14;
+
 pub struct SpillingHistogram {
     counts: Vec<u32>,
     /// Rows counted since `counts` was last spilled into `totals`, so no u32 bin can overflow.
@@ -28,20 +31,26 @@ impl SpillingHistogram {
         &mut self.counts
     }
 
-    /// Adds everything counted into `totals` (one entry per cell), in parallel over cells and without
-    /// spilling first: a spill would allocate a u64 array per worker and fill it on one thread.
-    pub fn add_into(self, totals: &mut [u64]) {
-        let counts = self.counts.par_iter();
-        match &self.totals {
-            Some(spilled) => totals
-                .par_iter_mut()
-                .zip(counts.zip(spilled.par_iter()))
-                .for_each(|(total, (&count, &spilled))| *total += u64::from(count) + spilled),
-            None => totals
-                .par_iter_mut()
-                .zip(counts)
-                .for_each(|(total, &count)| *total += u64::from(count)),
-        }
+    /// The cell-by-cell totals of every worker's histogram (each of `cells` cells), in one parallel pass
+    /// that reads each histogram once and writes each total once: no zeroed array added into worker by
+    /// worker, and no spill first (a spill would allocate a u64 array per worker and fill it on one
+    /// thread).
+    pub fn sum_all(histograms: &[SpillingHistogram], cells: usize) -> Vec<u64> {
+        debug_assert!(histograms.iter().all(|histogram| histogram.counts.len() == cells));
+        let mut totals = Vec::new();
+        (0..cells)
+            .into_par_iter()
+            .with_min_len(MERGE_MIN_CELLS)
+            .map(|cell| {
+                histograms
+                    .iter()
+                    .map(|histogram| {
+                        u64::from(histogram.counts[cell]) + histogram.totals.as_ref().map_or(0, |spilled| spilled[cell])
+                    })
+                    .sum::<u64>()
+            })
+            .collect_into_vec(&mut totals);
+        totals
     }
 
     fn spill(&mut self) {
@@ -57,3 +66,4 @@ impl SpillingHistogram {
         self.rows_in_counts = 0;
     }
 }
+
