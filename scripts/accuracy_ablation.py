@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 """Accuracy ablation (issue 20): what each piece of the engine does to the synthetic table, side by side.
 
-For each column set of the bundled flights table (its public bounds from datasets/flights.toml), each
-epsilon and each seed, it runs every variant through `dpsynth synth` and scores it with `dpsynth eval`:
+For each column set of the bundled flights table (its public bounds from datasets/flights.toml) and each
+generated table asked for (--generated LAW:ROWS:DIMS, made by `dpsynth generate` with its public bounds),
+each epsilon and each seed, it runs every variant through `dpsynth synth` and scores it with `dpsynth eval`:
 
   - pmm               today's default (PMM, add-remove);
   - pmm+marginals=S   PMM with --marginal-share S: each column mapped onto a fine released 1-D marginal;
   - pmm+quantile=S    PMM with --partition quantile --marginal-share S: the marginals released first, the
                       tree's cells cut at their quantiles, the columns mapped back through them;
+  - auto              --mechanism auto: the rule README gives, from public inputs only;
   - psmm, lowdim      the other mechanisms at their defaults (lowdim with --root-share 0.1);
   - mst               smartnoise-synth's MST through scripts/peer_comparison.py's harness (64 bins per
                       column on the same public bounds, rows drawn i.i.d. from the model, delta = 1e-9;
-                      its own fixed seed);
+                      its own fixed seed; flights only);
   - any extra variant given as NAME='--flag value ...'.
 
 Scores (from the eval JSON): exact l-infinity transport on 1000-row subsamples (mean of 5, and its ratio
@@ -20,7 +22,8 @@ grid, the largest mean error and the Frobenius correlation error (normalised uni
 
 Usage: scripts/accuracy_ablation.py [--epsilons 0.1,1] [--seeds 5] [--shares 0.1,0.2,0.3] [--quantile-shares 0.3]
            [--column-sets dep_delay,arr_delay:dep_delay,arr_delay,air_time,distance]
-           [--variants pmm,psmm,lowdim] [--extra NAME='--flag value'] [--out DIR] [--binary PATH]
+           [--variants pmm,psmm,lowdim] [--extra NAME='--flag value'] [--generated mixture:100000:3,...]
+           [--no-flights] [--out DIR] [--binary PATH]
 Writes ablation.csv and ablation.md under --out (default out/ablation).
 """
 
@@ -59,6 +62,8 @@ def variant_arguments(name, extras):
         return ["--mechanism", "pmm", "--marginal-share", name.split("=", 1)[1]]
     if name.startswith("pmm+quantile="):
         return ["--mechanism", "pmm", "--partition", "quantile", "--marginal-share", name.split("=", 1)[1]]
+    if name == "auto":
+        return ["--mechanism", "auto"]
     if name == "psmm":
         return ["--mechanism", "psmm"]
     if name == "lowdim":
@@ -79,6 +84,21 @@ def scores(evaluation):
     }
 
 
+def tables(args, out):
+    """(name, dataset, config, column sets) of every table the run compares on."""
+    found = []
+    if not args.no_flights:
+        found.append(("flights", DATASET, CONFIG, args.column_sets.split(":")))
+    for spec in filter(None, args.generated.split(",")):
+        law, rows, dims = spec.split(":")
+        dataset, config = out / f"{law}-{rows}-{dims}.parquet", out / f"{law}-{rows}-{dims}.toml"
+        if not dataset.exists():
+            run([args.binary, "generate", dataset, "--rows", rows, "--dims", dims, "--law", law, "--seed", 0,
+                 "--schema", config, "--force"])
+        found.append((f"{law} n={rows}", dataset, config, [",".join(f"x{k}" for k in range(int(dims)))]))
+    return found
+
+
 def run(command):
     result = subprocess.run([str(part) for part in command], capture_output=True, text=True)
     if result.returncode != 0:
@@ -95,6 +115,8 @@ def main():
                                                   "dep_delay,arr_delay,air_time,distance")
     parser.add_argument("--variants", default="pmm,psmm,lowdim")
     parser.add_argument("--extra", action="append", default=[], help="NAME='--flag value ...'")
+    parser.add_argument("--generated", default="", help="LAW:ROWS:DIMS,... tables from `dpsynth generate`")
+    parser.add_argument("--no-flights", action="store_true", help="only the generated tables")
     parser.add_argument("--out", default="out/ablation")
     parser.add_argument("--binary", default=str(BINARY))
     args = parser.parse_args()
@@ -106,40 +128,43 @@ def main():
         f"pmm+quantile={share}" for share in args.quantile_shares.split(",") if share]
     variants += list(extras)
     rows = []
-    for column_set in args.column_sets.split(":"):
-        for epsilon in args.epsilons.split(","):
-            for seed in range(1, args.seeds + 1):
-                for variant in variants:
-                    synthetic = out / f"synth.{variant}.parquet"
-                    started = time.perf_counter()
-                    if variant in ("mst", "aim"):
-                        run(peer_command(variant, column_set, epsilon, synthetic))
-                    else:
-                        run([args.binary, "synth", DATASET, "--config", CONFIG, "--columns", column_set,
-                             "--epsilon", epsilon, "--seed", seed, "--output", synthetic, "--quiet",
-                             *variant_arguments(variant, extras)])
-                    seconds = time.perf_counter() - started
-                    evaluation = out / "eval.json"
-                    run([args.binary, "eval", "--real", DATASET, "--synth", synthetic, "--config", CONFIG,
-                         "--columns", column_set, "--seed", seed, "--json", evaluation, "--quiet"])
-                    rows.append({"columns": column_set, "d": column_set.count(",") + 1, "epsilon": epsilon,
-                                 "seed": seed, "variant": variant, "seconds": round(seconds, 2),
-                                 **scores(json.loads(evaluation.read_text()))})
-                    print(rows[-1], flush=True)
+    for table, dataset, config, column_sets in tables(args, out):
+        for column_set in column_sets:
+            for epsilon in args.epsilons.split(","):
+                for seed in range(1, args.seeds + 1):
+                    for variant in variants:
+                        if variant in ("mst", "aim") and table != "flights":
+                            continue
+                        synthetic = out / f"synth.{variant}.parquet"
+                        started = time.perf_counter()
+                        if variant in ("mst", "aim"):
+                            run(peer_command(variant, column_set, epsilon, synthetic))
+                        else:
+                            run([args.binary, "synth", dataset, "--config", config, "--columns", column_set,
+                                 "--epsilon", epsilon, "--seed", seed, "--output", synthetic, "--quiet",
+                                 *variant_arguments(variant, extras)])
+                        seconds = time.perf_counter() - started
+                        evaluation = out / "eval.json"
+                        run([args.binary, "eval", "--real", dataset, "--synth", synthetic, "--config", config,
+                             "--columns", column_set, "--seed", seed, "--json", evaluation, "--quiet"])
+                        rows.append({"table": table, "columns": column_set, "d": column_set.count(",") + 1,
+                                     "epsilon": epsilon, "seed": seed, "variant": variant,
+                                     "seconds": round(seconds, 2), **scores(json.loads(evaluation.read_text()))})
+                        print(rows[-1], flush=True)
     with open(out / "ablation.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    lines = ["| d | ε | variant | " + " | ".join(SCORES) + " |", "|---|---|---|" + "---|" * len(SCORES)]
+    lines = ["| table | d | ε | variant | " + " | ".join(SCORES) + " |", "|---|---|---|---|" + "---|" * len(SCORES)]
     groups = {}
     for row in rows:
-        groups.setdefault((row["d"], row["epsilon"], row["variant"]), []).append(row)
-    for (d, epsilon, variant), group in groups.items():
+        groups.setdefault((row["table"], row["d"], row["epsilon"], row["variant"]), []).append(row)
+    for (table, d, epsilon, variant), group in groups.items():
         cells = []
         for score in SCORES:
             values = [row[score] for row in group if row[score] is not None]
             cells.append(f"{statistics.mean(values):.4g} ± {statistics.pstdev(values):.2g}" if values else "")
-        lines.append(f"| {d} | {epsilon} | {variant} | " + " | ".join(cells) + " |")
+        lines.append(f"| {table} | {d} | {epsilon} | {variant} | " + " | ".join(cells) + " |")
     (out / "ablation.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
