@@ -312,8 +312,8 @@ struct Totals {
 pub struct GpuLeafBinner {
     ctx: GpuContext,
     layout: AxisLayout,
-#[cfg(test)]
     /// Counts in workgroup memory (bin_private) rather than global atomics (bin_global).
+    #[cfg(test)]
     private: bool,
     chunk_rows: usize,
     workgroup_limit: u32,
@@ -465,7 +465,7 @@ impl GpuLeafBinner {
         Ok(GpuLeafBinner {
             ctx: ctx.clone(),
             layout,
-#[cfg(test)]
+            #[cfg(test)]
             private,
             chunk_rows,
             workgroup_limit: workgroup_limit
@@ -484,15 +484,15 @@ impl GpuLeafBinner {
         })
     }
 
-    #[cfg(test)]
     /// True when rows are counted in workgroup memory (depth ≤ [`PRIVATE_MAX_DEPTH`] and the adapter
     /// gives 16 KiB of workgroup storage).
+    #[cfg(test)]
     pub fn uses_workgroup_histogram(&self) -> bool {
         self.private
     }
 
-    #[cfg(test)]
     /// Rows uploaded per chunk.
+    #[cfg(test)]
     pub fn chunk_rows(&self) -> usize {
         self.chunk_rows
     }

@@ -66,4 +66,3 @@ impl SpillingHistogram {
         self.rows_in_counts = 0;
     }
 }
-

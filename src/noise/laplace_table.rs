@@ -164,8 +164,8 @@ impl LaplaceTable {
         }
     }
 
-    #[cfg(test)]
     /// The number of thresholds K.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.upper.len()
     }

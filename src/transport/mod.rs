@@ -82,7 +82,7 @@ pub struct FlowNetwork {
 }
 
 impl FlowNetwork {
-#[cfg(any(test, feature = "internals"))]
+    #[cfg(any(test, feature = "internals"))]
     pub fn new() -> Self {
         Self::default()
     }
@@ -127,8 +127,8 @@ impl FlowNetwork {
         ArcId((self.tail.len() - 1) as u32)
     }
 
-    #[cfg(any(test, feature = "internals"))]
     /// Replaces the supply of a node.
+    #[cfg(any(test, feature = "internals"))]
     pub fn set_supply(&mut self, node: NodeId, supply: i64) {
         self.supply[node.index()] = supply;
     }

@@ -16,7 +16,7 @@ const MAX_INDEX_TABLE: usize = 1 << 24;
 #[derive(Clone, Debug)]
 pub struct LatticeNet {
     pub t: usize,
-#[cfg(test)]
+    #[cfg(test)]
     pub alpha: f64,
     /// h = α/√t, the lattice step.
     step: f64,
@@ -65,7 +65,7 @@ impl LatticeNet {
         }
         Ok(LatticeNet {
             t,
-#[cfg(test)]
+            #[cfg(test)]
             alpha,
             step,
             bound,
@@ -79,8 +79,8 @@ impl LatticeNet {
         self.points.len()
     }
 
-    #[cfg(test)]
     /// The net point c_j ∈ R^t.
+    #[cfg(test)]
     pub fn point(&self, j: usize) -> Vec<f64> {
         self.points[j].iter().map(|&a| a as f64 * self.step).collect()
     }

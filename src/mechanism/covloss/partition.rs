@@ -17,8 +17,8 @@ pub struct SpectralPartition {
     pub t: usize,
     /// U, p×t row-major: column k is the eigenvector of the k-th largest (algebraic) eigenvalue.
     pub basis: Vec<f64>,
-#[cfg(test)]
     /// Every eigenvalue of the matrix, descending.
+    #[cfg(test)]
     pub eigenvalues: Vec<f64>,
     pub net: LatticeNet,
 }
@@ -40,7 +40,7 @@ impl SpectralPartition {
             bits,
             t,
             basis,
-#[cfg(test)]
+            #[cfg(test)]
             eigenvalues: spectrum.eigenvalues,
             net,
         })
@@ -68,8 +68,8 @@ impl SpectralPartition {
         Cells { cells, lead }
     }
 
-    #[cfg(test)]
     /// The t-dimensional coordinates Uᵀx̃ of one 0/1 row (tests).
+    #[cfg(test)]
     pub fn project(&self, row: &[u8]) -> Vec<f64> {
         let scale = 1.0 / (self.bits as f64).sqrt();
         (0..self.t)

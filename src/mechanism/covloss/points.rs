@@ -39,8 +39,8 @@ impl WeightedPoints {
         &self.points[j * self.bits..(j + 1) * self.bits]
     }
 
-    #[cfg(test)]
     /// Σ_j w_j y_j (the released mean).
+    #[cfg(test)]
     pub fn mean(&self) -> Vec<f64> {
         let mut mean = vec![0.0; self.bits];
         for j in 0..self.len() {
@@ -78,8 +78,8 @@ impl WeightedPoints {
             .collect()
     }
 
-    #[cfg(test)]
     /// Indices of `m` bootstrap draws (i.i.d. with probabilities ŵ), block by block from `seed`.
+    #[cfg(test)]
     pub fn bootstrap(&self, m: usize, seed: u64) -> Vec<u32> {
         let cumulative = self.cumulative();
         let total = *cumulative.last().unwrap_or(&0.0);

@@ -64,8 +64,8 @@ impl LowdimBudget {
         })
     }
 
-    #[cfg(test)]
     /// The planned total (the run report gives the spent total, with rounded-up scales).
+    #[cfg(test)]
     pub fn total(&self) -> f64 {
         self.noisy_n.unwrap_or(0.0) + self.covariance + self.mean + self.subroutine
     }

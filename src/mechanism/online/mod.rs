@@ -149,7 +149,7 @@ impl OnlineTree {
         }
     }
 
-#[cfg(any(test, feature = "internals"))]
+    #[cfg(any(test, feature = "internals"))]
     pub fn plan(&self) -> &OnlinePlan {
         &self.plan
     }

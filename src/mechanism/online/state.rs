@@ -152,8 +152,8 @@ impl OnlineState {
         commit_all(vec![staged])
     }
 
-    #[cfg(any(test, feature = "internals"))]
     /// The state's bytes (what [`OnlineState::save`] writes).
+    #[cfg(any(test, feature = "internals"))]
     pub fn encode(&self) -> Vec<u8> {
         self.write_to(Vec::new()).expect("writing to memory cannot fail")
     }
@@ -220,8 +220,8 @@ impl OnlineState {
         out.finish()
     }
 
-    #[cfg(any(test, feature = "internals"))]
     /// Parses a state; the error says what is wrong (the caller names the file).
+    #[cfg(any(test, feature = "internals"))]
     pub fn decode(bytes: &[u8]) -> std::result::Result<Self, String> {
         Self::read_from(bytes, bytes.len() as u64)
     }

@@ -66,8 +66,8 @@ impl Metric {
     }
 }
 
-#[cfg(any(test, feature = "internals"))]
 /// The nearest candidate by brute force: the smallest (key, index). `candidates` is flat, `dims` per point.
+#[cfg(any(test, feature = "internals"))]
 pub fn nearest_by_scan(metric: Metric, candidates: &[f64], dims: usize, query: &[f64]) -> usize {
     let mut best = (f64::INFINITY, usize::MAX);
     for (index, candidate) in candidates.chunks_exact(dims).enumerate() {
@@ -258,8 +258,8 @@ pub fn nearest_neighbour_counts(
         )
 }
 
-#[cfg(any(test, feature = "internals"))]
 /// The same counts by brute force (the oracle of the index, and the baseline of its throughput).
+#[cfg(any(test, feature = "internals"))]
 pub fn nearest_neighbour_counts_by_scan(
     metric: Metric,
     candidates: &[f64],

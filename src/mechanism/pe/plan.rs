@@ -217,8 +217,8 @@ impl PePlan {
         }
     }
 
-    #[cfg(any(test, feature = "internals"))]
     /// The variance of the discrete Gaussian on the counts (Gaussian variants).
+    #[cfg(any(test, feature = "internals"))]
     pub fn count_variance(&self) -> Option<RationalScale> {
         match self.noise {
             StepNoise::Gaussian { variance, .. } => Some(variance),

@@ -75,8 +75,8 @@ impl PsmmBudget {
         self.row_count.map(|row_count| row_count.spent_epsilon())
     }
 
-    #[cfg(any(test, feature = "internals"))]
     /// The total, by basic composition.
+    #[cfg(any(test, feature = "internals"))]
     pub fn spent_epsilon(&self) -> f64 {
         self.cell_epsilon() + self.root_epsilon().unwrap_or(0.0)
     }
@@ -223,9 +223,9 @@ pub fn project_to_probability(
     })
 }
 
-#[cfg(any(test, feature = "internals"))]
 /// d_BL(a/unit, b/unit) between two signed measures on the cell centres of `grid` (same network without
 /// the sink: the cells' supplies are a_i − b_i, the bank takes the difference of the totals).
+#[cfg(any(test, feature = "internals"))]
 pub fn bounded_lipschitz_distance(
     grid: &RegularGrid,
     a: &[i64],

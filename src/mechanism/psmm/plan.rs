@@ -129,8 +129,8 @@ impl PsmmPlan {
         })
     }
 
-    #[cfg(any(test, feature = "internals"))]
     /// The grid, when it is already known.
+    #[cfg(any(test, feature = "internals"))]
     pub fn grid(&self) -> Option<RegularGrid> {
         match &self.grid {
             GridChoice::Known { grid, .. } => Some(*grid),
