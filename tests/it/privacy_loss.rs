@@ -221,27 +221,30 @@ fn covloss_releases_stay_within_their_shares_of_epsilon() {
     assert!(loss > claimed[1] + SLACK, "a halved weight scale went unnoticed: log ratio {loss}");
 }
 
+/// The public inputs of a small release under replace (n public), one thread.
+fn replace_inputs(dims: usize, epsilon: f64, rows: u64) -> dpsynth::mechanism::PublicInputs<'static> {
+    dpsynth::mechanism::PublicInputs {
+        dims,
+        epsilon,
+        neighbours: Neighbours::Replace,
+        file_rows: rows,
+        memory_limit: 1 << 30,
+        threads: 1,
+        placement: dpsynth::sampler::Placement::Uniform,
+        encoding: None,
+    }
+}
+
 /// `--marginal-share`'s release: one 1-D PMM tree per column, each with a key of its own, on neighbouring
 /// tables where the replaced row moves in both columns (from the first leaf to the last). The outcome is
 /// each column's released count in its lower half (post-processing of the trees), compared with what the
 /// trees claim together.
 #[test]
 fn marginal_trees_stay_within_their_share_of_epsilon() {
-    use dpsynth::mechanism::PublicInputs;
     use dpsynth::options::PmmOptions;
-    use dpsynth::sampler::Placement;
     const ROWS: u64 = 16;
 
-    let public = PublicInputs {
-        dims: 2,
-        epsilon: 4.0,
-        neighbours: Neighbours::Replace,
-        file_rows: ROWS,
-        memory_limit: 1 << 30,
-        threads: 1,
-        placement: Placement::Uniform,
-        encoding: None,
-    };
+    let public = replace_inputs(2, 4.0, ROWS);
     let plan = MarginalPlan::new(&public, 0.5, &PmmOptions::DEFAULT).unwrap();
     let tree = plan.tree(None).unwrap();
     assert_eq!(tree.schedule.depth, 1, "the d = 1 rule splits 16 rows once at ε = 1");
@@ -291,10 +294,9 @@ fn the_quantile_partition_stays_within_its_marginal_and_joint_epsilon() {
     use dpsynth::geometry::bounds::ColumnBounds;
     use dpsynth::io::source::Source;
     use dpsynth::mechanism::pmm::marginals::Partition;
-    use dpsynth::mechanism::{Plan, PublicInputs, ReleasedMeasure};
+    use dpsynth::mechanism::{Plan, ReleasedMeasure};
     use dpsynth::options::{MechanismOptions, PmmOptions};
     use dpsynth::progress::Progress;
-    use dpsynth::sampler::Placement;
     use std::sync::Arc;
     const ROWS: u64 = 16;
     const QUANTILE_RUNS: u64 = 100_000;
@@ -308,16 +310,7 @@ fn the_quantile_partition_stays_within_its_marginal_and_joint_epsilon() {
         let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Float64Array::from(x)) as ArrayRef]).unwrap();
         Source::from_batches("table", schema, vec![batch]).unwrap()
     };
-    let public = PublicInputs {
-        dims: 1,
-        epsilon: 2.0,
-        neighbours: Neighbours::Replace,
-        file_rows: ROWS,
-        memory_limit: 1 << 30,
-        threads: 1,
-        placement: Placement::Uniform,
-        encoding: None,
-    };
+    let public = replace_inputs(1, 2.0, ROWS);
     let options = PmmOptions { depth: Some(1), marginal_share: 0.5, partition: Partition::Quantile, ..PmmOptions::DEFAULT };
     let plan = Plan::new(&public, &MechanismOptions::Pmm(options.clone())).unwrap();
     let bounds = [ColumnBounds::new("x", 0.0, 1.0).unwrap()];
