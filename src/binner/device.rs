@@ -45,12 +45,7 @@ impl ChosenBinner {
                     binner,
                     format!("gpu: {}", context.adapter_description()),
                 )),
-                Err(error) if choice == DeviceChoice::Auto => {
-                    Ok(cpu(&format!("; the GPU could not be used: {error}")))
-                }
-                Err(error) => Err(Error::bad_input(format!(
-                    "--device gpu: {error}; use --device cpu"
-                ))),
+                Err(error) => Ok(cpu(&Device::unusable_gpu(choice, error)?)),
             },
         }
     }
@@ -65,6 +60,16 @@ pub enum Device {
 }
 
 impl Device {
+    /// When a caller cannot use the GPU it opened: under `auto` the CPU, with the reason for the report;
+    /// under `gpu` an error that names the way out.
+    #[cfg(feature = "gpu")]
+    pub fn unusable_gpu(choice: DeviceChoice, error: impl std::fmt::Display) -> Result<String> {
+        match choice {
+            DeviceChoice::Auto => Ok(format!("; the GPU could not be used: {error}")),
+            _ => Err(Error::bad_input(format!("--device gpu: {error}; use --device cpu"))),
+        }
+    }
+
     /// `auto` opens a real GPU when there is one, else takes the CPU; `gpu` opens any adapter (a
     /// software one included) and fails clearly without one. A caller that cannot use an opened GPU
     /// falls back to the CPU under `auto` and fails under `gpu`.

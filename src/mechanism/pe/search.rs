@@ -146,12 +146,7 @@ impl<'a> NearestSearch<'a> {
             #[cfg(feature = "gpu")]
             Device::Gpu(context) => match GpuNearest::new(&context, metric, dims, &rows) {
                 Ok(gpu) => search(Rows::OnGpu(gpu), format!("gpu: {}", context.adapter_description())),
-                Err(error) if choice == DeviceChoice::Auto => {
-                    cpu(rows, &format!("; the GPU could not be used: {error}"))
-                }
-                Err(error) => {
-                    return Err(Error::bad_input(format!("--device gpu: {error}; use --device cpu")))
-                }
+                Err(error) => cpu(rows, &Device::unusable_gpu(choice, error)?),
             },
         };
         Ok((chosen, scan))
