@@ -15,18 +15,13 @@ pub use plan::PsmmPlan;
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::geometry::grid::{add_king_move_arcs, RegularGrid};
+use crate::geometry::grid::RegularGrid;
 use crate::noise::discrete_laplace::{sample_discrete_laplace, RationalScale};
 use crate::privacy::streams::NOISE_CHUNK_CELLS;
 use crate::privacy::{noise_scale, Neighbours, NoiseKey, NoiseStream, NoisyRowCount};
-use crate::transport::{
-    solve_min_cost_flow_with, Algorithm, FlowNetwork, FlowSolution, NodeId, AUTO_SIMPLEX_MAX_NODES,
-    COST_SCALING_ALPHA, INFINITE_CAPACITY, MAGNITUDE_LIMIT, MAX_ARCS, MAX_NODES,
-};
-
-/// Peak memory of a PSMM run per arc of its flow network (network, the solver's residual graph and
-/// the run's cell arrays): measured 108 (d = 3) and 129 (d = 2) bytes of peak RSS at 10^6 cells.
-pub const PROJECTION_BYTES_PER_ARC: u64 = 128;
+use crate::transport::fill_holes;
+#[cfg(any(test, feature = "internals"))]
+use crate::transport::{FlowNetwork, NodeId, INFINITE_CAPACITY};
 
 /// The privacy budget of one PSMM run (docs/privacy.md): Lap_Z(s) on every cell, s = Δ/ε_cells with Δ = 1
 /// (add-remove: one cell changes by one) or 2 (replace: two cells change by one), plus, under add-remove
@@ -104,28 +99,35 @@ pub fn noisy_cell_counts(
     noisy
 }
 
-/// Arcs of the projection network on `grid`: the king-move arcs, one arc to the sink and two to the bank
-/// per cell. `None` on overflow.
-pub fn projection_arcs(grid: &RegularGrid) -> Option<u128> {
+/// Peak memory of a PSMM run per cell besides the projection's flows: the solver's cell arrays and the
+/// run's count vectors ([`fill_holes`]). With [`PROJECTION_BYTES_PER_KING_ARC`] it bounds the peak RSS
+/// measured at 10^6 cells: 123 MB in d = 2 (the model says 164), 199 MB in d = 3 (model 234).
+pub const PROJECTION_BYTES_PER_CELL: u64 = 128;
+
+/// The projection's flows: one `i64` per undirected king-move edge, 4 bytes per directed arc.
+pub const PROJECTION_BYTES_PER_KING_ARC: u64 = 4;
+
+/// Bytes the projection on `grid` needs at its peak by that model. `None` on overflow.
+pub fn projection_bytes(grid: &RegularGrid) -> Option<u128> {
     grid.king_move_arcs()?
-        .checked_add(3 * grid.cell_count() as u128)
+        .checked_mul(u128::from(PROJECTION_BYTES_PER_KING_ARC))?
+        .checked_add(grid.cell_count() as u128 * u128::from(PROJECTION_BYTES_PER_CELL))
 }
 
-/// Refuses a grid whose projection network would not fit: more than [`MAX_ARCS`] arcs or more than
-/// `memory_limit` bytes at [`PROJECTION_BYTES_PER_ARC`]. The message names m, the limit and the largest
-/// grid that fits in this d.
+/// Refuses a grid whose projection would not fit in `memory_limit` bytes ([`projection_bytes`]) or whose
+/// cells would not have 32-bit indices. The message names m, the limit and the largest grid that fits in
+/// this d.
 pub fn check_projection_fits(grid: &RegularGrid, memory_limit: u64) -> Result<()> {
-    let limit = (MAX_ARCS as u128).min(u128::from(memory_limit / PROJECTION_BYTES_PER_ARC));
     let fits = |grid: &RegularGrid| {
-        grid.cell_count() + 2 <= MAX_NODES
-            && projection_arcs(grid).is_some_and(|arcs| arcs <= limit)
+        grid.cell_count() < u32::MAX as usize
+            && projection_bytes(grid).is_some_and(|bytes| bytes <= u128::from(memory_limit))
     };
     if fits(grid) {
         return Ok(());
     }
     let (dims, side) = (grid.dims(), grid.cells_per_axis());
-    let arcs =
-        projection_arcs(grid).map_or_else(|| "too many".to_string(), |arcs| arcs.to_string());
+    let bytes =
+        projection_bytes(grid).map_or_else(|| "too many".to_string(), |bytes| bytes.to_string());
     // The largest k below `side` that fits (fitting is monotone in k): binary search.
     let fits_with = |k: u32| RegularGrid::new(dims, k).is_some_and(|grid| fits(&grid));
     let (mut low, mut high) = (1u32, side);
@@ -149,10 +151,10 @@ pub fn check_projection_fits(grid: &RegularGrid, memory_limit: u64) -> Result<()
         ),
     };
     Err(Error::bad_input(format!(
-        "psmm: m = {} cells ({side} per axis, d = {dims}) need a flow network of {arcs} arcs, about {} bytes each; \
-         the limit here is {limit} arcs ({memory_limit} bytes of memory): {advice}",
+        "psmm: m = {} cells ({side} per axis, d = {dims}) need about {bytes} bytes for the projection \
+         ({PROJECTION_BYTES_PER_CELL} per cell and {PROJECTION_BYTES_PER_KING_ARC} per king-move arc); \
+         the limit here is {memory_limit} bytes of memory: {advice}",
         grid.cell_count(),
-        PROJECTION_BYTES_PER_ARC,
     )))
 }
 
@@ -185,10 +187,24 @@ pub struct Projection {
 /// its erratum is fixed: as printed, row i lacks the transposed terms −Σ_j (u_ji − u'_ji), so mass
 /// "moved" to j never arrives there and the LP under-prices disposal (see the tests).
 ///
+/// That flow is solved as a smaller problem ([`fill_holes`]). Write b = M − Σc.
+/// - An optimum never both creates and removes mass: a unit removed at i and one created at j can move
+///   from i to j instead, for at most k − 1 < 2k. So the bank creates exactly b units when b ≥ 0 and
+///   removes −b when b < 0, at the fixed cost k·|b|, wherever it does so.
+/// - What is left to choose is the king-move flow and where created units go (at most max(b, 0) of
+///   them) such that no cell ends negative, at least cost: the holes filled from the positive cells and
+///   a free bank of max(b, 0) units. Each such choice completes to a flow of the network at its
+///   transport cost + k·|b| (the leftovers go to the sink; the bank's unused units are created on them, or the −b
+///   removed from them, which their total M − b ≥ −b allows), and every flow whose bank arcs carry one
+///   sign is of this form.
+///
+/// Which cells get the unused or removed units does not change the cost; they go in proportion to what
+/// each cell kept ([`spread_to_mass`]).
+///
 /// On a cube of side L instead of [0,1]^d (for example [−R, R]^{d'} after a projection, L = 2R) the
 /// problem is the same scaled by L: the masses do not change and d_BL (with ‖f‖_∞ ≤ diam) is L·`d_bl`.
 ///
-/// `mass` must be ≥ 1; `memory_limit` bounds the network (see [`check_projection_fits`]).
+/// `mass` must be ≥ 1; `memory_limit` bounds the solver's memory (see [`check_projection_fits`]).
 pub fn project_to_probability(
     grid: &RegularGrid,
     counts: &[i64],
@@ -203,24 +219,50 @@ pub fn project_to_probability(
     let total: i128 = counts.iter().map(|&c| i128::from(c)).sum();
     let bank = i64::try_from(i128::from(mass) - total)
         .map_err(|_| Error::bad_input("the noisy counts are too large to project"))?;
-    let (mut net, cells) = cells_network(grid, counts, 1);
-    let sink = net.add_node(-mass);
-    let first_sink_arc = net.arc_count();
-    for &cell in &cells {
-        net.add_arc(cell, sink, INFINITE_CAPACITY, 0);
-    }
-    add_bank(&mut net, &cells, grid, bank);
-    let (solution, solver) = solve(&net, grid)?;
-    let masses: Vec<u64> = solution.flows[first_sink_arc..first_sink_arc + grid.cell_count()]
-        .iter()
-        .map(|&flow| flow as u64)
-        .collect();
-    debug_assert_eq!(masses.iter().sum::<u64>(), mass as u64);
+    let filled = fill_holes(
+        grid.cells_per_axis() as usize,
+        grid.dims(),
+        counts,
+        bank.max(0) as u64,
+    );
+    let side = u128::from(grid.cells_per_axis());
+    let cost = filled.transport_steps + side * u128::from(bank.unsigned_abs());
     Ok(Projection {
-        masses,
-        d_bl: solution.cost as f64 / (f64::from(grid.cells_per_axis()) * mass as f64),
-        solver,
+        masses: spread_to_mass(&filled.leftover, mass as u64),
+        d_bl: cost as f64 / (side as f64 * mass as f64),
+        solver: "exact min-cost flow (successive shortest paths into the holes)",
     })
+}
+
+/// What the cells kept, scaled to sum to `mass` in integers: the bank's units created or removed there in
+/// proportion to what each kept (largest remainders, ties to the lower cell), uniformly when nothing is
+/// kept. Every placement costs the same (see [`project_to_probability`]); this one keeps the shape.
+fn spread_to_mass(kept: &[u64], mass: u64) -> Vec<u64> {
+    let total: u128 = kept.iter().map(|&k| u128::from(k)).sum();
+    if total == u128::from(mass) {
+        return kept.to_vec();
+    }
+    let (weights, total): (Vec<u128>, u128) = if total == 0 {
+        (vec![1; kept.len()], kept.len() as u128)
+    } else {
+        (kept.iter().map(|&k| u128::from(k)).collect(), total)
+    };
+    let mut masses: Vec<u64> = weights
+        .iter()
+        .map(|&w| (w * u128::from(mass) / total) as u64)
+        .collect();
+    let short = mass - masses.iter().sum::<u64>();
+    let mut by_remainder: Vec<(u128, usize)> = weights
+        .iter()
+        .enumerate()
+        .map(|(cell, &w)| (w * u128::from(mass) % total, cell))
+        .filter(|&(remainder, _)| remainder > 0)
+        .collect();
+    by_remainder.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    for &(_, cell) in &by_remainder[..short as usize] {
+        masses[cell] += 1;
+    }
+    masses
 }
 
 /// d_BL(a/unit, b/unit) between two signed measures on the cell centres of `grid` (same network without
@@ -239,12 +281,14 @@ pub fn bounded_lipschitz_distance(
     let bank = -difference.iter().sum::<i64>();
     let (mut net, cells) = cells_network(grid, &difference, 0);
     add_bank(&mut net, &cells, grid, bank);
-    let (solution, _) = solve(&net, grid)?;
+    let solution = crate::transport::solve_min_cost_flow(&net)
+        .map_err(|error| Error::internal(format!("bounded-Lipschitz distance: {error}")))?;
     Ok(solution.cost as f64 / (f64::from(grid.cells_per_axis()) * unit as f64))
 }
 
 /// The cell nodes (in the grid's layout) with their king-move arcs, room reserved for
 /// `extra_arcs_per_cell` more arcs per cell besides the two bank arcs.
+#[cfg(any(test, feature = "internals"))]
 fn cells_network(
     grid: &RegularGrid,
     supplies: &[i64],
@@ -257,7 +301,7 @@ fn cells_network(
         .iter()
         .map(|&supply| net.add_node(supply))
         .collect();
-    add_king_move_arcs(
+    crate::geometry::grid::add_king_move_arcs(
         &mut net,
         &cells,
         grid.cells_per_axis() as usize,
@@ -267,6 +311,7 @@ fn cells_network(
 }
 
 /// The bank: mass removed from or created at any cell for k steps (one normalised unit) per unit.
+#[cfg(any(test, feature = "internals"))]
 fn add_bank(net: &mut FlowNetwork, cells: &[NodeId], grid: &RegularGrid, supply: i64) {
     let bank = net.add_node(supply);
     let cost = i64::from(grid.cells_per_axis());
@@ -274,25 +319,6 @@ fn add_bank(net: &mut FlowNetwork, cells: &[NodeId], grid: &RegularGrid, supply:
         net.add_arc(cell, bank, INFINITE_CAPACITY, cost);
         net.add_arc(bank, cell, INFINITE_CAPACITY, cost);
     }
-}
-
-/// Exact min-cost flow: the network simplex on small networks, cost scaling above (the crossover
-/// `transport` measured on king-move grids) when its scaled costs k·(n + 1)·α fit the exact arithmetic.
-fn solve(net: &FlowNetwork, grid: &RegularGrid) -> Result<(FlowSolution, &'static str)> {
-    let nodes = net.node_count() as u128;
-    let scaled_cost = u128::from(grid.cells_per_axis()) * (nodes + 1) * COST_SCALING_ALPHA as u128;
-    let (algorithm, name) =
-        if net.node_count() > AUTO_SIMPLEX_MAX_NODES && scaled_cost <= MAGNITUDE_LIMIT as u128 {
-            (Algorithm::CostScaling, "exact min-cost flow (cost scaling)")
-        } else {
-            (
-                Algorithm::NetworkSimplex,
-                "exact min-cost flow (network simplex)",
-            )
-        };
-    let solution = solve_min_cost_flow_with(net, algorithm)
-        .map_err(|error| Error::internal(format!("psmm projection: {error}")))?;
-    Ok((solution, name))
 }
 
 /// Where the normaliser M of ν = c/M comes from, and so how far it may be from the true n.
@@ -540,6 +566,32 @@ mod tests {
             (printed - 2.5).abs() < LP_TOLERANCE,
             "printed LP: {printed}"
         );
+    }
+
+    #[test]
+    fn unused_or_removed_units_follow_what_the_cells_kept() {
+        assert_eq!(spread_to_mass(&[3, 0, 2], 5), vec![3, 0, 2]);
+        // Nothing kept: uniform, the odd units to the lower cells.
+        assert_eq!(spread_to_mass(&[0, 0, 0, 0], 6), vec![2, 2, 1, 1]);
+        let mut rng = crate::testing::case_rng(41);
+        for _ in 0..500 {
+            let cells = rng.random_range(1..12usize);
+            let kept: Vec<u64> = (0..cells).map(|_| rng.random_range(0..6u64)).collect();
+            let total: u64 = kept.iter().sum();
+            let mass = rng.random_range(1..=2 * total.max(1) + 3);
+            let masses = spread_to_mass(&kept, mass);
+            assert_eq!(masses.iter().sum::<u64>(), mass, "{kept:?} to {mass}");
+            for (&m, &k) in masses.iter().zip(&kept) {
+                // Within one unit of the exact proportional share; removal never takes more than was kept.
+                let share = if total == 0 {
+                    mass as f64 / cells as f64
+                } else {
+                    k as f64 * mass as f64 / total as f64
+                };
+                assert!((m as f64 - share).abs() < 1.0, "{kept:?} to {mass}: {masses:?}");
+                assert!(mass > total || m <= k, "{kept:?} to {mass}: {masses:?}");
+            }
+        }
     }
 
     #[test]
