@@ -96,7 +96,7 @@ impl Neighbourhood {
             rest /= self.side;
         }
         if coords.iter().all(|&c| c > 0 && c + 1 < self.side) {
-            // Inside the grid's boundary layer every neighbour exists (most cells, and the cheap case).
+            // Away from the faces every neighbour exists: most cells, checked once instead of per offset.
             for (j, &delta) in self.delta.iter().enumerate() {
                 visit(j, (cell as isize + delta) as usize);
             }
