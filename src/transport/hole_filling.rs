@@ -115,11 +115,16 @@ impl Neighbourhood {
     }
 }
 
-/// Where the search reached a node from: the next node towards its hole, or the hole itself.
-#[derive(Clone, Copy, PartialEq)]
+/// The arc a node's search path takes towards its hole.
+#[derive(Clone, Copy)]
 enum Towards {
-    Cell(u32),
+    /// A king move to `next`; `offset` leads from `next` back to this node.
+    Move { next: u32, offset: u32 },
+    /// From the bank: created units into this cell.
+    IntoCell(u32),
+    /// From a cell: back to the bank (cancelling units it created there).
     Bank,
+    /// The hole itself.
     Root,
 }
 
@@ -152,7 +157,7 @@ struct Solver<'a> {
     queue: BucketQueue,
     coords: Vec<usize>,
     /// Neighbours reached from the node being settled, before they enter the queue.
-    pending: Vec<(u32, i64)>,
+    pending: Vec<(u32, i64, u32)>,
 }
 
 /// Fills every hole of `counts` (side^d cells, c_i < 0) at the least king-move cost from the positive
@@ -270,17 +275,17 @@ impl Solver<'_> {
             if self.bank_spare.is_some() {
                 let reduced = self.potential[bank as usize] - self.potential[v];
                 debug_assert!(reduced >= 0, "residual arcs keep reduced cost ≥ 0");
-                self.reach(bank, distance + reduced, Towards::Cell(node));
+                self.reach(bank, distance + reduced, Towards::IntoCell(node));
             }
             // u → v over a king move: −1 where it cancels flow v → u, else +1.
             self.around.for_each(v, &mut coords, |j, u| {
                 let cost = if self.net_flow(v, j, u) > 0 { -1 } else { 1 };
                 let reduced = cost + self.potential[u] - self.potential[v];
                 debug_assert!(reduced >= 0, "residual arcs keep reduced cost ≥ 0");
-                pending.push((u as u32, distance + reduced));
+                pending.push((u as u32, distance + reduced, j as u32));
             });
-            for (u, at) in pending.drain(..) {
-                self.reach(u, at, Towards::Cell(node));
+            for (u, at, offset) in pending.drain(..) {
+                self.reach(u, at, Towards::Move { next: node, offset });
             }
         }
         self.coords = coords;
@@ -317,7 +322,7 @@ impl Solver<'_> {
         };
         let mut at = source;
         while let Some(next) = self.next_on_path(at) {
-            amount = amount.min(self.tight_capacity(at, next));
+            amount = amount.min(self.tight_room(at));
             at = next;
         }
         debug_assert_eq!(at, hole);
@@ -326,7 +331,7 @@ impl Solver<'_> {
         assert!(amount > 0, "the shortest path has room: its arcs are tight");
         let mut at = source;
         while let Some(next) = self.next_on_path(at) {
-            self.push(at, next, amount);
+            self.push_towards_hole(at, amount);
             at = next;
         }
         if source == self.bank {
@@ -339,49 +344,54 @@ impl Solver<'_> {
 
     fn next_on_path(&self, node: u32) -> Option<u32> {
         match self.towards[node as usize] {
-            Towards::Cell(next) => Some(next),
+            Towards::Move { next, .. } | Towards::IntoCell(next) => Some(next),
             Towards::Bank => Some(self.bank),
             Towards::Root => None,
         }
     }
 
-    /// What `from → to` can carry at reduced cost 0 now: unlimited on an arc of cost +1 or from the bank,
-    /// the opposite flow on an arc that cancels it, 0 when the arc is no longer tight.
-    fn tight_capacity(&mut self, from: u32, to: u32) -> i64 {
-        let reduced = |this: &Self, cost: i64| {
-            cost + this.potential[from as usize] - this.potential[to as usize]
+    /// What the arc from `node` towards its hole can carry at reduced cost 0 now: unlimited on a king
+    /// move of cost +1 or from the bank, the opposite flow on an arc that cancels it, 0 when the arc is not
+    /// tight.
+    fn tight_room(&self, node: u32) -> i64 {
+        let tight = |head: u32, cost: i64| {
+            cost + self.potential[node as usize] - self.potential[head as usize] == 0
         };
-        if from == self.bank {
-            if reduced(self, 0) == 0 {
-                i64::MAX
-            } else {
-                0
+        match self.towards[node as usize] {
+            Towards::Move { next, offset } => {
+                let opposite = self.net_flow(next as usize, offset as usize, node as usize);
+                match (opposite > 0, tight(next, if opposite > 0 { -1 } else { 1 })) {
+                    (_, false) => 0,
+                    (true, true) => opposite,
+                    (false, true) => i64::MAX,
+                }
             }
-        } else if to == self.bank {
-            if reduced(self, 0) == 0 {
-                self.bank_flow[from as usize]
-            } else {
-                0
+            Towards::IntoCell(cell) => {
+                if tight(cell, 0) {
+                    i64::MAX
+                } else {
+                    0
+                }
             }
-        } else {
-            let j = self.offset_between(from as usize, to as usize);
-            let opposite = -self.net_flow(from as usize, j, to as usize);
-            match (opposite > 0, reduced(self, if opposite > 0 { -1 } else { 1 }) == 0) {
-                (_, false) => 0,
-                (true, true) => opposite,
-                (false, true) => i64::MAX,
+            Towards::Bank => {
+                if tight(self.bank, 0) {
+                    self.bank_flow[node as usize]
+                } else {
+                    0
+                }
             }
+            Towards::Root => unreachable!("the path ends at its hole"),
         }
     }
 
-    fn push(&mut self, from: u32, to: u32, amount: i64) {
-        if from == self.bank {
-            self.change_bank_flow(to, amount);
-        } else if to == self.bank {
-            self.change_bank_flow(from, -amount);
-        } else {
-            let j = self.offset_between(from as usize, to as usize);
-            self.add_flow(from as usize, j, to as usize, amount);
+    fn push_towards_hole(&mut self, node: u32, amount: i64) {
+        match self.towards[node as usize] {
+            Towards::Move { next, offset } => {
+                self.add_flow(next as usize, offset as usize, node as usize, -amount)
+            }
+            Towards::IntoCell(cell) => self.change_bank_flow(cell, amount),
+            Towards::Bank => self.change_bank_flow(node, -amount),
+            Towards::Root => unreachable!("the path ends at its hole"),
         }
     }
 
@@ -415,19 +425,6 @@ impl Solver<'_> {
         let (slot, sign) = self.around.slot[j];
         let owner = if sign > 0 { cell } else { neighbour };
         self.flow[owner * self.around.forward_count + slot] += sign * amount;
-    }
-
-    /// The offset from `from` to its neighbour `to`.
-    fn offset_between(&mut self, from: usize, to: usize) -> usize {
-        let mut found = None;
-        let mut coords = std::mem::take(&mut self.coords);
-        self.around.for_each(from, &mut coords, |j, neighbour| {
-            if neighbour == to {
-                found = Some(j);
-            }
-        });
-        self.coords = coords;
-        found.expect("path arcs join neighbours")
     }
 }
 
