@@ -4,7 +4,7 @@
 #   - synth time / plain decode time of the same columns, measured side by side (benches/end_to_end.rs),
 #     and the same ratio for the binning pass alone;
 #   - 2 threads against 1 (the same bench with DPSYNTH_BENCH_THREADS=1);
-#   - the phase split from the diagnostics: read and bin, merge, tree, noise, consistency, sample, write;
+#   - the phase split from the diagnostics: read and bin, merge, tree, noise, consistency, sample and encode, write;
 #   - peak memory of one `dpsynth synth` run (/usr/bin/time -v).
 # Usage: scripts/bench_end_to_end.sh [ROWS ...]   (tables are cached in target/bench-data)
 set -euo pipefail

@@ -130,7 +130,7 @@ pub fn synthesize_across(
     let written = timings.time_in_parts("sample and write", |parts| {
         pool.install(|| -> Result<_> {
             let mut sink = ParquetSink::create(&part, columns, bounds)?;
-            let rows = write_rows(&mut sink, &sampler, columns.len(), progress, parts)?;
+            let rows = write_rows(&mut sink, &sampler, progress, parts)?;
             Ok((sink.finish()?, rows))
         })
     });

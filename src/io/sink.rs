@@ -3,14 +3,15 @@
 //! run leaves nothing behind.
 
 use std::fs::File;
-use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::ArrayRef;
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
-use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnWriter, ArrowRowGroupWriterFactory};
+use parquet::arrow::arrow_writer::{
+    compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowRowGroupWriterFactory,
+};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -45,20 +46,37 @@ pub fn denormalised(column: &NumericColumn, bounds: &ColumnBounds, unit: &[f64])
     build_array(&column.data_type, unit, |unit| bounds.denormalise(unit))
 }
 
-/// The table being written: each column of the open row group has its own encoder, and the encoders of
-/// a batch run in parallel; finished row groups are appended in column order, so the bytes do not
-/// depend on the thread count.
+/// The table being written. Whole row groups of normalised rows are encoded by a [`RowGroupEncoder`], on
+/// any thread, and appended by a [`RowGroupFile`] in order ([`ParquetSink::split`] gives both at once);
+/// batches of a caller's own arrays ([`ParquetSink::write_batch`]) fill the open row group's encoders. The
+/// bytes do not depend on the thread count.
 pub struct ParquetSink {
     staged: StagedFile,
-    file: SerializedFileWriter<File>,
-    row_groups: ArrowRowGroupWriterFactory,
-    /// One encoder per column of the open row group.
-    encoders: Vec<ArrowColumnWriter>,
+    encoder: RowGroupEncoder,
+    file: RowGroupFile,
+    /// The encoders of the row group that `write_batch` is filling, one per column.
+    open: Option<Vec<ArrowColumnWriter>>,
     rows_in_group: usize,
-    groups_written: usize,
+}
+
+/// Encodes whole row groups of normalised rows: [`RowGroupEncoder::encode`] takes `&self`, so row
+/// groups can be encoded in parallel.
+pub struct RowGroupEncoder {
+    target: PathBuf,
+    row_groups: ArrowRowGroupWriterFactory,
     schema: SchemaRef,
     columns: Vec<NumericColumn>,
     bounds: Vec<ColumnBounds>,
+}
+
+/// One row group's encoded column chunks, ready to append.
+pub struct EncodedRowGroup(Vec<ArrowColumnChunk>);
+
+/// The file that encoded row groups are appended to, in the order they come.
+pub struct RowGroupFile {
+    target: PathBuf,
+    writer: SerializedFileWriter<File>,
+    groups_written: usize,
 }
 
 impl ParquetSink {
@@ -87,112 +105,144 @@ impl ParquetSink {
         let file = File::create(staged.temporary()).map_err(|error| {
             Error::in_file(target, format!("cannot create the output: {error}"))
         })?;
-        let cannot_start =
-            |error| Error::in_file(target, format!("cannot start the Parquet writer: {error}"));
         // ArrowWriter stores the Arrow schema in the footer; its lower-level parts encode in parallel.
-        let (file, row_groups) = ArrowWriter::try_new(file, schema.clone(), Some(output_properties()))
+        let (writer, row_groups) = ArrowWriter::try_new(file, schema.clone(), Some(output_properties()))
             .and_then(ArrowWriter::into_serialized_writer)
-            .map_err(cannot_start)?;
-        let encoders = row_groups.create_column_writers(0).map_err(cannot_start)?;
+            .map_err(|error| Error::in_file(target, format!("cannot start the Parquet writer: {error}")))?;
         Ok(ParquetSink {
             staged,
-            file,
-            row_groups,
-            encoders,
+            encoder: RowGroupEncoder {
+                target: target.to_path_buf(),
+                row_groups,
+                schema,
+                columns,
+                bounds,
+            },
+            file: RowGroupFile {
+                target: target.to_path_buf(),
+                writer,
+                groups_written: 0,
+            },
+            open: None,
             rows_in_group: 0,
-            groups_written: 0,
-            schema,
-            columns,
-            bounds,
         })
     }
 
-    /// Appends one batch of the sink's schema (made by [`ParquetSink::create_with_schema`]).
+    /// The encoder and the file, to encode row groups while earlier ones are appended. The row group
+    /// that [`write_batch`](Self::write_batch) is filling, if any, must be finished first.
+    pub fn split(&mut self) -> (&RowGroupEncoder, &mut RowGroupFile) {
+        debug_assert_eq!(self.rows_in_group, 0, "a row group is open");
+        (&self.encoder, &mut self.file)
+    }
+
+    /// Appends one batch of the sink's schema (made by [`ParquetSink::create_with_schema`]); the pieces
+    /// that fit the open row group are encoded on the rayon pool, one task per column.
     pub fn write_batch(&mut self, batch: &RecordBatch) -> Result<()> {
-        self.write_columns(batch.num_rows(), |column, rows| {
-            batch.column(column).slice(rows.start, rows.len())
-        })
-    }
-
-    /// Appends rows given per column in normalised units [0,1]; they are mapped back to each column's
-    /// bounds and type (integers rounded). Columns are converted and encoded in parallel.
-    pub fn write_normalised(&mut self, unit_columns: &[Vec<f64>]) -> Result<()> {
-        let rows = unit_columns.first().map_or(0, Vec::len);
-        let (columns, bounds) = (self.columns.clone(), self.bounds.clone());
-        self.write_columns(rows, |column, rows| {
-            denormalised(&columns[column], &bounds[column], &unit_columns[column][rows])
-        })
-    }
-
-    /// Appends `rows` rows whose column c over a range of rows is `column(c, range)`: each piece that fits
-    /// the open row group is made and encoded on the rayon pool, one task per column.
-    fn write_columns(
-        &mut self,
-        rows: usize,
-        column: impl Fn(usize, Range<usize>) -> ArrayRef + Sync,
-    ) -> Result<()> {
+        let rows = batch.num_rows();
         let mut start = 0;
         while start < rows {
             let end = rows.min(start + OUTPUT_ROW_GROUP_ROWS - self.rows_in_group);
-            let fields = self.schema.fields();
-            self.encoders
+            let encoders = match &mut self.open {
+                Some(encoders) => encoders,
+                None => self.open.insert(self.encoder.column_writers(self.file.groups_written)?),
+            };
+            let fields = self.encoder.schema.fields();
+            encoders
                 .par_iter_mut()
                 .zip(fields.par_iter())
                 .enumerate()
                 .try_for_each(|(index, (encoder, field))| {
-                    for leaf in compute_leaves(field, &column(index, start..end))? {
+                    for leaf in compute_leaves(field, &batch.column(index).slice(start, end - start))? {
                         encoder.write(&leaf)?;
                     }
                     Ok(())
                 })
-                .map_err(|error: parquet::errors::ParquetError| self.write_error(error))?;
+                .map_err(|error| self.encoder.write_error(error))?;
             self.rows_in_group += end - start;
             start = end;
             if self.rows_in_group == OUTPUT_ROW_GROUP_ROWS {
-                self.finish_row_group()?;
+                self.finish_open_row_group()?;
             }
         }
         Ok(())
     }
 
-    /// Closes the open row group's encoders and appends their chunks to the file, in column order.
-    fn finish_row_group(&mut self) -> Result<()> {
-        self.groups_written += 1;
-        let next = self
-            .row_groups
-            .create_column_writers(self.groups_written)
-            .map_err(|error| self.write_error(error))?;
-        let encoders = std::mem::replace(&mut self.encoders, next);
+    /// Closes the open row group's encoders and appends their chunks.
+    fn finish_open_row_group(&mut self) -> Result<()> {
+        self.rows_in_group = 0;
+        let Some(encoders) = self.open.take() else {
+            return Ok(());
+        };
         let chunks = encoders
             .into_par_iter()
             .map(ArrowColumnWriter::close)
             .collect::<parquet::errors::Result<Vec<_>>>()
-            .map_err(|error| self.write_error(error))?;
-        let appended = self.file.next_row_group().and_then(|mut row_group| {
-            for chunk in chunks {
-                chunk.append_to_row_group(&mut row_group)?;
-            }
-            row_group.close().map(drop)
-        });
-        self.rows_in_group = 0;
-        appended.map_err(|error| self.write_error(error))
-    }
-
-    fn write_error(&self, error: parquet::errors::ParquetError) -> Error {
-        Error::in_file(self.staged.target(), format!("cannot write the output: {error}"))
+            .map_err(|error| self.encoder.write_error(error))?;
+        self.file.append(EncodedRowGroup(chunks))
     }
 
     /// Finishes the file; it is moved into place with the run's other outputs by
     /// [`crate::io::staging::commit_all`]. On error (and if the result is dropped) the temporary goes.
     pub fn finish(mut self) -> Result<StagedFile> {
         if self.rows_in_group > 0 {
-            self.finish_row_group()?;
+            self.finish_open_row_group()?;
         }
         let ParquetSink { staged, file, .. } = self;
-        file.close().map_err(|error| {
+        file.writer.close().map_err(|error| {
             Error::in_file(staged.target(), format!("cannot finish the output: {error}"))
         })?;
         Ok(staged)
+    }
+}
+
+impl RowGroupEncoder {
+    /// Row group `index` (its place in the file) holding `unit_columns`, values in normalised units [0,1]
+    /// mapped back to each column's bounds and type (integers rounded); columns are encoded in parallel.
+    pub fn encode(&self, index: usize, unit_columns: &[Vec<f64>]) -> Result<EncodedRowGroup> {
+        let fields = self.schema.fields();
+        let chunks = self
+            .column_writers(index)?
+            .into_par_iter()
+            .zip(fields.par_iter())
+            .enumerate()
+            .map(|(column, (mut encoder, field))| {
+                let array = denormalised(&self.columns[column], &self.bounds[column], &unit_columns[column]);
+                for leaf in compute_leaves(field, &array)? {
+                    encoder.write(&leaf)?;
+                }
+                encoder.close()
+            })
+            .collect::<parquet::errors::Result<Vec<_>>>()
+            .map_err(|error| self.write_error(error))?;
+        Ok(EncodedRowGroup(chunks))
+    }
+
+    pub fn dims(&self) -> usize {
+        self.columns.len()
+    }
+
+    fn column_writers(&self, index: usize) -> Result<Vec<ArrowColumnWriter>> {
+        self.row_groups
+            .create_column_writers(index)
+            .map_err(|error| self.write_error(error))
+    }
+
+    fn write_error(&self, error: parquet::errors::ParquetError) -> Error {
+        Error::in_file(&self.target, format!("cannot write the output: {error}"))
+    }
+}
+
+impl RowGroupFile {
+    /// Appends the next row group.
+    pub fn append(&mut self, group: EncodedRowGroup) -> Result<()> {
+        self.groups_written += 1;
+        let appended = self.writer.next_row_group().and_then(|mut row_group| {
+            for chunk in group.0 {
+                chunk.append_to_row_group(&mut row_group)?;
+            }
+            row_group.close().map(drop)
+        });
+        appended.map_err(|error| Error::in_file(&self.target, format!("cannot write the output: {error}")))
     }
 }
 
@@ -210,7 +260,7 @@ fn output_properties() -> WriterProperties {
 mod tests {
     use super::*;
     use crate::io::source::{ColumnKind, Source};
-    use arrow::array::AsArray;
+    use arrow::array::{AsArray, Float64Array, Int32Array};
     use arrow::datatypes::{DataType, Float64Type, Int32Type};
 
     fn columns() -> (Vec<NumericColumn>, Vec<ColumnBounds>) {
@@ -232,34 +282,14 @@ mod tests {
         )
     }
 
-    /// Batches that straddle row-group boundaries, written on `threads` threads; returns the file.
-    fn write(path: &Path, threads: usize, rows: usize) -> Vec<u8> {
-        let (columns, bounds) = columns();
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        pool.install(|| {
-            let mut sink = ParquetSink::create(path, &columns, &bounds).unwrap();
-            let units: Vec<f64> = (0..rows).map(|row| (row % 1001) as f64 / 1000.0).collect();
-            for batch in units.chunks(OUTPUT_ROW_GROUP_ROWS / 3 + 17) {
-                sink.write_normalised(&[batch.to_vec(), batch.to_vec()])
-                    .unwrap();
-            }
-            crate::io::staging::commit_all(vec![sink.finish().unwrap()]).unwrap();
-        });
-        std::fs::read(path).unwrap()
+    fn unit(row: usize) -> f64 {
+        (row % 1001) as f64 / 1000.0
     }
 
-    #[test]
-    fn row_groups_hold_every_row_in_order_and_the_bytes_ignore_the_thread_count() {
-        let dir = tempfile::tempdir().unwrap();
-        let rows = 2 * OUTPUT_ROW_GROUP_ROWS + 12_345;
-        let path = dir.path().join("out.parquet");
-        let one_thread = write(&path, 1, rows);
-        assert_eq!(write(&path, 3, rows), one_thread);
-        let source = Source::open(&path).unwrap();
-        assert_eq!(source.row_group_count(), 3);
+    /// Every value of the file at `path` is the one written for its row.
+    fn assert_rows_in_order(path: &Path, rows: usize, row_groups: usize) {
+        let source = Source::open(path).unwrap();
+        assert_eq!(source.row_group_count(), row_groups);
         let (columns, _) = columns();
         let mut row = 0usize;
         for group in 0..source.row_group_count() {
@@ -268,13 +298,70 @@ mod tests {
                 let x = batch.column(0).as_primitive::<Float64Type>();
                 let k = batch.column(1).as_primitive::<Int32Type>();
                 for (x, k) in x.values().iter().zip(k.values()) {
-                    let unit = (row % 1001) as f64 / 1000.0;
-                    assert_eq!(*x, -1.0 + 2.0 * unit, "row {row}");
+                    assert_eq!(*x, -1.0 + 2.0 * unit(row), "row {row}");
                     assert_eq!(*k, (row % 1001) as i32, "row {row}");
                     row += 1;
                 }
             }
         }
         assert_eq!(row, rows);
+    }
+
+    /// Row groups encoded in parallel on `threads` threads and appended in order; returns the file.
+    fn write_row_groups(path: &Path, threads: usize, rows: usize) -> Vec<u8> {
+        let (columns, bounds) = columns();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let mut sink = ParquetSink::create(path, &columns, &bounds).unwrap();
+            let (encoder, file) = sink.split();
+            let groups: Vec<EncodedRowGroup> = (0..rows.div_ceil(OUTPUT_ROW_GROUP_ROWS))
+                .into_par_iter()
+                .map(|group| {
+                    let first = group * OUTPUT_ROW_GROUP_ROWS;
+                    let units: Vec<f64> = (first..rows.min(first + OUTPUT_ROW_GROUP_ROWS)).map(unit).collect();
+                    encoder.encode(group, &[units.clone(), units]).unwrap()
+                })
+                .collect();
+            for group in groups {
+                file.append(group).unwrap();
+            }
+            crate::io::staging::commit_all(vec![sink.finish().unwrap()]).unwrap();
+        });
+        std::fs::read(path).unwrap()
+    }
+
+    #[test]
+    fn row_groups_encoded_in_parallel_keep_their_order_and_the_bytes_ignore_the_thread_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = 2 * OUTPUT_ROW_GROUP_ROWS + 12_345;
+        let path = dir.path().join("out.parquet");
+        let one_thread = write_row_groups(&path, 1, rows);
+        assert_eq!(write_row_groups(&path, 3, rows), one_thread);
+        assert_rows_in_order(&path, rows, 3);
+    }
+
+    #[test]
+    fn batches_straddling_row_groups_fill_them_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = OUTPUT_ROW_GROUP_ROWS + 12_345;
+        let path = dir.path().join("out.parquet");
+        let (columns, bounds) = columns();
+        let schema = output_schema(&columns);
+        let mut sink = ParquetSink::create_with_schema(&path, schema.clone()).unwrap();
+        let rows_of = |range: std::ops::Range<usize>| {
+            let x: Vec<f64> = range.clone().map(|row| bounds[0].denormalise(unit(row))).collect();
+            let k: Vec<i32> = range.map(|row| (row % 1001) as i32).collect();
+            let arrays: Vec<ArrayRef> = vec![Arc::new(Float64Array::from(x)), Arc::new(Int32Array::from(k))];
+            RecordBatch::try_new(schema.clone(), arrays).unwrap()
+        };
+        let batch_rows = OUTPUT_ROW_GROUP_ROWS / 3 + 17;
+        for start in (0..rows).step_by(batch_rows) {
+            sink.write_batch(&rows_of(start..rows.min(start + batch_rows))).unwrap();
+        }
+        crate::io::staging::commit_all(vec![sink.finish().unwrap()]).unwrap();
+        assert_rows_in_order(&path, rows, 2);
     }
 }

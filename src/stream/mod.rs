@@ -31,11 +31,10 @@ use crate::mechanism::online::{OnlinePlan, OnlineTree, MAX_ONLINE_DEPTH};
 use crate::mechanism::ReleasedMeasure;
 use crate::options::{bounds_for_columns, check_threads, last_bounds_per_column};
 use crate::privacy::{check_epsilon, Budget, NoiseKey, RunSeeds};
-use crate::sampler::{Placement, SAMPLE_BLOCK_ROWS};
+use crate::progress::{Progress, Timings};
+use crate::sampler::Placement;
+use crate::synth::write_rows;
 use report::StreamReleaseReport;
-
-/// Rows sampled and written per batch of a release.
-const RELEASE_BATCH_ROWS: usize = 16 * SAMPLE_BLOCK_ROWS;
 
 /// Elements gathered (as cell codes, 4 bytes each) before they are fed to the tree: every feed looks at
 /// every cell once, so fewer, larger feeds cost less at large t.
@@ -346,14 +345,7 @@ fn write_release(request: &StreamRequest, state: &OnlineState, t: u64) -> Result
     let directory = request.args.output_dir.as_ref().expect("checked with the release options");
     let table = directory.join(format!("release-{t}.parquet"));
     let mut sink = ParquetSink::create(&table, &request.columns, &request.bounds)?;
-    let mut columns = vec![Vec::new(); request.columns.len()];
-    let mut start = 0u64;
-    while start < t {
-        let rows = (t - start).min(RELEASE_BATCH_ROWS as u64) as usize;
-        generator.sample_rows(start, rows, &mut columns);
-        sink.write_normalised(&columns)?;
-        start += rows as u64;
-    }
+    write_rows(&mut sink, generator.as_ref(), &Progress::hidden(), &mut Timings::default())?;
     let report = StreamReleaseReport::new(request, state, t, spent_per_path, spent);
     let report_directory = request.args.report_dir.as_ref().unwrap_or(directory);
     let json = serde_json::to_string_pretty(&report)

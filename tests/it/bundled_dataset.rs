@@ -67,7 +67,7 @@ fn readme_main_job_runs_on_the_bundled_flights_table() {
         [
             ("bin", vec!["read and bin", "merge"]),
             ("noise and consistency", vec!["coarsen", "tree", "noise", "consistency", "leaves"]),
-            ("sample and write", vec!["sample", "write"]),
+            ("sample and write", vec!["sample and encode", "write"]),
             ("close table", vec![]),
         ]
     );
