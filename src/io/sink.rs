@@ -128,8 +128,8 @@ impl ParquetSink {
         })
     }
 
-    /// The encoder and the file, to encode row groups while earlier ones are appended. The row group
-    /// that [`write_batch`](Self::write_batch) is filling, if any, must be finished first.
+    /// The encoder and the file, to encode row groups while earlier ones are appended. Not for a sink
+    /// that [`write_batch`](Self::write_batch) fills: its open row group would be left behind.
     pub fn split(&mut self) -> (&RowGroupEncoder, &mut RowGroupFile) {
         debug_assert_eq!(self.rows_in_group, 0, "a row group is open");
         (&self.encoder, &mut self.file)
@@ -217,6 +217,7 @@ impl RowGroupEncoder {
         Ok(EncodedRowGroup(chunks))
     }
 
+    /// Columns per row.
     pub fn dims(&self) -> usize {
         self.columns.len()
     }
@@ -228,7 +229,7 @@ impl RowGroupEncoder {
     }
 
     fn write_error(&self, error: parquet::errors::ParquetError) -> Error {
-        Error::in_file(&self.target, format!("cannot write the output: {error}"))
+        write_error(&self.target, error)
     }
 }
 
@@ -242,8 +243,12 @@ impl RowGroupFile {
             }
             row_group.close().map(drop)
         });
-        appended.map_err(|error| Error::in_file(&self.target, format!("cannot write the output: {error}")))
+        appended.map_err(|error| write_error(&self.target, error))
     }
+}
+
+fn write_error(target: &Path, error: parquet::errors::ParquetError) -> Error {
+    Error::in_file(target, format!("cannot write the output: {error}"))
 }
 
 fn output_properties() -> WriterProperties {
