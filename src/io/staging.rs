@@ -285,6 +285,15 @@ pub fn remove_temporaries_on_signal() -> Result<()> {
 mod tests {
     use super::*;
 
+    fn names_in(directory: &Path) -> Vec<String> {
+        let mut names: Vec<_> = std::fs::read_dir(directory)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+
     #[cfg(target_os = "linux")]
     #[test]
     fn exchange_swaps_the_contents_of_two_paths() {
@@ -310,12 +319,7 @@ mod tests {
         commit_all(staged).unwrap();
         assert_eq!(std::fs::read_to_string(&table).unwrap(), "new table");
         assert_eq!(std::fs::read_to_string(&report).unwrap(), "new report");
-        let mut names: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-            .collect();
-        names.sort();
-        assert_eq!(names, ["report.json", "table.parquet"]);
+        assert_eq!(names_in(dir.path()), ["report.json", "table.parquet"]);
         assert!(
             !live_temporaries().iter().any(|path| path.starts_with(dir.path())),
             "committed files are still registered"
@@ -340,12 +344,7 @@ mod tests {
         };
         assert!(commit_all(vec![staged_report, staged_table]).is_err());
         assert_eq!(std::fs::read_to_string(&report).unwrap(), "old report");
-        let mut names: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-            .collect();
-        names.sort();
-        assert_eq!(names, ["report.json", "table.parquet"]);
+        assert_eq!(names_in(dir.path()), ["report.json", "table.parquet"]);
     }
 
     #[test]
