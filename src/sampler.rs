@@ -240,16 +240,19 @@ const TOTALS_CHUNK: usize = 1 << 16;
 /// parallel (10^8 rows fill 2^26 leaves: a 512 MB scan that one thread made alone).
 fn running_totals(counts: &[u64]) -> Vec<u64> {
     let chunk_sums: Vec<u64> = counts.par_chunks(TOTALS_CHUNK).map(|chunk| chunk.iter().sum()).collect();
-    let chunk_starts = chunk_sums.iter().scan(0u64, |total, &sum| {
-        let start = *total;
-        *total += sum;
-        Some(start)
-    });
+    let chunk_starts: Vec<u64> = chunk_sums
+        .iter()
+        .scan(0u64, |total, &sum| {
+            let start = *total;
+            *total += sum;
+            Some(start)
+        })
+        .collect();
     let mut totals = vec![0u64; counts.len() + 1];
     totals[1..]
         .par_chunks_mut(TOTALS_CHUNK)
         .zip(counts.par_chunks(TOTALS_CHUNK))
-        .zip(chunk_starts.collect::<Vec<_>>())
+        .zip(chunk_starts)
         .for_each(|((totals, counts), mut total)| {
             for (running, &count) in totals.iter_mut().zip(counts) {
                 total += count;

@@ -156,7 +156,7 @@ pub struct SharedGpuWorker {
 
 #[cfg(feature = "gpu")]
 impl SharedGpuWorker {
-    fn upload(&mut self, axes: &[&[u32]]) -> Result<()> {
+    fn upload(&self, axes: &[&[u32]]) -> Result<()> {
         let mut guard = self
             .binner
             .lock()
@@ -171,10 +171,8 @@ impl SharedGpuWorker {
 
     fn flush(&mut self) -> Result<()> {
         if self.pending.first().is_some_and(|axis| !axis.is_empty()) {
-            let pending = std::mem::take(&mut self.pending);
-            let axes: Vec<&[u32]> = pending.iter().map(Vec::as_slice).collect();
+            let axes: Vec<&[u32]> = self.pending.iter().map(Vec::as_slice).collect();
             self.upload(&axes)?;
-            self.pending = pending;
             self.pending.iter_mut().for_each(Vec::clear);
         }
         Ok(())
