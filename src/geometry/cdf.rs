@@ -6,6 +6,10 @@
 pub struct CellCdf {
     /// cumulative[j] = share of the mass in cells 0..j (cumulative[0] = 0, the last = 1).
     cumulative: Vec<f64>,
+    /// guide[b] = the first cell whose upper cumulative reaches b/cells (b = 0..=cells): the cell where F
+    /// reaches u lies between the guides of u's neighbouring buckets, so [`inverse`](Self::inverse)
+    /// searches a few cells instead of all of them (sampling maps every value through it).
+    guide: Vec<u32>,
 }
 
 impl CellCdf {
@@ -22,27 +26,39 @@ impl CellCdf {
             running += count;
             cumulative.push(running as f64 / total as f64);
         }
-        Some(CellCdf { cumulative })
+        Some(Self::with_cumulative(cumulative))
     }
 
     /// F(x) = x: the CDF of one cell.
     pub fn uniform() -> Self {
-        CellCdf {
-            cumulative: vec![0.0, 1.0],
+        Self::with_cumulative(vec![0.0, 1.0])
+    }
+
+    fn with_cumulative(cumulative: Vec<f64>) -> Self {
+        let cells = cumulative.len() - 1;
+        assert!(u32::try_from(cells).is_ok(), "{cells} cells in a CDF");
+        let mut guide = Vec::with_capacity(cells + 1);
+        let mut cell = 0;
+        for bucket in 0..=cells {
+            let start = bucket as f64 / cells as f64;
+            while cell < cells && cumulative[cell + 1] < start {
+                cell += 1;
+            }
+            guide.push(cell as u32);
         }
+        CellCdf { cumulative, guide }
     }
 
     /// weight·F + (1 − weight)·U, U the uniform CDF on [0,1]: still a CDF of counts on the same cells.
     pub fn mixed_with_uniform(&self, weight: f64) -> Self {
         let cells = self.cells() as f64;
-        CellCdf {
-            cumulative: self
-                .cumulative
+        Self::with_cumulative(
+            self.cumulative
                 .iter()
                 .enumerate()
                 .map(|(edge, &value)| weight * value + (1.0 - weight) * edge as f64 / cells)
                 .collect(),
-        }
+        )
     }
 
     fn cells(&self) -> usize {
@@ -60,14 +76,25 @@ impl CellCdf {
     /// F⁻¹(u) for u in [0,1]: inside the cell where F reaches u, linearly (cells with no mass are skipped).
     pub fn inverse(&self, u: f64) -> f64 {
         let u = u.clamp(0.0, 1.0);
-        // The first cell whose upper cumulative reaches u and that holds mass.
-        let cell = self.cumulative[1..].partition_point(|&high| high < u).min(self.cells() - 1);
+        // The first cell whose upper cumulative reaches u and that holds mass. That first cell lies
+        // between the guides of the buckets around u's (one bucket of margin each side, so rounding in
+        // u·cells cannot put it outside), and is found there as a search over every cell would find it.
+        let cells = self.cells();
+        let bucket = (u * cells as f64) as usize;
+        let (from, to) = (self.guide[bucket.saturating_sub(1)] as usize, self.guide[(bucket + 2).min(cells)] as usize);
+        let cell = (from + self.cumulative[from + 1..=to.min(cells - 1) + 1].partition_point(|&high| high < u))
+            .min(cells - 1);
         let cell = (cell..self.cells())
             .find(|&j| self.cumulative[j + 1] > self.cumulative[j])
             .unwrap_or(cell);
         let (low, high) = (self.cumulative[cell], self.cumulative[cell + 1]);
         let within = if high > low { ((u - low) / (high - low)).clamp(0.0, 1.0) } else { 0.5 };
-        (cell as f64 + within) / self.cells() as f64
+        // Multiplying by 2^−k is dividing by 2^k to the bit, and spares a division's latency per value.
+        if cells.is_power_of_two() {
+            (cell as f64 + within) * (1.0 / cells as f64)
+        } else {
+            (cell as f64 + within) / cells as f64
+        }
     }
 }
 
@@ -90,6 +117,43 @@ mod tests {
         assert_eq!(cdf.inverse(0.5), 0.25);
         assert_eq!(cdf.inverse(0.5 + 1e-9), 0.5 + 1e-9);
         assert!(CellCdf::from_counts(&[0, 0]).is_none());
+    }
+
+    /// The inverse as a search over every cell: what the guided search must reproduce exactly.
+    fn inverse_by_full_search(cdf: &CellCdf, u: f64) -> f64 {
+        let u = u.clamp(0.0, 1.0);
+        let cells = cdf.cells();
+        let cell = cdf.cumulative[1..].partition_point(|&high| high < u).min(cells - 1);
+        let cell = (cell..cells).find(|&j| cdf.cumulative[j + 1] > cdf.cumulative[j]).unwrap_or(cell);
+        let (low, high) = (cdf.cumulative[cell], cdf.cumulative[cell + 1]);
+        let within = if high > low { ((u - low) / (high - low)).clamp(0.0, 1.0) } else { 0.5 };
+        (cell as f64 + within) / cells as f64
+    }
+
+    #[test]
+    fn the_guided_inverse_is_the_full_search_to_the_bit() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
+        for case in 0..200 {
+            let cells = rng.random_range(1..300);
+            // Runs of empty cells, single heavy cells and light ones.
+            let counts: Vec<u64> = (0..cells)
+                .map(|_| match rng.random_range(0..4) {
+                    0 | 1 => 0,
+                    2 => rng.random_range(1..4),
+                    _ => rng.random_range(1..10_000),
+                })
+                .collect();
+            let Some(cdf) = CellCdf::from_counts(&counts) else { continue };
+            for cdf in [cdf.clone(), cdf.mixed_with_uniform(0.3)] {
+                let edges = cdf.cumulative.clone();
+                let probes = (0..=1000).map(|step| step as f64 / 1000.0).chain(edges.iter().copied());
+                for u in probes.chain([-0.5, 1.5, f64::NAN, 1e-300, 1.0 - 1e-16]) {
+                    let (guided, full) = (cdf.inverse(u), inverse_by_full_search(&cdf, u));
+                    assert!(guided.to_bits() == full.to_bits(), "case {case}, u = {u}: {guided} vs {full}");
+                }
+            }
+        }
     }
 
     #[test]
