@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::device::{ChosenBinner, DeviceChoice};
 use super::grid::GridBinner;
+use super::histogram::SpillingHistogram;
 use super::{scan_leaf_counts, scan_quantised_rows, AxisPlan, BinnerWorker, NullPolicy, ScanStats};
 use crate::encoding::read::{read_bits, BitRows};
 use crate::encoding::Encoding;
@@ -111,6 +112,36 @@ impl DataPass<'_> {
         Ok(self.fold_quantised_rows("count", &axes, &|| Ok(Discard))?.1)
     }
 
+    /// Every column's own histogram of 2^`depth` equal cells on its bounds (the marginal trees' leaves),
+    /// all from one pass on the CPU, and what the scan saw. A row counts in every column's histogram or,
+    /// dropped by the null policy, in none: the marginals describe the rows the joint release does.
+    pub fn marginal_leaf_counts(&self, depth: u32) -> Result<(Vec<Vec<u64>>, ScanStats)> {
+        struct Marginals(Vec<SpillingHistogram>);
+        impl BinnerWorker for Marginals {
+            fn add_batch(&mut self, axes: &[&[u32]]) -> Result<()> {
+                for (histogram, cells) in self.0.iter_mut().zip(axes) {
+                    let bins = histogram.bins_for(cells.len());
+                    for &cell in *cells {
+                        bins[cell as usize] += 1;
+                    }
+                }
+                Ok(())
+            }
+        }
+        let cells = 1usize << depth;
+        let axes: Vec<AxisPlan> = self.bounds.iter().map(|bounds| AxisPlan::new(bounds.clone(), depth)).collect();
+        let new_worker = || Ok(Marginals((0..self.dims()).map(|_| SpillingHistogram::new(cells)).collect()));
+        let (workers, stats) = self.fold_quantised_rows("marginals", &axes, &new_worker)?;
+        let mut by_column: Vec<Vec<SpillingHistogram>> = (0..self.dims()).map(|_| Vec::new()).collect();
+        for worker in workers {
+            for (column, histogram) in worker.0.into_iter().enumerate() {
+                by_column[column].push(histogram);
+            }
+        }
+        let counts = by_column.iter().map(|histograms| SpillingHistogram::sum_all(histograms, cells)).collect();
+        Ok((counts, stats))
+    }
+
     /// The histogram of `grid`'s equal cubes (CPU), and what the scan saw.
     pub fn grid_counts(&self, grid: &RegularGrid) -> Result<(Vec<u64>, ScanStats)> {
         let axes: Vec<AxisPlan> = self
@@ -145,5 +176,79 @@ impl DataPass<'_> {
             scan_quantised_rows(self.source, self.columns, axes, self.nulls, new_worker, &bar)?;
         bar.finish();
         Ok(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::binner::device::DeviceChoice;
+    use crate::mechanism::pmm::coarsen_leaves;
+    use arrow::array::{ArrayRef, Float64Array};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::record_batch::RecordBatch;
+
+    /// Three columns of 5 000 rows: values spread over and beyond the bounds, the bounds themselves, and
+    /// (column b) a null every 7th row.
+    fn table() -> Source {
+        let fields = ["a", "b", "c"].map(|name| Field::new(name, DataType::Float64, true));
+        let schema = Arc::new(Schema::new(fields.to_vec()));
+        let value = |row: usize, column: usize| ((row * (7 + 3 * column)) % 1013) as f64 / 1000.0 - 0.005;
+        let columns: Vec<ArrayRef> = (0..3)
+            .map(|column| {
+                let values: Float64Array = (0..5000)
+                    .map(|row| match row {
+                        _ if column == 1 && row % 7 == 3 => None,
+                        0 => Some(0.0),
+                        1 => Some(1.0),
+                        _ => Some(value(row, column)),
+                    })
+                    .collect();
+                Arc::new(values) as ArrayRef
+            })
+            .collect();
+        Source::from_batches("table", schema.clone(), vec![RecordBatch::try_new(schema, columns).unwrap()]).unwrap()
+    }
+
+    type Picked = (Vec<NumericColumn>, Vec<ColumnBounds>, NullPolicy);
+
+    #[test]
+    fn one_pass_gives_every_column_the_histogram_of_its_own_pass_and_coarsens_exactly() {
+        let source = table();
+        let names = ["a", "b", "c"].map(String::from);
+        let columns = source.numeric_columns(&names).unwrap();
+        let bounds: Vec<ColumnBounds> = names.iter().map(|name| ColumnBounds::new(name, 0.0, 1.0).unwrap()).collect();
+        let progress = Progress::hidden();
+        let pass = |picked: &[usize], nulls| -> Picked {
+            let picked_columns: Vec<NumericColumn> = picked.iter().map(|&k| columns[k].clone()).collect();
+            let picked_bounds: Vec<ColumnBounds> = picked.iter().map(|&k| bounds[k].clone()).collect();
+            (picked_columns, picked_bounds, nulls)
+        };
+        fn on<'a>(source: &'a Source, picked: &'a Picked, progress: &'a Progress) -> DataPass<'a> {
+            DataPass { source, columns: &picked.0, bounds: &picked.1, nulls: picked.2, progress }
+        }
+        // Columns a and c have no nulls: each one's histogram is the one its own 1-D pass bins.
+        let both = pass(&[0, 2], NullPolicy::Error);
+        let (deep, _) = on(&source, &both, &progress).marginal_leaf_counts(9).unwrap();
+        for depth in [0, 4, 9] {
+            let (counts, stats) = on(&source, &both, &progress).marginal_leaf_counts(depth).unwrap();
+            assert_eq!(stats.rows_binned, 5000);
+            for (slot, column) in [0, 2].into_iter().enumerate() {
+                let one = pass(&[column], NullPolicy::Error);
+                let alone = on(&source, &one, &progress)
+                    .leaf_counts(CellGeometry::new(1, depth), DeviceChoice::Cpu, &mut Timings::default())
+                    .unwrap()
+                    .0;
+                assert_eq!(counts[slot], alone, "column {column}, depth {depth}");
+                assert_eq!(counts[slot], coarsen_leaves(deep[slot].clone(), 9, depth), "column {column}, depth {depth}");
+            }
+        }
+        // A row dropped for column b's null is left out of every column's histogram.
+        let all = pass(&[0, 1, 2], NullPolicy::Drop);
+        let (counts, stats) = on(&source, &all, &progress).marginal_leaf_counts(4).unwrap();
+        assert_eq!(stats.rows_binned, 5000 - 5000 / 7);
+        for histogram in &counts {
+            assert_eq!(histogram.iter().sum::<u64>(), stats.rows_binned);
+        }
     }
 }

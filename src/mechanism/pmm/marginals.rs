@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::plan::{PmmPlan, TreeSize};
+use super::coarsen_leaves;
+use super::plan::{PmmPlan, TreeSize, ROOT_NOISE_HEADROOM};
 use super::schedule::LevelSchedule;
 use crate::binner::pass::DataPass;
 use crate::error::{Error, Result};
@@ -125,26 +126,32 @@ impl MarginalPlan {
         Ok(MarginalTree { plan, schedule })
     }
 
-    /// Bins each column alone at the tree's depth, then [`MarginalPlan::release_leaves`].
+    /// The trees' depth planned before n̂ is released (add-remove): the depth for the file's row count
+    /// plus the headroom the joint plan leaves for n̂'s noise, so that the leaves binned at it can almost
+    /// always be coarsened to the depth n̂ gives. Only the work depends on the file's row count: leaves
+    /// coarsened from deeper ones are the leaves binned at their own depth.
+    pub fn planned_depth(&self, file_rows: u64, row_count: NoisyRowCount) -> Result<u32> {
+        let guess = file_rows as f64 + ROOT_NOISE_HEADROOM * row_count.scale.to_f64();
+        Ok(self.tree(Some((guess.ceil() as u64, row_count)))?.schedule.depth)
+    }
+
+    /// Each column's leaves at the tree's depth, coarsened from `binned` where that pass went as deep
+    /// (else binned again, every column in one pass), released by [`MarginalPlan::release_leaves`].
     pub fn release(
         &self,
         data: &DataPass,
         row_count: Option<(u64, NoisyRowCount)>,
+        binned: Option<BinnedMarginals>,
         seeds: &RunSeeds,
     ) -> Result<ReleasedMarginals> {
         let tree = self.tree(row_count)?;
-        let leaves = (0..data.dims())
-            .map(|column| {
-                let one = DataPass {
-                    source: data.source,
-                    columns: &data.columns[column..column + 1],
-                    bounds: &data.bounds[column..column + 1],
-                    nulls: data.nulls,
-                    progress: data.progress,
-                };
-                Ok(one.leaf_counts(CellGeometry::new(1, tree.schedule.depth), tree.plan.device(), &mut Timings::default())?.0)
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let depth = tree.schedule.depth;
+        let leaves = match binned {
+            Some(binned) if depth <= binned.depth => {
+                binned.leaves.into_iter().map(|leaves| coarsen_leaves(leaves, binned.depth, depth)).collect()
+            }
+            _ => data.marginal_leaf_counts(depth)?.0,
+        };
         self.release_leaves(&tree, leaves, seeds)
     }
 
@@ -187,6 +194,12 @@ impl MarginalPlan {
             },
         })
     }
+}
+
+/// Every column's 1-D leaf counts from a pass made before the trees' depth was known.
+pub struct BinnedMarginals {
+    pub depth: u32,
+    pub leaves: Vec<Vec<u64>>,
 }
 
 /// One column's 1-D PMM tree: its plan and its schedule (depth and scales).

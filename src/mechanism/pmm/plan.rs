@@ -7,7 +7,7 @@
 //! and half with equal widths).
 
 use super::consistency::ConsistencyRule;
-use super::marginals::{MarginalPlan, Partition, ReleasedMarginals};
+use super::marginals::{BinnedMarginals, MarginalPlan, Partition, ReleasedMarginals};
 use super::report::{LevelInfo, PmmParameters};
 use super::schedule::{
     cell_memory_bytes, choose_depth, max_depth_for_memory, LevelSchedule, RootNoise,
@@ -28,7 +28,7 @@ use crate::sampler::Placement;
 
 /// How far above the file's row count n̂ is planned for before the data are binned: Lap_Z(σ_0)
 /// exceeds 20σ_0 with probability below e^{-20}, and then the pass is simply repeated at the right depth.
-const ROOT_NOISE_HEADROOM: f64 = 20.0;
+pub(super) const ROOT_NOISE_HEADROOM: f64 = 20.0;
 
 const ACCURACY_FORMULA: &str =
     "E W1 <= (2*sqrt(2)/n) * sum_j sigma_j * Delta_{j-1} + 2^-floor(r/d)  (dissertation Thm 3.9)";
@@ -251,7 +251,7 @@ impl PmmPlan {
             return Ok(self.finish(&schedule, ReleasedMeasure::Leaves { geometry, counts }, root_count, scan, binning));
         };
         let marginals =
-            timings.time("marginals", || marginals.release(data, self.released_row_count(n_hat), seeds))?;
+            timings.time("marginals", || marginals.release(data, self.released_row_count(n_hat), None, seeds))?;
         Ok(self.calibrated(&schedule, counts, marginals, scan, binning))
     }
 
@@ -265,15 +265,22 @@ impl PmmPlan {
         seeds: &RunSeeds,
         timings: &mut Timings,
     ) -> Result<Release> {
-        let (schedule, n_hat) = match &self.depth {
-            Depth::Known(schedule) => (schedule.clone(), None),
-            Depth::FromReleasedNHat { .. } => {
-                let scan = timings.time("count", || data.count_rows())?;
-                self.schedule_for(scan.rows_binned, seeds)?
+        let (schedule, n_hat, binned) = match (&self.depth, self.size) {
+            (Depth::Known(schedule), _) => (schedule.clone(), None, None),
+            (Depth::FromReleasedNHat { .. }, TreeSize::ReleasedFirst(row_count)) => {
+                // One pass counts the rows for n̂ and bins the marginals at the depth planned for n̂'s
+                // headroom; once n̂ fixes the trees' depth, their leaves are coarsened to it.
+                let planned = marginals.planned_depth(data.file_rows(), row_count)?;
+                let (leaves, scan) = timings.time("count and marginals", || data.marginal_leaf_counts(planned))?;
+                let (schedule, n_hat) = self.schedule_for(scan.rows_binned, seeds)?;
+                (schedule, n_hat, Some(BinnedMarginals { depth: planned, leaves }))
+            }
+            (Depth::FromReleasedNHat { .. }, _) => {
+                return Err(Error::internal("n̂ is released by the plan that planned it"));
             }
         };
-        let marginals =
-            timings.time("marginals", || marginals.release(data, self.released_row_count(n_hat), seeds))?;
+        let marginals = timings
+            .time("marginals", || marginals.release(data, self.released_row_count(n_hat), binned, seeds))?;
         let geometry = CellGeometry::new(self.dims, schedule.depth);
         let (leaves, scan, binning) = timings.time_in_parts("bin", |parts| {
             data.warped_leaf_counts(geometry, &marginals.warps(), self.device, parts)
