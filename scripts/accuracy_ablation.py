@@ -123,10 +123,12 @@ def main():
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     extras = dict(entry.split("=", 1) for entry in args.extra)
-    variants = args.variants.split(",")
+    variants = [variant for variant in args.variants.split(",") if variant]
     variants[1:1] = [f"pmm+marginals={share}" for share in args.shares.split(",") if share] + [
         f"pmm+quantile={share}" for share in args.quantile_shares.split(",") if share]
     variants += list(extras)
+    if not variants:
+        sys.exit("no variants to run: give --variants, --shares, --quantile-shares or --extra")
     rows = []
     for table, dataset, config, column_sets in tables(args, out):
         for column_set in column_sets:
