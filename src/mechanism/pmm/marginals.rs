@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::coarsen_leaves;
-use super::plan::{PmmPlan, TreeSize, ROOT_NOISE_HEADROOM};
+use super::plan::{PmmPlan, TreeSize};
 use super::schedule::LevelSchedule;
 use crate::binner::pass::DataPass;
 use crate::error::{Error, Result};
@@ -126,13 +126,13 @@ impl MarginalPlan {
         Ok(MarginalTree { plan, schedule })
     }
 
-    /// The trees' depth planned before n̂ is released (add-remove): the depth for the file's row count
-    /// plus the headroom the joint plan leaves for n̂'s noise, so that the leaves binned at it can almost
-    /// always be coarsened to the depth n̂ gives. Only the work depends on the file's row count: leaves
-    /// coarsened from deeper ones are the leaves binned at their own depth.
-    pub fn planned_depth(&self, file_rows: u64, row_count: NoisyRowCount) -> Result<u32> {
-        let guess = file_rows as f64 + ROOT_NOISE_HEADROOM * row_count.scale.to_f64();
-        Ok(self.tree(Some((guess.ceil() as u64, row_count)))?.schedule.depth)
+    /// The trees' depth planned before n̂ is released (add-remove), as the joint tree's is: the depth
+    /// for the file's row count plus the headroom left for n̂'s noise, so that leaves binned at it can
+    /// almost always be coarsened to the depth n̂ gives. Only the work depends on the file's row count:
+    /// leaves coarsened from deeper ones are the leaves binned at their own depth.
+    pub fn planned_depth(&self, row_count: NoisyRowCount) -> Result<u32> {
+        let size = TreeSize::ReleasedFirst(row_count);
+        Ok(PmmPlan::with_size(&self.public, 1, self.epsilon_per_column, size, &self.options, "")?.planned_depth())
     }
 
     /// Each column's leaves at the tree's depth, coarsened from `binned` where that pass went as deep

@@ -28,7 +28,7 @@ use crate::sampler::Placement;
 
 /// How far above the file's row count n̂ is planned for before the data are binned: Lap_Z(σ_0)
 /// exceeds 20σ_0 with probability below e^{-20}, and then the pass is simply repeated at the right depth.
-pub(super) const ROOT_NOISE_HEADROOM: f64 = 20.0;
+const ROOT_NOISE_HEADROOM: f64 = 20.0;
 
 const ACCURACY_FORMULA: &str =
     "E W1 <= (2*sqrt(2)/n) * sum_j sigma_j * Delta_{j-1} + 2^-floor(r/d)  (dissertation Thm 3.9)";
@@ -270,7 +270,7 @@ impl PmmPlan {
             (Depth::FromReleasedNHat { .. }, TreeSize::ReleasedFirst(row_count)) => {
                 // One pass counts the rows for n̂ and bins the marginals at the depth planned for n̂'s
                 // headroom; once n̂ fixes the trees' depth, their leaves are coarsened to it.
-                let planned = marginals.planned_depth(data.file_rows(), row_count)?;
+                let planned = marginals.planned_depth(row_count)?;
                 let (leaves, scan) = timings.time("count and marginals", || data.marginal_leaf_counts(planned))?;
                 let (schedule, n_hat) = self.schedule_for(scan.rows_binned, seeds)?;
                 (schedule, n_hat, Some(BinnedMarginals { depth: planned, leaves }))
