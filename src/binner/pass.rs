@@ -189,7 +189,7 @@ mod tests {
     use arrow::record_batch::RecordBatch;
 
     /// Three columns of 5 000 rows: values spread over and beyond the bounds, the bounds themselves, and
-    /// (column b) a null every 7th row.
+    /// (column c) a null every 7th row.
     fn table() -> Source {
         let fields = ["a", "b", "c"].map(|name| Field::new(name, DataType::Float64, true));
         let schema = Arc::new(Schema::new(fields.to_vec()));
@@ -198,7 +198,7 @@ mod tests {
             .map(|column| {
                 let values: Float64Array = (0..5000)
                     .map(|row| match row {
-                        _ if column == 1 && row % 7 == 3 => None,
+                        _ if column == 2 && row % 7 == 3 => None,
                         0 => Some(0.0),
                         1 => Some(1.0),
                         _ => Some(value(row, column)),
@@ -210,8 +210,6 @@ mod tests {
         Source::from_batches("table", schema.clone(), vec![RecordBatch::try_new(schema, columns).unwrap()]).unwrap()
     }
 
-    type Picked = (Vec<NumericColumn>, Vec<ColumnBounds>, NullPolicy);
-
     #[test]
     fn one_pass_gives_every_column_the_histogram_of_its_own_pass_and_coarsens_exactly() {
         let source = table();
@@ -219,33 +217,29 @@ mod tests {
         let columns = source.numeric_columns(&names).unwrap();
         let bounds: Vec<ColumnBounds> = names.iter().map(|name| ColumnBounds::new(name, 0.0, 1.0).unwrap()).collect();
         let progress = Progress::hidden();
-        let pass = |picked: &[usize], nulls| -> Picked {
-            let picked_columns: Vec<NumericColumn> = picked.iter().map(|&k| columns[k].clone()).collect();
-            let picked_bounds: Vec<ColumnBounds> = picked.iter().map(|&k| bounds[k].clone()).collect();
-            (picked_columns, picked_bounds, nulls)
+        let pass = |range: std::ops::Range<usize>, nulls| DataPass {
+            source: &source,
+            columns: &columns[range.clone()],
+            bounds: &bounds[range],
+            nulls,
+            progress: &progress,
         };
-        fn on<'a>(source: &'a Source, picked: &'a Picked, progress: &'a Progress) -> DataPass<'a> {
-            DataPass { source, columns: &picked.0, bounds: &picked.1, nulls: picked.2, progress }
-        }
-        // Columns a and c have no nulls: each one's histogram is the one its own 1-D pass bins.
-        let both = pass(&[0, 2], NullPolicy::Error);
-        let (deep, _) = on(&source, &both, &progress).marginal_leaf_counts(9).unwrap();
+        // Columns a and b have no nulls: each one's histogram is the one its own 1-D pass bins.
+        let (deep, _) = pass(0..2, NullPolicy::Error).marginal_leaf_counts(9).unwrap();
         for depth in [0, 4, 9] {
-            let (counts, stats) = on(&source, &both, &progress).marginal_leaf_counts(depth).unwrap();
+            let (counts, stats) = pass(0..2, NullPolicy::Error).marginal_leaf_counts(depth).unwrap();
             assert_eq!(stats.rows_binned, 5000);
-            for (slot, column) in [0, 2].into_iter().enumerate() {
-                let one = pass(&[column], NullPolicy::Error);
-                let alone = on(&source, &one, &progress)
+            for column in 0..2 {
+                let alone = pass(column..column + 1, NullPolicy::Error)
                     .leaf_counts(CellGeometry::new(1, depth), DeviceChoice::Cpu, &mut Timings::default())
                     .unwrap()
                     .0;
-                assert_eq!(counts[slot], alone, "column {column}, depth {depth}");
-                assert_eq!(counts[slot], coarsen_leaves(deep[slot].clone(), 9, depth), "column {column}, depth {depth}");
+                assert_eq!(counts[column], alone, "column {column}, depth {depth}");
+                assert_eq!(counts[column], coarsen_leaves(deep[column].clone(), 9, depth), "column {column}, depth {depth}");
             }
         }
-        // A row dropped for column b's null is left out of every column's histogram.
-        let all = pass(&[0, 1, 2], NullPolicy::Drop);
-        let (counts, stats) = on(&source, &all, &progress).marginal_leaf_counts(4).unwrap();
+        // A row dropped for column c's null is left out of every column's histogram.
+        let (counts, stats) = pass(0..3, NullPolicy::Drop).marginal_leaf_counts(4).unwrap();
         assert_eq!(stats.rows_binned, 5000 - 5000 / 7);
         for histogram in &counts {
             assert_eq!(histogram.iter().sum::<u64>(), stats.rows_binned);

@@ -84,9 +84,7 @@ impl CellCdf {
         let (from, to) = (self.guide[bucket.saturating_sub(1)] as usize, self.guide[(bucket + 2).min(cells)] as usize);
         let cell = (from + self.cumulative[from + 1..=to.min(cells - 1) + 1].partition_point(|&high| high < u))
             .min(cells - 1);
-        let cell = (cell..self.cells())
-            .find(|&j| self.cumulative[j + 1] > self.cumulative[j])
-            .unwrap_or(cell);
+        let cell = (cell..cells).find(|&j| self.cumulative[j + 1] > self.cumulative[j]).unwrap_or(cell);
         let (low, high) = (self.cumulative[cell], self.cumulative[cell + 1]);
         let within = if high > low { ((u - low) / (high - low)).clamp(0.0, 1.0) } else { 0.5 };
         // Multiplying by 2^−k is dividing by 2^k to the bit, and spares a division's latency per value.
