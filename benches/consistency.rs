@@ -70,7 +70,7 @@ fn consistency_against_tree_build(c: &mut Criterion) {
                 b.iter_batched(
                     || tree.clone(),
                     |mut tree| {
-                        enforce_consistency(&mut tree, rule, 3);
+                        enforce_consistency(&mut tree, rule, &[], 3);
                         black_box(tree)
                     },
                     BatchSize::LargeInput,

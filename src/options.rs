@@ -24,7 +24,7 @@ pub use crate::privacy::Neighbours;
 pub use crate::sampler::Placement;
 
 use crate::error::{Error, Result};
-use crate::mechanism::pmm::consistency::DEFAULT_CONSISTENCY;
+use crate::mechanism::pmm::consistency::{DEFAULT_CONSISTENCY, DEFAULT_PRUNE_SIGMAS};
 use crate::mechanism::pmm::marginals::DEFAULT_QUANTILE_MARGINAL_SHARE;
 use crate::privacy::{check_epsilon, DEFAULT_NOISY_N_SHARE};
 use crate::synth::OutputPaths;
@@ -188,6 +188,10 @@ pub struct SynthArgs {
     /// pmm: consistency rule [default: uniform].
     #[arg(long, value_enum)]
     pub consistency: Option<ConsistencyRule>,
+    /// pmm: noisy counts below K times their level's noise scale are taken as empty before consistency
+    /// (post-processing; helps clustered tables, hurts smooth ones: README, "Pruning") [default: 0, none].
+    #[arg(long, value_name = "K", allow_negative_numbers = true)]
+    pub prune_sigmas: Option<f64>,
     /// Where points go in their cell [default: uniform].
     #[arg(long, value_enum)]
     pub placement: Option<Placement>,
@@ -291,6 +295,8 @@ pub struct PmmOptions {
     /// Leaf depth r; `None` chooses it (from the public n, or from a released n̂).
     pub depth: Option<u32>,
     pub consistency: ConsistencyRule,
+    /// k: noisy counts below k·σ of their level are taken as empty before consistency (0: none).
+    pub prune_sigmas: f64,
     /// Share of ε spent on n̂ when the depth is chosen under add-remove.
     pub noisy_n_share: f64,
     pub device: DeviceChoice,
@@ -410,6 +416,7 @@ impl PmmOptions {
     pub const DEFAULT: PmmOptions = PmmOptions {
         depth: None,
         consistency: DEFAULT_CONSISTENCY,
+        prune_sigmas: DEFAULT_PRUNE_SIGMAS,
         noisy_n_share: DEFAULT_NOISY_N_SHARE,
         device: DeviceChoice::Auto,
         marginal_share: 0.0,
@@ -649,8 +656,8 @@ impl SynthArgs {
                 "--depth applies to the inner PMM; the inner psmm's grid is set by --cells (default about ε_s n cells)",
             ),
             (
-                self.consistency.is_some() && !uses_pmm(mechanism),
-                "--consistency applies to PMM's tree (--mechanism pmm, or lowdim with the inner pmm) only",
+                (self.consistency.is_some() || self.prune_sigmas.is_some()) && !uses_pmm(mechanism),
+                "--consistency and --prune-sigmas apply to PMM's tree (--mechanism pmm, or lowdim with the inner pmm) only",
             ),
             (
                 self.device == Some(DeviceChoice::Gpu) && mechanism == Mechanism::Psmm,
@@ -727,10 +734,14 @@ impl SynthArgs {
         {
             return Err(Error::bad_input(*message));
         }
+        if let Some(sigmas) = self.prune_sigmas.filter(|sigmas| !(sigmas.is_finite() && *sigmas >= 0.0)) {
+            return Err(Error::bad_input(format!("--prune-sigmas must be a finite number of at least 0, got {sigmas}")));
+        }
         let auto = (requested == Mechanism::Auto).then(|| AutoChoice::for_columns(bounds.len()));
         let pmm = PmmOptions {
             depth: self.depth,
             consistency: self.consistency.unwrap_or(DEFAULT_CONSISTENCY),
+            prune_sigmas: self.prune_sigmas.unwrap_or(DEFAULT_PRUNE_SIGMAS),
             noisy_n_share: root_share.unwrap_or(DEFAULT_NOISY_N_SHARE),
             device: self.device.unwrap_or(DeviceChoice::Auto),
             marginal_share: auto.map_or(
@@ -939,6 +950,9 @@ mod tests {
             (&["--target-dim", "2"][..], "--target-dim"),
             (&["--mechanism", "psmm", "--depth", "3"][..], "--depth"),
             (&["--mechanism", "psmm", "--consistency", "uniform"][..], "--consistency"),
+            (&["--mechanism", "psmm", "--prune-sigmas", "1"][..], "--prune-sigmas"),
+            (&["--prune-sigmas", "-1"][..], "--prune-sigmas must be a finite number of at least 0, got -1"),
+            (&["--prune-sigmas", "NaN"][..], "--prune-sigmas must be a finite number"),
             (&["--mechanism", "psmm", "--device", "gpu"][..], "--device gpu"),
             (&["--mechanism", "lowdim", "--inner-mechanism", "psmm", "--device", "gpu"][..], "--device gpu"),
             (&["--mechanism", "covloss", "--device", "gpu"][..], "--device gpu"),

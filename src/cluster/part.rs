@@ -8,7 +8,7 @@ use rayon::prelude::*;
 
 use super::even_starts;
 use crate::geometry::tree::CountTree;
-use crate::mechanism::pmm::consistency::{enforce_consistency, split_children, ConsistencyRule};
+use crate::mechanism::pmm::consistency::{enforce_consistency, split_children, Consistency};
 use crate::mechanism::pmm::noise::{add_level_noise, add_noise_to_cells};
 use crate::noise::discrete_laplace::RationalScale;
 use crate::privacy::NoiseKey;
@@ -105,7 +105,7 @@ impl PartTree {
         scales: &[Option<RationalScale>],
         released_root: Option<u64>,
         key: &NoiseKey,
-        rule: ConsistencyRule,
+        consistency: Consistency,
         coin_seed: u64,
     ) -> PartRelease {
         let (top, depth, first_cell, end_cell) = (self.top, self.depth, self.first_cell, self.end_cell);
@@ -115,8 +115,9 @@ impl PartTree {
             top_tree.level_mut(0)[0] = root as i64;
             top_scales[0] = None;
         }
+        let floors = consistency.floors(scales);
         add_level_noise(&mut top_tree, &top_scales, key);
-        enforce_consistency(&mut top_tree, rule, coin_seed);
+        enforce_consistency(&mut top_tree, consistency.rule, &floors, coin_seed);
         let released_top = top_tree.level(top);
 
         let levels = &mut self.levels;
@@ -130,7 +131,8 @@ impl PartTree {
         for level in top..depth {
             let (upper, lower) = levels.split_at_mut((level - top) as usize + 1);
             let first = (first_cell as u64) << (level - top);
-            split_children(&upper[(level - top) as usize], &mut lower[0], level, first, rule, coin_seed);
+            let floor = floors[level as usize + 1];
+            split_children(&upper[(level - top) as usize], &mut lower[0], level, first, consistency.rule, floor, coin_seed);
         }
         PartRelease {
             first_leaf: first_cell << (depth - top),
@@ -146,44 +148,50 @@ mod tests {
     use super::*;
     use crate::cluster::local::run_local;
     use crate::cluster::Communicator;
+    use crate::mechanism::pmm::consistency::ConsistencyRule;
     use crate::mechanism::pmm::release_leaf_counts;
     use crate::mechanism::pmm::schedule::LevelSchedule;
     use crate::privacy::Neighbours;
     use crate::progress::Timings;
 
     /// The parts of every rank count, put together, are the whole release, for roots noised or given,
-    /// trees shallower than the top level, and ranks that own nothing.
+    /// trees shallower than the top level, ranks that own nothing, and pruning or none.
     #[test]
     fn the_parts_of_any_rank_count_are_the_whole_release() {
         let key = NoiseKey::from_user_seed(9);
         for (depth, root) in [(14, None), (14, Some(5000)), (3, None), (0, Some(12))] {
             let leaves: Vec<u64> = (0..1u64 << depth).map(|cell| (cell * 2654435761) % 7).collect();
             let scales: Vec<_> = (0..=depth).map(|level| RationalScale::round_up(1.5 + level as f64)).collect();
-            let rule = ConsistencyRule::Uniform;
             let schedule = LevelSchedule {
                 neighbours: Neighbours::AddRemove,
                 dims: 2,
                 depth,
                 scales: scales.clone(),
             };
-            let whole = release_leaf_counts(leaves.clone(), &schedule, root, &key, rule, 77, &mut Timings::default());
-            for ranks in [1, 2, 3, 7, 40] {
-                let ownership = Ownership::new(depth, ranks);
-                let starts = ownership.leaf_starts();
-                let parts = run_local(ranks, |comm| {
-                    let own = leaves[starts[comm.rank()]..starts[comm.rank() + 1]].to_vec();
-                    let tree = PartTree::new(own, &ownership, comm.rank());
-                    let mut top_counts = tree.top_counts();
-                    comm.sum(&mut top_counts);
-                    tree.release(top_counts, &scales, root, &key, rule, 77)
-                });
-                let joined: Vec<u64> = parts.iter().flat_map(|part| part.leaves.clone()).collect();
-                assert_eq!(joined, whole, "depth {depth}, {ranks} ranks");
-                let mut rows = 0;
-                for part in &parts {
-                    assert_eq!(part.first_row, rows);
-                    assert_eq!(part.root_count, whole.iter().sum::<u64>());
-                    rows += part.leaves.iter().sum::<u64>();
+            for consistency in [
+                Consistency { rule: ConsistencyRule::Uniform, prune_sigmas: 0.0 },
+                Consistency { rule: ConsistencyRule::Proportional, prune_sigmas: 2.0 },
+            ] {
+                let whole =
+                    release_leaf_counts(leaves.clone(), &schedule, root, &key, consistency, 77, &mut Timings::default());
+                for ranks in [1, 2, 3, 7, 40] {
+                    let ownership = Ownership::new(depth, ranks);
+                    let starts = ownership.leaf_starts();
+                    let parts = run_local(ranks, |comm| {
+                        let own = leaves[starts[comm.rank()]..starts[comm.rank() + 1]].to_vec();
+                        let tree = PartTree::new(own, &ownership, comm.rank());
+                        let mut top_counts = tree.top_counts();
+                        comm.sum(&mut top_counts);
+                        tree.release(top_counts, &scales, root, &key, consistency, 77)
+                    });
+                    let joined: Vec<u64> = parts.iter().flat_map(|part| part.leaves.clone()).collect();
+                    assert_eq!(joined, whole, "depth {depth}, {ranks} ranks, {consistency:?}");
+                    let mut rows = 0;
+                    for part in &parts {
+                        assert_eq!(part.first_row, rows);
+                        assert_eq!(part.root_count, whole.iter().sum::<u64>());
+                        rows += part.leaves.iter().sum::<u64>();
+                    }
                 }
             }
         }

@@ -10,7 +10,7 @@ use dpsynth::encoding::read::BitRows;
 use dpsynth::mechanism::covloss::moments::{pair_counts, second_moment};
 use dpsynth::mechanism::covloss::partition::SpectralPartition;
 use dpsynth::mechanism::covloss::{CovlossPlan, CovlossSettings, Damping};
-use dpsynth::mechanism::pmm::consistency::ConsistencyRule;
+use dpsynth::mechanism::pmm::consistency::{Consistency, ConsistencyRule};
 use dpsynth::mechanism::pmm::marginals::MarginalPlan;
 use dpsynth::mechanism::pmm::release_leaf_counts;
 use dpsynth::mechanism::pmm::schedule::{LevelSchedule, RootNoise};
@@ -39,7 +39,8 @@ fn outcome_frequencies(
             schedule,
             None,
             &key,
-            ConsistencyRule::Uniform,
+            // Unpruned, so that every noisy outcome stays visible (pruning is post-processing).
+            Consistency { rule: ConsistencyRule::Uniform, prune_sigmas: 0.0 },
             run,
             &mut Timings::default(),
         );
@@ -350,7 +351,7 @@ fn the_quantile_partition_stays_within_its_marginal_and_joint_epsilon() {
             &joint,
             None,
             &seeds.noise,
-            options.consistency,
+            Consistency { rule: options.consistency, prune_sigmas: options.prune_sigmas },
             seeds.consistency(),
             &mut Timings::default(),
         );

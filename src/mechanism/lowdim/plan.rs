@@ -27,8 +27,8 @@ use crate::privacy::{Budget, Neighbours, NoisyRowCount, RunSeeds};
 use crate::progress::Timings;
 
 const PMM_ACCURACY_FORMULA: &str = "subroutine error only: E W1(projected data, synthetic data before clamping) <= ||box widths||_2 * \
-     [(2*sqrt(2)/n) * sum_j sigma_j * Delta_{j-1} + 2^-floor(r/d')] (dissertation Thm 3.9 in the \
-     subroutine's unit cube); the PCA terms of paper 002 Thm 4.2 have unknown constants (see \
+     [(1/n) * sum_j (2*sqrt(2)*sigma_j + f_j) * Delta_{j-1} + 2^-floor(r/d')] (dissertation Thm 3.9 in the \
+     subroutine's unit cube, f_j the consistency's pruning floor ceil(k*sigma_j)); the PCA terms of paper 002 Thm 4.2 have unknown constants (see \
      target_dim_criterion); clamping at most doubles the total (Prop 3.2)";
 
 const PSMM_ACCURACY_FORMULA: &str = "subroutine error only: E W1(projected data, synthetic data before clamping) <= ||box widths||_2 * \
@@ -189,7 +189,7 @@ impl LowdimPlan {
                             geometry: plan.geometry().expect("the inner depth is known"),
                             counts: released,
                         },
-                        schedule.accuracy_bound(rows as f64),
+                        plan.accuracy_bound(schedule, rows as f64),
                         PMM_ACCURACY_FORMULA,
                         InnerParameters::Pmm(plan.parameters(schedule)),
                         // Level 0 of an add-remove schedule is the n̂ already counted above.

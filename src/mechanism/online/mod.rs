@@ -43,7 +43,7 @@ const CELLS_PER_TASK: usize = 1 << 8;
 /// Feeds at least this long split the cells of a depth finely between tasks.
 const LONG_FEED: usize = 1 << 12;
 
-/// The consistency rule of the releases (the same default as PMM's).
+/// The consistency rule of the releases (the same default as PMM's, unpruned).
 pub const ONLINE_CONSISTENCY: ConsistencyRule = ConsistencyRule::Uniform;
 
 /// One cell: its counter and how far its noise stream has been read.
@@ -299,7 +299,7 @@ impl OnlineTree {
             levels.push(cells.par_iter().map(|cell| cell.counter.output().max(0)).collect());
         }
         let mut tree = CountTree::from_levels(levels);
-        enforce_consistency(&mut tree, ONLINE_CONSISTENCY, coin_seed);
+        enforce_consistency(&mut tree, ONLINE_CONSISTENCY, &[], coin_seed);
         OnlineRelease {
             geometry: CellGeometry::new(self.plan.dims(), self.depth()),
             leaf_counts: tree.into_leaves().into_iter().map(|count| count as u64).collect(),

@@ -5,11 +5,17 @@
 //! x + y = m and (x − a)(y − b) ≥ 0, which is all the accuracy proof (Lemma 3.16) needs. Where a rule
 //! must round a half, a coin keyed by (seed, level, cell) decides, so neither child is favoured and the
 //! result does not depend on the thread count. This is post-processing: it never reads the data.
+//!
+//! Pruning: a noisy child below its level's floor f_j = ⌈k·σ_j⌉ is taken as 0 before the split. An empty
+//! cell's noise is then mostly pruned away instead of drawing mass from its parent, level after level,
+//! into regions the data never reach. The proof survives with f_j added to each child's error (a pruned
+//! count differs from the true one by less than |λ| + f_j), so the bound gains Σ_j f_j Δ_{j−1}/n.
 
 use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::geometry::tree::CountTree;
+use crate::noise::discrete_laplace::RationalScale;
 
 /// Parent cells handled per rayon task.
 const CELLS_PER_TASK: usize = 1 << 12;
@@ -26,25 +32,57 @@ pub enum ConsistencyRule {
 /// The rule used when none is asked for. Chosen by measured W1 (see README, "Consistency rule").
 pub const DEFAULT_CONSISTENCY: ConsistencyRule = ConsistencyRule::Uniform;
 
-/// Makes `tree` consistent from the root down. The root count is kept as it is.
-pub fn enforce_consistency(tree: &mut CountTree, rule: ConsistencyRule, coin_seed: u64) {
+/// k of the pruning floors when none is asked for: none. Pruning helps clustered tables and hurts
+/// smooth ones (README, "Pruning"), and no public input tells them apart.
+pub const DEFAULT_PRUNE_SIGMAS: f64 = 0.0;
+
+/// The top-down step's settings: its rule, and the floors below which noisy counts are taken as empty.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Consistency {
+    pub rule: ConsistencyRule,
+    /// k: a noisy count below k·σ of its level is taken as 0 before the splits (0: no pruning).
+    pub prune_sigmas: f64,
+}
+
+impl Consistency {
+    /// The pruning floor of every level of a tree noised with `scales`: ⌈k·σ_j⌉, 0 where a level is
+    /// not noised and at the root (never a child, so never pruned).
+    pub fn floors(&self, scales: &[Option<RationalScale>]) -> Vec<i64> {
+        scales
+            .iter()
+            .enumerate()
+            .map(|(level, scale)| match scale {
+                Some(scale) if level > 0 => (self.prune_sigmas * scale.to_f64()).ceil() as i64,
+                _ => 0,
+            })
+            .collect()
+    }
+}
+
+/// Makes `tree` consistent from the root down, each level's noisy counts below `floors[level]` taken as
+/// empty first (no floor where `floors` ends). The root count is kept as it is.
+pub fn enforce_consistency(tree: &mut CountTree, rule: ConsistencyRule, floors: &[i64], coin_seed: u64) {
     for parent_level in 0..tree.depth() {
+        let floor = floors.get(parent_level as usize + 1).copied().unwrap_or(0);
         let (parents, children) = tree.parent_and_children_mut(parent_level);
-        split_children(parents, children, parent_level, 0, rule, coin_seed);
+        split_children(parents, children, parent_level, 0, rule, floor, coin_seed);
     }
 }
 
 /// One level of the top-down pass: the children of `parents` (cells `first_parent ..` of `parent_level`)
-/// made to sum to them. A rank's part of the tree runs this on its own cells and gets the whole tree's
-/// result there: each pair depends only on its parent, its noisy children and its coin.
+/// made to sum to them, noisy children below `floor` taken as 0. A rank's part of the tree runs this on
+/// its own cells and gets the whole tree's result there: each pair depends only on its parent, its noisy
+/// children and its coin.
 pub fn split_children(
     parents: &[i64],
     children: &mut [i64],
     parent_level: u32,
     first_parent: u64,
     rule: ConsistencyRule,
+    floor: i64,
     coin_seed: u64,
 ) {
+    let pruned = |count: i64| if count < floor { 0 } else { count };
     parents
         .par_chunks(CELLS_PER_TASK)
         .zip(children.par_chunks_mut(2 * CELLS_PER_TASK))
@@ -53,7 +91,7 @@ pub fn split_children(
             let first_cell = first_parent + (task * CELLS_PER_TASK) as u64;
             for (offset, (&parent, pair)) in parents.iter().zip(children.chunks_exact_mut(2)).enumerate() {
                 let coin = || coin_flip(coin_seed, parent_level, first_cell + offset as u64);
-                let (left, right) = split(rule, parent, pair[0], pair[1], coin);
+                let (left, right) = split(rule, parent, pruned(pair[0]), pruned(pair[1]), coin);
                 pair[0] = left;
                 pair[1] = right;
             }
@@ -165,7 +203,7 @@ mod tests {
                 }
             }
             let noisy = tree.clone();
-            enforce_consistency(&mut tree, rule, 11);
+            enforce_consistency(&mut tree, rule, &[], 11);
             assert_eq!(tree.root(), noisy.root());
             for level in 0..depth {
                 for (theta, &parent) in tree.level(level).iter().enumerate() {
@@ -184,6 +222,55 @@ mod tests {
             }
             assert_eq!(tree.leaves().iter().sum::<i64>(), tree.root());
         }
+    }
+
+    #[test]
+    fn noisy_children_below_the_floor_count_as_empty() {
+        // (4, 12) under a parent of 12: unpruned, both rules give the 4 some units; pruned below 5, both
+        // give it nothing.
+        for (rule, floor, expected) in [
+            (ConsistencyRule::Uniform, 0, [2, 10]),
+            (ConsistencyRule::Uniform, 5, [0, 12]),
+            (ConsistencyRule::Proportional, 0, [3, 9]),
+            (ConsistencyRule::Proportional, 5, [0, 12]),
+            // At the floor a count is kept.
+            (ConsistencyRule::Proportional, 4, [3, 9]),
+        ] {
+            let mut children = [4, 12];
+            split_children(&[12], &mut children, 0, 0, rule, floor, 1);
+            assert_eq!(children, expected, "{rule:?}, floor {floor}");
+        }
+    }
+
+    #[test]
+    fn pruning_keeps_noise_on_empty_cells_from_drawing_mass() {
+        // All 1000 rows in leaf 0 of a depth-10 tree; every other cell carries a noise-like count of 1..4.
+        let depth = 10;
+        let mut leaves = vec![0u64; 1 << depth];
+        leaves[0] = 1000;
+        let mut tree = CountTree::from_leaves(leaves, depth);
+        for level in 1..=depth {
+            for (cell, count) in tree.level_mut(level).iter_mut().enumerate().skip(1) {
+                *count = 1 + (cell as i64 * 7) % 4;
+            }
+        }
+        let leaked = |floor: i64| {
+            let mut tree = tree.clone();
+            enforce_consistency(&mut tree, ConsistencyRule::Proportional, &vec![floor; depth as usize + 1], 5);
+            tree.root() - tree.leaves()[0]
+        };
+        assert!(leaked(0) > 0, "unpruned, the noise draws mass into empty cells");
+        assert_eq!(leaked(5), 0, "pruned below 5, every empty cell stays empty");
+    }
+
+    #[test]
+    fn floors_are_k_sigma_rounded_up_on_noised_levels_below_the_root() {
+        let scale = |sigma: f64| RationalScale::round_up(sigma);
+        let scales = [scale(3.0), None, scale(1.5), scale(2.25)];
+        let pruned = Consistency { rule: ConsistencyRule::Proportional, prune_sigmas: 2.0 };
+        assert_eq!(pruned.floors(&scales), [0, 0, 3, 5]);
+        let unpruned = Consistency { prune_sigmas: 0.0, ..pruned };
+        assert_eq!(unpruned.floors(&scales), [0, 0, 0, 0]);
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub use plan::PmmPlan;
 use crate::geometry::tree::CountTree;
 use crate::privacy::NoiseKey;
 use crate::progress::Timings;
-use consistency::{enforce_consistency, ConsistencyRule};
+use consistency::{enforce_consistency, Consistency};
 use noise::add_level_noise;
 use schedule::LevelSchedule;
 
@@ -34,14 +34,15 @@ pub fn coarsen_leaves(leaves: Vec<u64>, from_depth: u32, to_depth: u32) -> Vec<u
         .collect()
 }
 
-/// Noise every level the schedule noises, then make the tree consistent. With `released_root`, the
-/// root count is that already-released n̂ and is not noised again. Returns the consistent leaf counts.
+/// Noise every level the schedule noises, then make the tree consistent (pruned below `consistency`'s
+/// floors). With `released_root`, the root count is that already-released n̂ and is not noised again.
+/// Returns the consistent leaf counts.
 pub fn release_leaf_counts(
     true_leaves: Vec<u64>,
     schedule: &LevelSchedule,
     released_root: Option<u64>,
     key: &NoiseKey,
-    rule: ConsistencyRule,
+    consistency: Consistency,
     coin_seed: u64,
     timings: &mut Timings,
 ) -> Vec<u64> {
@@ -52,7 +53,8 @@ pub fn release_leaf_counts(
         scales[0] = None;
     }
     timings.time("noise", || add_level_noise(&mut tree, &scales, key));
-    timings.time("consistency", || enforce_consistency(&mut tree, rule, coin_seed));
+    let floors = consistency.floors(&scales);
+    timings.time("consistency", || enforce_consistency(&mut tree, consistency.rule, &floors, coin_seed));
     timings.time("leaves", || tree.into_leaves().into_iter().map(|count| count as u64).collect())
 }
 
@@ -60,6 +62,7 @@ pub fn release_leaf_counts(
 mod tests {
     use super::*;
     use crate::privacy::{Neighbours, NoisyRowCount};
+    use consistency::ConsistencyRule;
     use schedule::RootNoise;
 
     #[test]
@@ -97,7 +100,7 @@ mod tests {
             &schedule,
             Some(n_hat),
             &key,
-            ConsistencyRule::Uniform,
+            Consistency { rule: ConsistencyRule::Uniform, prune_sigmas: 2.0 },
             2,
             &mut Timings::default(),
         );
@@ -120,7 +123,7 @@ mod tests {
             &schedule,
             None,
             &key,
-            ConsistencyRule::Proportional,
+            Consistency { rule: ConsistencyRule::Proportional, prune_sigmas: 0.0 },
             2,
             &mut Timings::default(),
         );

@@ -6,7 +6,7 @@
 //! quantile` those marginals are released first and the tree's cells are cut at their quantiles (half
 //! and half with equal widths).
 
-use super::consistency::ConsistencyRule;
+use super::consistency::Consistency;
 use super::marginals::{BinnedMarginals, MarginalPlan, Partition, ReleasedMarginals};
 use super::report::{LevelInfo, PmmParameters};
 use super::schedule::{
@@ -30,18 +30,20 @@ use crate::sampler::Placement;
 /// exceeds 20σ_0 with probability below e^{-20}, and then the pass is simply repeated at the right depth.
 const ROOT_NOISE_HEADROOM: f64 = 20.0;
 
-const ACCURACY_FORMULA: &str =
-    "E W1 <= (2*sqrt(2)/n) * sum_j sigma_j * Delta_{j-1} + 2^-floor(r/d)  (dissertation Thm 3.9)";
+const ACCURACY_FORMULA: &str = "E W1 <= (1/n) * sum_j (2*sqrt(2)*sigma_j + f_j) * Delta_{j-1} + 2^-floor(r/d), \
+    f_j = ceil(k*sigma_j) the pruning floor  (dissertation Thm 3.9; Lemma 3.16 with pruned counts)";
 
 /// With `--marginal-share` the bound is the joint tree's: the maps move points, and no bound is proven
 /// for the calibrated table.
-const CALIBRATED_ACCURACY_FORMULA: &str = "E W1 <= (2*sqrt(2)/n) * sum_j sigma_j * Delta_{j-1} + 2^-floor(r/d)  \
-    (dissertation Thm 3.9) for the joint tree BEFORE the marginal maps; not proven for the calibrated table";
+const CALIBRATED_ACCURACY_FORMULA: &str = "E W1 <= (1/n) * sum_j (2*sqrt(2)*sigma_j + f_j) * Delta_{j-1} + \
+    2^-floor(r/d), f_j = ceil(k*sigma_j) the pruning floor  (dissertation Thm 3.9; Lemma 3.16 with pruned \
+    counts) for the joint tree BEFORE the marginal maps; not proven for the calibrated table";
 
 /// With `--partition quantile` the bound is the joint tree's in the warped coordinates.
-const QUANTILE_ACCURACY_FORMULA: &str = "E W1 <= (2*sqrt(2)/n) * sum_j sigma_j * Delta_{j-1} + 2^-floor(r/d)  \
-    (dissertation Thm 3.9) for the joint tree in the warped coordinates (each axis through (G + uniform)/2, G \
-    its released marginal's CDF), BEFORE the maps back; not proven in the columns' units";
+const QUANTILE_ACCURACY_FORMULA: &str = "E W1 <= (1/n) * sum_j (2*sqrt(2)*sigma_j + f_j) * Delta_{j-1} + \
+    2^-floor(r/d), f_j = ceil(k*sigma_j) the pruning floor  (dissertation Thm 3.9; Lemma 3.16 with pruned \
+    counts) for the joint tree in the warped coordinates (each axis through (G + uniform)/2, G its released \
+    marginal's CDF), BEFORE the maps back; not proven in the columns' units";
 
 /// Where the size that fixes the depth comes from.
 #[derive(Clone, Copy, Debug)]
@@ -79,7 +81,7 @@ pub struct PmmPlan {
     depth_rule: String,
     /// The deepest tree memory allows.
     memory_depth: u32,
-    consistency: ConsistencyRule,
+    consistency: Consistency,
     placement: Placement,
     device: DeviceChoice,
     /// `--marginal-share`: the fine 1-D marginals each column is calibrated to.
@@ -195,7 +197,10 @@ impl PmmPlan {
             depth,
             depth_rule,
             memory_depth,
-            consistency: options.consistency,
+            consistency: Consistency {
+                rule: options.consistency,
+                prune_sigmas: options.prune_sigmas,
+            },
             placement: public.placement,
             device: options.device,
             marginals: None,
@@ -364,8 +369,13 @@ impl PmmPlan {
         self.dims
     }
 
-    pub fn consistency(&self) -> ConsistencyRule {
+    pub fn consistency(&self) -> Consistency {
         self.consistency
+    }
+
+    /// Theorem 3.9 for `schedule` with this plan's pruning floors, for n (or n̂) rows.
+    pub fn accuracy_bound(&self, schedule: &LevelSchedule, n: f64) -> f64 {
+        schedule.accuracy_bound(n, &self.consistency.floors(&schedule.scales))
     }
 
     /// The release of `measure` (whose total is `root_count`) under `schedule`: its budget, report
@@ -385,7 +395,7 @@ impl PmmPlan {
             root_count,
             root_count_is: root_count_is(self.neighbours),
             accuracy: AccuracyBound {
-                expected_w1_bound: schedule.accuracy_bound(root_count as f64),
+                expected_w1_bound: self.accuracy_bound(schedule, root_count as f64),
                 units: NORMALISED_UNITS,
                 n: root_count,
                 formula: ACCURACY_FORMULA,
@@ -455,10 +465,12 @@ impl PmmPlan {
     /// The report's view of the release: depth, rules and the scale and ε of every level.
     pub fn parameters(&self, schedule: &LevelSchedule) -> PmmParameters {
         let geometry = CellGeometry::new(self.dims, schedule.depth);
+        let floors = self.consistency.floors(&schedule.scales);
         PmmParameters {
             depth: schedule.depth,
             depth_rule: self.depth_rule.clone(),
-            consistency: value_name(&self.consistency),
+            consistency: value_name(&self.consistency.rule),
+            prune_sigmas: self.consistency.prune_sigmas,
             placement: value_name(&self.placement),
             levels: (0..=schedule.depth)
                 .map(|level| LevelInfo {
@@ -467,6 +479,7 @@ impl PmmPlan {
                     sigma_num: schedule.scales[level as usize].map(|scale| scale.num()),
                     sigma_den: schedule.scales[level as usize].map(|scale| scale.den()),
                     epsilon: schedule.level_epsilon(level),
+                    prune_floor: floors[level as usize],
                     cell_diameter: geometry.diameter(level),
                 })
                 .collect(),

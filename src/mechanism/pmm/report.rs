@@ -9,6 +9,8 @@ pub struct PmmParameters {
     pub depth: u32,
     pub depth_rule: String,
     pub consistency: String,
+    /// k of the pruning floors: noisy counts below ⌈k·σ_j⌉ were taken as empty before consistency.
+    pub prune_sigmas: f64,
     pub placement: String,
     pub levels: Vec<LevelInfo>,
     /// `--mechanism auto`: why these settings.
@@ -27,5 +29,7 @@ pub struct LevelInfo {
     pub sigma_num: Option<u64>,
     pub sigma_den: Option<u64>,
     pub epsilon: f64,
+    /// ⌈k·σ_j⌉: this level's noisy counts below it were taken as 0 (0: none pruned).
+    pub prune_floor: i64,
     pub cell_diameter: f64,
 }

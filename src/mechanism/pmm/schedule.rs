@@ -74,15 +74,22 @@ impl LevelSchedule {
             .sum()
     }
 
-    /// Theorem 3.9 for this schedule: E W1 ≤ (2√2/n) Σ_j σ_j Δ_{j−1} + 2^{−⌊r/d⌋}, in normalised ℓ∞ units,
-    /// over noised levels; `n` is the public n (replace) or the released n̂ (add-remove).
-    pub fn accuracy_bound(&self, n: f64) -> f64 {
+    /// Theorem 3.9 for this schedule with the consistency's pruning `floors` (f_j, none where the slice
+    /// ends): E W1 ≤ (1/n) Σ_j (2√2 σ_j + f_j) Δ_{j−1} + 2^{−⌊r/d⌋}, in normalised ℓ∞ units, over noised
+    /// levels; `n` is the public n (replace) or the released n̂ (add-remove). A pruned count is off the
+    /// true one by less than |λ_j| + f_j, which is all Lemma 3.16 changes.
+    pub fn accuracy_bound(&self, n: f64, floors: &[i64]) -> f64 {
         let sigmas = self
             .scales
             .iter()
             .enumerate()
             .filter_map(|(level, scale)| Some((level as u32, scale.as_ref()?.to_f64())));
-        theorem_3_9_bound(self.dims, self.depth, sigmas, n)
+        let pruning: f64 = floors
+            .iter()
+            .enumerate()
+            .map(|(level, &floor)| floor as f64 * level_diameter_sum(self.dims, (level as u32).checked_sub(1)))
+            .sum();
+        theorem_3_9_bound(self.dims, self.depth, sigmas, n) + pruning / n.max(1.0)
     }
 }
 
@@ -240,6 +247,18 @@ mod tests {
     }
 
     #[test]
+    fn pruning_floors_add_their_levels_diameters_to_the_bound() {
+        let schedule = LevelSchedule::new(Neighbours::AddRemove, 1.0, 2, 4, RootNoise::InSchedule).unwrap();
+        let n = 1000.0;
+        let floors = [0, 3, 0, 5, 2];
+        // In d = 2 the diameters of levels 0, 2 and 3 sum to Δ_0 = 1, Δ_2 = 2 and Δ_3 = 4.
+        let added = (3.0 * 1.0 + 5.0 * 2.0 + 2.0 * 4.0) / n;
+        let (bare, pruned) = (schedule.accuracy_bound(n, &[]), schedule.accuracy_bound(n, &floors));
+        assert!(close(pruned - bare, added, 1e-12), "{pruned} − {bare} against {added}");
+        assert_eq!(schedule.accuracy_bound(n, &[0; 5]), bare);
+    }
+
+    #[test]
     fn replace_keeps_the_root_public_and_doubles_the_sensitivity() {
         let replace =
             LevelSchedule::new(Neighbours::Replace, 1.0, 2, 10, RootNoise::InSchedule).unwrap();
@@ -335,7 +354,7 @@ mod tests {
                 let bound_at = |r: u32| {
                     LevelSchedule::new(Neighbours::Replace, epsilon, dims, r, RootNoise::InSchedule)
                         .unwrap()
-                        .accuracy_bound(n)
+                        .accuracy_bound(n, &[])
                 };
                 let best = bound_at(depth);
                 for r in 0..=MAX_DEPTH {
