@@ -24,7 +24,7 @@ pub use crate::privacy::Neighbours;
 pub use crate::sampler::Placement;
 
 use crate::error::{Error, Result};
-use crate::mechanism::pmm::consistency::{DEFAULT_CONSISTENCY, DEFAULT_PRUNE_SIGMAS};
+use crate::mechanism::pmm::consistency::{Consistency, DEFAULT_CONSISTENCY, DEFAULT_PRUNE_SIGMAS};
 use crate::mechanism::pmm::marginals::DEFAULT_QUANTILE_MARGINAL_SHARE;
 use crate::privacy::{check_epsilon, DEFAULT_NOISY_N_SHARE};
 use crate::synth::OutputPaths;
@@ -423,6 +423,14 @@ impl PmmOptions {
         partition: Partition::Midpoint,
         chosen_by: None,
     };
+
+    /// The tree's top-down step: the rule and the pruning these options ask for.
+    pub fn consistency_step(&self) -> Consistency {
+        Consistency {
+            rule: self.consistency,
+            prune_sigmas: self.prune_sigmas,
+        }
+    }
 }
 
 impl SynthOptions {
@@ -735,7 +743,9 @@ impl SynthArgs {
             return Err(Error::bad_input(*message));
         }
         if let Some(sigmas) = self.prune_sigmas.filter(|sigmas| !(sigmas.is_finite() && *sigmas >= 0.0)) {
-            return Err(Error::bad_input(format!("--prune-sigmas must be a finite number of at least 0, got {sigmas}")));
+            return Err(Error::bad_input(format!(
+                "--prune-sigmas must be a finite number of at least 0, got {sigmas}"
+            )));
         }
         let auto = (requested == Mechanism::Auto).then(|| AutoChoice::for_columns(bounds.len()));
         let pmm = PmmOptions {

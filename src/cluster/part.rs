@@ -132,7 +132,8 @@ impl PartTree {
             let (upper, lower) = levels.split_at_mut((level - top) as usize + 1);
             let first = (first_cell as u64) << (level - top);
             let floor = floors[level as usize + 1];
-            split_children(&upper[(level - top) as usize], &mut lower[0], level, first, consistency.rule, floor, coin_seed);
+            let parents = &upper[(level - top) as usize];
+            split_children(parents, &mut lower[0], level, first, consistency.rule, floor, coin_seed);
         }
         PartRelease {
             first_leaf: first_cell << (depth - top),

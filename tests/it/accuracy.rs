@@ -11,7 +11,7 @@ use dpsynth::binner::AxisPlan;
 use dpsynth::geometry::bounds::ColumnBounds;
 use dpsynth::eval::w1::{dyadic_upper_bound, lower_bound_marginals, w1_exact_1d, Sample};
 use dpsynth::geometry::partition::{CellGeometry, MAX_DEPTH};
-use dpsynth::mechanism::pmm::consistency::{Consistency, ConsistencyRule, DEFAULT_CONSISTENCY};
+use dpsynth::mechanism::pmm::consistency::ConsistencyRule;
 use dpsynth::mechanism::pmm::schedule::bound_minimising_depth;
 use dpsynth::options::{MechanismOptions, PmmOptions};
 use dpsynth::privacy::Neighbours;
@@ -89,7 +89,7 @@ fn w1_estimates(real: &[f64], synthetic: &[f64], dims: usize, run_depth: u32) ->
     (lower, upper)
 }
 
-fn synthesise(input: &Path, output: &Path, dims: usize, seed: u64, consistency: Consistency) -> (Vec<f64>, f64, u32) {
+fn synthesise(input: &Path, output: &Path, dims: usize, seed: u64, pmm: PmmOptions) -> (Vec<f64>, f64, u32) {
     let names = ["x", "y", "z"];
     let bounds = (0..dims)
         .map(|axis| ColumnBounds::new(names[axis], 0.0, 1.0).unwrap())
@@ -105,9 +105,7 @@ fn synthesise(input: &Path, output: &Path, dims: usize, seed: u64, consistency: 
             None,
             MAX_DEPTH,
         )),
-        consistency: consistency.rule,
-        prune_sigmas: consistency.prune_sigmas,
-        ..PmmOptions::DEFAULT
+        ..pmm
     });
     let outputs = OutputPaths {
         table: output.to_path_buf(),
@@ -131,10 +129,11 @@ fn synthesise(input: &Path, output: &Path, dims: usize, seed: u64, consistency: 
 }
 
 fn check(dims: usize, clustered: bool) {
-    check_with(dims, clustered, Consistency { rule: DEFAULT_CONSISTENCY, prune_sigmas: 0.0 });
+    check_with(dims, clustered, PmmOptions::DEFAULT);
 }
 
-fn check_with(dims: usize, clustered: bool, consistency: Consistency) {
+/// The check of `check` with `pmm`'s consistency settings (`synthesise` sets the depth).
+fn check_with(dims: usize, clustered: bool, pmm: PmmOptions) {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("real.parquet");
     let real = points(dims, clustered, 100 + dims as u64);
@@ -154,7 +153,7 @@ fn check_with(dims: usize, clustered: bool, consistency: Consistency) {
     let (mut lower_sum, mut upper_sum, mut bound_sum) = (0.0, 0.0, 0.0);
     for seed in SEEDS {
         let (synthetic, bound, depth) =
-            synthesise(&input, &dir.path().join("synthetic.parquet"), dims, seed, consistency);
+            synthesise(&input, &dir.path().join("synthetic.parquet"), dims, seed, pmm.clone());
         let (lower, upper) = w1_estimates(&real, &synthetic, dims, depth);
         assert!(lower <= upper + 1e-12);
         lower_sum += lower;
@@ -164,7 +163,8 @@ fn check_with(dims: usize, clustered: bool, consistency: Consistency) {
     let runs = SEEDS.len() as f64;
     let (lower, upper, bound) = (lower_sum / runs, upper_sum / runs, bound_sum / runs);
     eprintln!(
-        "d={dims} clustered={clustered} {consistency:?}: W1 in [{lower:.5}, {upper:.5}], Theorem 3.9 bound {bound:.5}"
+        "d={dims} clustered={clustered} {:?}: W1 in [{lower:.5}, {upper:.5}], Theorem 3.9 bound {bound:.5}",
+        pmm.consistency_step()
     );
     // The bound must say something at this size, or the comparison below would be vacuous.
     assert!(bound < 0.25, "bound {bound} is too loose to test anything");
@@ -190,8 +190,12 @@ fn two_dimensions_uniform_and_clustered() {
 /// Pruned trees against the bound with their floors' term (docs/mechanisms/pmm.md, "Accuracy").
 #[test]
 fn pruned_trees_stay_within_their_bound() {
-    let pruned = Consistency { rule: ConsistencyRule::Proportional, prune_sigmas: 2.0 };
-    check_with(2, false, pruned);
+    let pruned = PmmOptions {
+        consistency: ConsistencyRule::Proportional,
+        prune_sigmas: 2.0,
+        ..PmmOptions::DEFAULT
+    };
+    check_with(2, false, pruned.clone());
     check_with(2, true, pruned);
 }
 

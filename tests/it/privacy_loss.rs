@@ -351,7 +351,7 @@ fn the_quantile_partition_stays_within_its_marginal_and_joint_epsilon() {
             &joint,
             None,
             &seeds.noise,
-            Consistency { rule: options.consistency, prune_sigmas: options.prune_sigmas },
+            options.consistency_step(),
             seeds.consistency(),
             &mut Timings::default(),
         );

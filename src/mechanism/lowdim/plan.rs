@@ -28,7 +28,8 @@ use crate::progress::Timings;
 
 const PMM_ACCURACY_FORMULA: &str = "subroutine error only: E W1(projected data, synthetic data before clamping) <= ||box widths||_2 * \
      [(1/n) * sum_j (2*sqrt(2)*sigma_j + f_j) * Delta_{j-1} + 2^-floor(r/d')] (dissertation Thm 3.9 in the \
-     subroutine's unit cube, f_j the consistency's pruning floor ceil(k*sigma_j)); the PCA terms of paper 002 Thm 4.2 have unknown constants (see \
+     subroutine's unit cube, f_j the consistency's pruning floor ceil(k*sigma_j)); the PCA terms of \
+     paper 002 Thm 4.2 have unknown constants (see \
      target_dim_criterion); clamping at most doubles the total (Prop 3.2)";
 
 const PSMM_ACCURACY_FORMULA: &str = "subroutine error only: E W1(projected data, synthetic data before clamping) <= ||box widths||_2 * \

@@ -197,10 +197,7 @@ impl PmmPlan {
             depth,
             depth_rule,
             memory_depth,
-            consistency: Consistency {
-                rule: options.consistency,
-                prune_sigmas: options.prune_sigmas,
-            },
+            consistency: options.consistency_step(),
             placement: public.placement,
             device: options.device,
             marginals: None,
