@@ -13,7 +13,7 @@ each epsilon and each seed, it runs every variant through `dpsynth synth` and sc
   - psmm, lowdim      the other mechanisms at their defaults (lowdim with --root-share 0.1);
   - mst               smartnoise-synth's MST through scripts/peer_comparison.py's harness (64 bins per
                       column on the same public bounds, rows drawn i.i.d. from the model, delta = 1e-9;
-                      its own fixed seed; flights only);
+                      its own fixed seed);
   - any extra variant given as NAME='--flag value ...'.
 
 Scores (from the eval JSON): exact l-infinity transport on 1000-row subsamples (mean of 5, and its ratio
@@ -44,13 +44,13 @@ CONFIG = ROOT / "datasets" / "flights.toml"
 SCORES = ["subsample_w1", "ratio_to_floor", "pairwise_w1", "max_1d_w1", "tv_2way", "mean_error", "correlation_error"]
 
 
-def peer_command(method, column_set, epsilon, output):
+def peer_command(method, column_set, epsilon, output, dataset, config):
     """The peers' worker of scripts/peer_comparison.py (in its virtual environment)."""
     sys.path.insert(0, str(ROOT / "scripts"))
     import peer_comparison
 
     return [peer_comparison.venv_python(), ROOT / "scripts" / "peer_comparison.py", "--worker", method,
-            column_set, epsilon, output]
+            column_set, epsilon, output, "--dataset", dataset, "--config", config]
 
 
 def variant_arguments(name, extras):
@@ -135,12 +135,10 @@ def main():
             for epsilon in args.epsilons.split(","):
                 for seed in range(1, args.seeds + 1):
                     for variant in variants:
-                        if variant in ("mst", "aim") and table != "flights":
-                            continue
                         synthetic = out / f"synth.{variant}.parquet"
                         started = time.perf_counter()
                         if variant in ("mst", "aim"):
-                            run(peer_command(variant, column_set, epsilon, synthetic))
+                            run(peer_command(variant, column_set, epsilon, synthetic, dataset, config))
                         else:
                             run([args.binary, "synth", dataset, "--config", config, "--columns", column_set,
                                  "--epsilon", epsilon, "--seed", seed, "--output", synthetic, "--quiet",

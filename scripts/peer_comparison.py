@@ -3,7 +3,7 @@
 
 Peers: MST and AIM from the smartnoise-synth package (PyPI), the marginal-based synthesizers users pick
 today for tabular data. They synthesise categorical data, so each column is binned on the same PUBLIC
-bounds dpsynth uses (datasets/flights.toml; smartnoise's BinTransformer with lower/upper given spends no
+bounds dpsynth uses (datasets/flights.toml or --config; smartnoise's BinTransformer with lower/upper given spends no
 budget) into PEER_BINS equal bins, and each synthetic value is drawn uniformly inside its bin (the
 analogue of dpsynth's uniform placement; post-processing). A "binning floor" row shows what that binning
 alone costs: the real table binned and redrawn the same way, without any noise.
@@ -21,6 +21,9 @@ PyTorch: a few GB, once).
 
 Usage: scripts/peer_comparison.py [--epsilons 0.1,1,10] [--methods dpsynth,mst,aim]
                                   [--column-sets dep_delay,arr_delay:dep_delay,arr_delay,air_time] [--out DIR]
+                                  [--dataset TABLE.parquet --config BOUNDS.toml]
+Any table with a config of public bounds works (for example `dpsynth generate ... --schema BOUNDS.toml`);
+the default is the bundled flights table.
 Writes peers.csv and peers.md under --out (default out/peers).
 """
 
@@ -70,9 +73,9 @@ def measured(command, log):
     return seconds, usage.ru_maxrss / 1024
 
 
-def evaluate(synth, columns, out):
+def evaluate(synth, columns, dataset, config, out):
     report = out / (synth.stem + ".eval.json")
-    subprocess.run([BINARY, "eval", "--real", DATASET, "--synth", synth, "--config", CONFIG,
+    subprocess.run([BINARY, "eval", "--real", dataset, "--synth", synth, "--config", config,
                     "--columns", ",".join(columns), "--json", report, "--quiet"], check=True)
     return json.loads(report.read_text())
 
@@ -96,14 +99,14 @@ def fit_and_sample(method, frame, transformer, epsilon, seed):
     return synthesizer.sample(len(frame))
 
 
-def peer_worker(method, columns, epsilon, output):
+def peer_worker(method, columns, epsilon, output, dataset, config):
     """Runs inside the peers' venv: fit, sample, redraw inside bins, write Parquet."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    bounds = tomllib.loads(CONFIG.read_text())["bounds"]
-    frame = pq.read_table(DATASET, columns=columns).to_pandas()
+    bounds = tomllib.loads(Path(config).read_text())["bounds"]
+    frame = pq.read_table(dataset, columns=columns).to_pandas()
     if method == "binning-floor":
         bins = {c: np.clip(((frame[c].to_numpy(float) - bounds[c][0]) / (bounds[c][1] - bounds[c][0])
                             * PEER_BINS).astype(int), 0, PEER_BINS - 1) for c in columns}
@@ -132,12 +135,15 @@ def main():
     parser.add_argument("--methods", default="dpsynth,mst,aim")
     parser.add_argument("--column-sets", default="dep_delay,arr_delay:dep_delay,arr_delay,air_time")
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "peers")
+    parser.add_argument("--dataset", type=Path, default=DATASET, help="Parquet table (default: the bundled flights)")
+    parser.add_argument("--config", type=Path, default=CONFIG, help="its public bounds (TOML with [bounds])")
     parser.add_argument("--worker", nargs=4, metavar=("METHOD", "COLUMNS", "EPSILON", "OUTPUT"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         method, columns, epsilon, output = args.worker
-        peer_worker(method, columns.split(","), None if epsilon == "-" else float(epsilon), output)
+        peer_worker(method, columns.split(","), None if epsilon == "-" else float(epsilon), output, args.dataset,
+                    args.config)
         return
 
     if not BINARY.exists():
@@ -153,13 +159,14 @@ def main():
         for method, epsilon in runs:
             output = args.out / f"{method}-d{len(columns)}-e{epsilon or 0}.parquet"
             if method == "dpsynth":
-                command = [BINARY, "synth", DATASET, "--config", CONFIG, "--columns", column_set,
+                command = [BINARY, "synth", args.dataset, "--config", args.config, "--columns", column_set,
                            "--epsilon", str(epsilon), "--seed", str(SEED), "--output", output, "--quiet"]
             else:
                 command = [python, __file__, "--worker", method, column_set,
-                           "-" if epsilon is None else str(epsilon), output]
+                           "-" if epsilon is None else str(epsilon), output, "--dataset", args.dataset,
+                           "--config", args.config]
             seconds, peak_mib = measured(command, output.with_suffix(".log"))
-            report = evaluate(output, columns, args.out)
+            report = evaluate(output, columns, args.dataset, args.config, args.out)
             row = {
                 "method": method, "d": len(columns), "columns": column_set,
                 "epsilon": "-" if epsilon is None else epsilon,
