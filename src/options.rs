@@ -188,8 +188,9 @@ pub struct SynthArgs {
     /// pmm: consistency rule [default: uniform].
     #[arg(long, value_enum)]
     pub consistency: Option<ConsistencyRule>,
-    /// pmm: noisy counts below K times their level's noise scale are taken as empty before consistency
-    /// (post-processing; helps clustered tables, hurts smooth ones: README, "Pruning") [default: 0, none].
+    /// pmm: noisy counts below K times their level's noise scale are taken as empty before consistency,
+    /// and get nothing beside a kept sibling (post-processing; helps clustered tables, hurts smooth ones:
+    /// README, "Pruning") [default: 0, none].
     #[arg(long, value_name = "K", allow_negative_numbers = true)]
     pub prune_sigmas: Option<f64>,
     /// Where points go in their cell [default: uniform].

@@ -171,6 +171,7 @@ mod tests {
             };
             for consistency in [
                 Consistency { rule: ConsistencyRule::Uniform, prune_sigmas: 0.0 },
+                Consistency { rule: ConsistencyRule::Uniform, prune_sigmas: 2.0 },
                 Consistency { rule: ConsistencyRule::Proportional, prune_sigmas: 2.0 },
             ] {
                 let whole =

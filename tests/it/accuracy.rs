@@ -190,13 +190,15 @@ fn two_dimensions_uniform_and_clustered() {
 /// Pruned trees against the bound with their floors' term (docs/mechanisms/pmm.md, "Accuracy").
 #[test]
 fn pruned_trees_stay_within_their_bound() {
-    let pruned = PmmOptions {
-        consistency: ConsistencyRule::Proportional,
-        prune_sigmas: 2.0,
-        ..PmmOptions::DEFAULT
-    };
-    check_with(2, false, pruned.clone());
-    check_with(2, true, pruned);
+    for consistency in [ConsistencyRule::Uniform, ConsistencyRule::Proportional] {
+        let pruned = PmmOptions {
+            consistency,
+            prune_sigmas: 2.0,
+            ..PmmOptions::DEFAULT
+        };
+        check_with(2, false, pruned.clone());
+        check_with(2, true, pruned);
+    }
 }
 
 #[test]

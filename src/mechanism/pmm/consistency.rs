@@ -70,9 +70,11 @@ pub fn enforce_consistency(tree: &mut CountTree, rule: ConsistencyRule, floors: 
 }
 
 /// One level of the top-down pass: the children of `parents` (cells `first_parent ..` of `parent_level`)
-/// made to sum to them, noisy children below `floor` taken as 0. A rank's part of the tree runs this on
-/// its own cells and gets the whole tree's result there: each pair depends only on its parent, its noisy
-/// children and its coin.
+/// made to sum to them, noisy children below `floor` taken as empty: a pruned child beside a kept one
+/// gets nothing (the uniform rule would otherwise hand it half of any deficit, so the noise of empty
+/// cells would still draw mass), two pruned children share their parent by the rule. A rank's part of
+/// the tree runs this on its own cells and gets the whole tree's result there: each pair depends only on
+/// its parent, its noisy children and its coin.
 pub fn split_children(
     parents: &[i64],
     children: &mut [i64],
@@ -82,7 +84,6 @@ pub fn split_children(
     floor: i64,
     coin_seed: u64,
 ) {
-    let pruned = |count: i64| if count < floor { 0 } else { count };
     parents
         .par_chunks(CELLS_PER_TASK)
         .zip(children.par_chunks_mut(2 * CELLS_PER_TASK))
@@ -91,7 +92,12 @@ pub fn split_children(
             let first_cell = first_parent + (task * CELLS_PER_TASK) as u64;
             for (offset, (&parent, pair)) in parents.iter().zip(children.chunks_exact_mut(2)).enumerate() {
                 let coin = || coin_flip(coin_seed, parent_level, first_cell + offset as u64);
-                let (left, right) = split(rule, parent, pruned(pair[0]), pruned(pair[1]), coin);
+                let (left, right) = match (pair[0] < floor, pair[1] < floor) {
+                    (true, false) => (0, parent),
+                    (false, true) => (parent, 0),
+                    (true, true) => split(rule, parent, 0, 0, coin),
+                    (false, false) => split(rule, parent, pair[0], pair[1], coin),
+                };
                 pair[0] = left;
                 pair[1] = right;
             }
@@ -226,41 +232,52 @@ mod tests {
 
     #[test]
     fn noisy_children_below_the_floor_count_as_empty() {
-        // (4, 12) under a parent of 12: unpruned, both rules give the 4 some units; pruned below 5, both
-        // give it nothing.
-        for (rule, floor, expected) in [
-            (ConsistencyRule::Uniform, 0, [2, 10]),
-            (ConsistencyRule::Uniform, 5, [0, 12]),
-            (ConsistencyRule::Proportional, 0, [3, 9]),
-            (ConsistencyRule::Proportional, 5, [0, 12]),
+        // Under a parent of 12: unpruned, both rules give the 4 some units; pruned below 5, both give it
+        // nothing, also when its sibling leaves a deficit (the uniform rule would hand it half of it).
+        for (rule, floor, noisy, expected) in [
+            (ConsistencyRule::Uniform, 0, [4, 12], [2, 10]),
+            (ConsistencyRule::Uniform, 5, [4, 12], [0, 12]),
+            (ConsistencyRule::Uniform, 0, [4, 6], [5, 7]),
+            (ConsistencyRule::Uniform, 5, [4, 6], [0, 12]),
+            (ConsistencyRule::Uniform, 5, [6, 4], [12, 0]),
+            (ConsistencyRule::Proportional, 0, [4, 12], [3, 9]),
+            (ConsistencyRule::Proportional, 5, [4, 12], [0, 12]),
+            (ConsistencyRule::Proportional, 5, [4, 6], [0, 12]),
             // At the floor a count is kept.
-            (ConsistencyRule::Proportional, 4, [3, 9]),
+            (ConsistencyRule::Proportional, 4, [4, 12], [3, 9]),
+            (ConsistencyRule::Uniform, 4, [4, 6], [5, 7]),
+            // Both pruned: the parent is shared by the rule, as between two empty children.
+            (ConsistencyRule::Uniform, 7, [4, 6], [6, 6]),
+            (ConsistencyRule::Proportional, 7, [4, 6], [6, 6]),
         ] {
-            let mut children = [4, 12];
+            let mut children = noisy;
             split_children(&[12], &mut children, 0, 0, rule, floor, 1);
-            assert_eq!(children, expected, "{rule:?}, floor {floor}");
+            assert_eq!(children, expected, "{rule:?}, floor {floor}, noisy {noisy:?}");
         }
     }
 
     #[test]
     fn pruning_keeps_noise_on_empty_cells_from_drawing_mass() {
-        // All 1000 rows in leaf 0 of a depth-10 tree; every other cell carries a noise-like count of 1..4.
+        // All 1000 rows in leaf 0 of a depth-10 tree, its cells' noise a little negative; every other cell
+        // carries a noise-like count of 1..4.
         let depth = 10;
         let mut leaves = vec![0u64; 1 << depth];
         leaves[0] = 1000;
         let mut tree = CountTree::from_leaves(leaves, depth);
         for level in 1..=depth {
-            for (cell, count) in tree.level_mut(level).iter_mut().enumerate().skip(1) {
-                *count = 1 + (cell as i64 * 7) % 4;
+            for (cell, count) in tree.level_mut(level).iter_mut().enumerate() {
+                *count = if cell == 0 { 1000 - level as i64 } else { 1 + (cell as i64 * 7) % 4 };
             }
         }
-        let leaked = |floor: i64| {
-            let mut tree = tree.clone();
-            enforce_consistency(&mut tree, ConsistencyRule::Proportional, &vec![floor; depth as usize + 1], 5);
-            tree.root() - tree.leaves()[0]
-        };
-        assert!(leaked(0) > 0, "unpruned, the noise draws mass into empty cells");
-        assert_eq!(leaked(5), 0, "pruned below 5, every empty cell stays empty");
+        for rule in RULES {
+            let leaked = |floor: i64| {
+                let mut tree = tree.clone();
+                enforce_consistency(&mut tree, rule, &vec![floor; depth as usize + 1], 5);
+                tree.root() - tree.leaves()[0]
+            };
+            assert!(leaked(0) > 0, "{rule:?} unpruned: the noise draws mass into empty cells");
+            assert_eq!(leaked(5), 0, "{rule:?} pruned below 5: every empty cell stays empty");
+        }
     }
 
     #[test]
