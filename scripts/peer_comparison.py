@@ -3,9 +3,9 @@
 
 Peers: MST and AIM from the smartnoise-synth package (PyPI), the marginal-based synthesizers users pick
 today for tabular data. They synthesise categorical data, so each column is binned on the same PUBLIC
-bounds dpsynth uses (datasets/flights.toml or --config; smartnoise's BinTransformer with lower/upper given spends no
-budget) into PEER_BINS equal bins, and each synthetic value is drawn uniformly inside its bin (the
-analogue of dpsynth's uniform placement; post-processing). A "binning floor" row shows what that binning
+bounds dpsynth uses (datasets/flights.toml or --config; smartnoise's BinTransformer with lower/upper
+given spends no budget) into PEER_BINS equal bins, and each synthetic value is drawn uniformly inside its
+bin (the analogue of dpsynth's uniform placement; post-processing). A "binning floor" row shows what that binning
 alone costs: the real table binned and redrawn the same way, without any noise.
 
 Every method runs as its own process; seconds are its wall time end to end (read Parquet, fit, sample,
@@ -135,7 +135,7 @@ def main():
     parser.add_argument("--methods", default="dpsynth,mst,aim")
     parser.add_argument("--column-sets", default="dep_delay,arr_delay:dep_delay,arr_delay,air_time")
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "peers")
-    parser.add_argument("--dataset", type=Path, default=DATASET, help="Parquet table (default: the bundled flights)")
+    parser.add_argument("--dataset", type=Path, default=DATASET, help="Parquet table (default: flights)")
     parser.add_argument("--config", type=Path, default=CONFIG, help="its public bounds (TOML with [bounds])")
     parser.add_argument("--worker", nargs=4, metavar=("METHOD", "COLUMNS", "EPSILON", "OUTPUT"),
                         help=argparse.SUPPRESS)
