@@ -14,7 +14,10 @@ on position-keyed streams. Everything else is what the engine would do, on relea
      synthetic p, the synthetic c values are moved, keeping their order, onto that row of the released
      histogram (uniform within a bin); rows whose released row is empty stay as they were;
   5. each mapped column is then put back onto the synthetic table's own (released, fine) 1-D marginal,
-     keeping the new ranks, so the 1-D marginals are the base's.
+     keeping the new ranks, so the 1-D marginals are the base's;
+  with --gate Z, a pair is mapped only where its released rows disagree with the synthetic table's own
+  conditionals beyond their noise (median z-score of a chi-square over the parent's bins above Z; read
+  from released values only), and otherwise kept as it was.
 
 For each seed it prints and writes (CSV under --out) `dpsynth eval`'s scores of dpsynth at the full epsilon
 (`full`) and of the mapped table (`mapped`), both on that seed.
@@ -92,6 +95,24 @@ def map_onto_pair(table, parent, child, released, bins):
     return np.sort(table[:, child])[ranks]
 
 
+def disagreement(table, parent, child, raw, scale, bins):
+    """Median over the parent's bins of the z-score of chi^2 = sum_c (R_c - T q_c)^2 / (2 s^2 + T q_c): the
+    unthresholded released row R (Laplace variance 2 s^2 a cell, T its sum) against the synthetic table's
+    own conditional q. About 0 where the release only repeats what the synthetic table says."""
+    parent_bin = np.minimum((table[:, parent] * bins).astype(int), bins - 1)
+    child_bin = np.minimum((table[:, child] * bins).astype(int), bins - 1)
+    scores = []
+    for b in range(bins):
+        rows = parent_bin == b
+        if rows.sum() == 0:
+            continue
+        q = np.bincount(child_bin[rows], minlength=bins) / rows.sum()
+        total = max(raw[b].sum(), 0)
+        chi2 = ((raw[b] - total * q) ** 2 / (2 * scale**2 + total * q)).sum()
+        scores.append((chi2 - bins) / np.sqrt(2 * bins))
+    return np.median(scores) if scores else 0.0
+
+
 def evaluate(args, synthetic, columns, seed, out):
     evaluation = out / "eval.json"
     run([args.binary, "eval", "--real", args.dataset, "--synth", synthetic, "--config", args.config,
@@ -110,6 +131,8 @@ def main():
     parser.add_argument("--share", type=float, default=0.2, help="share S of epsilon on the pair histograms")
     parser.add_argument("--bins", type=int, default=32, help="cells per axis of each pair histogram")
     parser.add_argument("--prune", type=float, default=3.0, help="released counts below PRUNE x scale -> 0")
+    parser.add_argument("--gate", type=float, default=None,
+                        help="map a pair only where the median disagreement z-score exceeds GATE (default: always)")
     parser.add_argument("--out", default="out/pair-mapping")
     parser.add_argument("--binary", default=str(BINARY))
     args = parser.parse_args()
@@ -131,18 +154,23 @@ def main():
             noise = np.random.default_rng(1000 + seed)
             scale = (d - 1) / (epsilon * args.share)
             edges = spanning_tree(table, args.bins)
+            mapped_edges = []
             for parent, child in edges:
-                released = histogram(real[:, parent], real[:, child], args.bins)
-                released += noise.laplace(0, scale, released.shape)
-                released[released < args.prune * scale] = 0
+                raw = histogram(real[:, parent], real[:, child], args.bins) + noise.laplace(0, scale, (args.bins,) * 2)
+                if args.gate is not None and disagreement(table, parent, child, raw, scale, args.bins) <= args.gate:
+                    continue
+                released = np.where(raw < args.prune * scale, 0, raw)
                 table[:, child] = map_onto_pair(table, parent, child, released, args.bins)
+                mapped_edges.append((parent, child))
             values = table * (high - low) + low
             pq.write_table(pa.table({c: values[:, k] for k, c in enumerate(columns)}), mapped)
-            tree = " ".join(f"{columns[p]}-{columns[c]}" for p, c in edges)
+            tree = " ".join(f"{columns[p]}-{columns[c]}" + ("" if (p, c) in mapped_edges else "(kept)")
+                            for p, c in edges)
             for variant, path in (("full", full), ("mapped", mapped)):
                 rows.append({"table": Path(args.dataset).stem, "columns": args.columns, "d": d, "epsilon": epsilon,
                              "seed": seed, "variant": variant, "share": args.share, "bins": args.bins,
-                             "prune": args.prune, "tree": tree, **evaluate(args, path, columns, seed, out)})
+                             "prune": args.prune, "gate": args.gate, "tree": tree,
+                             **evaluate(args, path, columns, seed, out)})
                 print(rows[-1], flush=True)
     with open(out / "pair_mapping.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
