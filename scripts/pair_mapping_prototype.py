@@ -23,14 +23,14 @@ For each seed it prints and writes (CSV under --out) `dpsynth eval`'s scores of 
 (`full`) and of the mapped table (`mapped`), both on that seed.
 
 Usage: scripts/pair_mapping_prototype.py [--epsilons 0.1,1] [--seeds 5] [--columns C1,C2,...]
-           [--dataset T --config BOUNDS] [--share 0.2] [--bins 32] [--prune 3] [--out DIR] [--binary PATH]
+           [--dataset T --config BOUNDS] [--share 0.2] [--bins 32] [--prune 3] [--gate Z] [--out DIR]
+           [--binary PATH]
 Needs numpy and pyarrow (scripts/peer_comparison.py's virtual environment has both).
 """
 
 import argparse
 import csv
 import json
-import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -101,7 +101,7 @@ def disagreement(table, parent, child, raw, scale, bins):
     own conditional q. About 0 where the release only repeats what the synthetic table says."""
     parent_bin = np.minimum((table[:, parent] * bins).astype(int), bins - 1)
     child_bin = np.minimum((table[:, child] * bins).astype(int), bins - 1)
-    scores = []
+    z_scores = []
     for b in range(bins):
         rows = parent_bin == b
         if rows.sum() == 0:
@@ -109,8 +109,8 @@ def disagreement(table, parent, child, raw, scale, bins):
         q = np.bincount(child_bin[rows], minlength=bins) / rows.sum()
         total = max(raw[b].sum(), 0)
         chi2 = ((raw[b] - total * q) ** 2 / (2 * scale**2 + total * q)).sum()
-        scores.append((chi2 - bins) / np.sqrt(2 * bins))
-    return np.median(scores) if scores else 0.0
+        z_scores.append((chi2 - bins) / np.sqrt(2 * bins))
+    return np.median(z_scores) if z_scores else 0.0
 
 
 def evaluate(args, synthetic, columns, seed, out):
