@@ -21,7 +21,8 @@ pub struct CellCdf {
 const NO_CELL: u32 = u32::MAX;
 
 /// Buckets of [`CellCdf::covering`]: eight per cell, so that a cell holding half the mean mass or more
-/// spans at least one bucket with its neighbours; at most 2^18 (1 MiB) for the largest CDFs.
+/// spans at least one bucket with its neighbours, but no more than 2^18 (1 MiB) unless the CDF has more
+/// cells than that (then one per cell, as many as the guide).
 fn covering_buckets(cells: usize) -> usize {
     (cells * 8).min(1 << 18).max(cells)
 }
