@@ -50,9 +50,13 @@ def normalised(path, columns, low, high):
     return np.clip((values - low) / (high - low), 0, 1)
 
 
+def cell_of(values, bins):
+    """Each normalised value's cell among `bins` equal cells of [0, 1] (1 in the last)."""
+    return np.minimum((values * bins).astype(int), bins - 1)
+
+
 def histogram(x, y, bins):
-    cell = lambda v: np.minimum((v * bins).astype(int), bins - 1)  # noqa: E731
-    return np.histogram2d(cell(x), cell(y), bins=bins, range=[[0, bins], [0, bins]])[0]
+    return np.histogram2d(cell_of(x, bins), cell_of(y, bins), bins=bins, range=[[0, bins], [0, bins]])[0]
 
 
 def mutual_information(x, y, bins):
@@ -80,7 +84,7 @@ def spanning_tree(table, bins):
 
 def map_onto_pair(table, parent, child, released, bins):
     """Moves the child column, order kept inside each parent bin, onto the released rows."""
-    parent_bin = np.minimum((table[:, parent] * bins).astype(int), bins - 1)
+    parent_bin = cell_of(table[:, parent], bins)
     mapped = table[:, child].copy()
     for b in range(bins):
         rows, target = np.nonzero(parent_bin == b)[0], released[b]
@@ -99,8 +103,8 @@ def disagreement(table, parent, child, raw, scale, bins):
     """Median over the parent's bins of the z-score of chi^2 = sum_c (R_c - T q_c)^2 / (2 s^2 + T q_c): the
     unthresholded released row R (Laplace variance 2 s^2 a cell, T its sum) against the synthetic table's
     own conditional q. About 0 where the release only repeats what the synthetic table says."""
-    parent_bin = np.minimum((table[:, parent] * bins).astype(int), bins - 1)
-    child_bin = np.minimum((table[:, child] * bins).astype(int), bins - 1)
+    parent_bin = cell_of(table[:, parent], bins)
+    child_bin = cell_of(table[:, child], bins)
     z_scores = []
     for b in range(bins):
         rows = parent_bin == b
