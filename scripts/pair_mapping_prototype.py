@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Prototype, issue 20: would released 2-way marginals, enforced by conditional rank mapping, close the 2-way gap?
 
-A measurement to decide a design, NOT a differentially private implementation: the pair histograms get
+The engine now has the gated design (`dpsynth synth --pair-share S`, src/mechanism/pmm/pairs.rs); this
+script stays for the variants it measured that the engine does not run (ungated mapping, other S, B and
+thresholds). A measurement, NOT a differentially private implementation: the pair histograms get
 numpy's floating-point Laplace noise here, where the engine would use its exact discrete Laplace sampler
 on position-keyed streams. Everything else is what the engine would do, on released values only:
 

@@ -171,6 +171,11 @@ pub struct SynthArgs {
     /// [default: 0, off].
     #[arg(long, allow_negative_numbers = true)]
     pub marginal_share: Option<f64>,
+    /// pmm and auto: share S of ε spent on the 2-way marginals of d − 1 column pairs (32 × 32 cells,
+    /// ε × S / (d − 1) each; the rest of the run gets (1 − S)·ε), onto which the pairs the joint release
+    /// gets wrong are then mapped (post-processing; README, "2-way marginals") [default: 0, off].
+    #[arg(long, allow_negative_numbers = true)]
+    pub pair_share: Option<f64>,
     /// pmm: where the tree cuts each axis: `midpoint` halves the public bounds, `quantile` cuts at the
     /// quantiles of the released 1-D marginals mixed half and half with equal widths (--marginal-share,
     /// 0.3 unless given) [default: midpoint].
@@ -305,6 +310,8 @@ pub struct PmmOptions {
     pub marginal_share: f64,
     /// Where the tree cuts the axes (the quantile partition needs the marginals).
     pub partition: Partition,
+    /// Share of ε spent on the pair histograms (0: no pair maps), taken before every other share.
+    pub pair_share: f64,
     /// `--mechanism auto`: the rule that chose these settings, for the report.
     pub chosen_by: Option<&'static str>,
 }
@@ -422,6 +429,7 @@ impl PmmOptions {
         device: DeviceChoice::Auto,
         marginal_share: 0.0,
         partition: Partition::Midpoint,
+        pair_share: 0.0,
         chosen_by: None,
     };
 
@@ -502,6 +510,15 @@ impl SynthOptions {
                     return Err(Error::bad_input(
                         "--partition quantile cuts the axes at the released marginals' quantiles: it needs --marginal-share above 0 (0.3 when not given)",
                     ));
+                }
+                if pmm.pair_share != 0.0 {
+                    check_share("--pair-share", pmm.pair_share)?;
+                    if self.placement == Placement::Centre {
+                        return Err(Error::bad_input(
+                            "--pair-share maps points spread uniformly in their cells onto the released pair \
+                             marginals; --placement centre puts them on cell centres (use the default placement)",
+                        ));
+                    }
                 }
                 if pmm.marginal_share != 0.0 {
                     check_share("--marginal-share", pmm.marginal_share)?;
@@ -657,6 +674,10 @@ impl SynthArgs {
                 "--marginal-share and --partition apply to --mechanism pmm only",
             ),
             (
+                self.pair_share.is_some() && mechanism != Mechanism::Pmm,
+                "--pair-share applies to --mechanism pmm or auto only",
+            ),
+            (
                 self.depth.is_some() && mechanism == Mechanism::Psmm,
                 "--depth applies to --mechanism pmm; psmm's partition is set by --cells (default about εn cells)",
             ),
@@ -763,6 +784,7 @@ impl SynthArgs {
                 |auto| auto.marginal_share,
             ),
             partition: auto.map_or(self.partition.unwrap_or(Partition::Midpoint), |auto| auto.partition),
+            pair_share: self.pair_share.unwrap_or(0.0),
             chosen_by: auto.map(|auto| auto.reason),
         };
         let psmm = PsmmOptions {

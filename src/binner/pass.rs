@@ -142,6 +142,38 @@ impl DataPass<'_> {
         Ok((counts, stats))
     }
 
+    /// The 2-D histogram of each column pair `(a, b)` in `pairs`, 2^`bits` equal cells per axis on the
+    /// columns' bounds, cell `a_cell · 2^bits + b_cell`, all from one pass on the CPU; and what the scan
+    /// saw. Rows dropped by the null policy count in none.
+    pub fn pair_counts(&self, pairs: &[(usize, usize)], bits: u32) -> Result<(Vec<Vec<u64>>, ScanStats)> {
+        struct Pairs<'p> {
+            pairs: &'p [(usize, usize)],
+            bits: u32,
+            counts: Vec<Vec<u64>>,
+        }
+        impl BinnerWorker for Pairs<'_> {
+            fn add_batch(&mut self, axes: &[&[u32]]) -> Result<()> {
+                for (&(a, b), counts) in self.pairs.iter().zip(&mut self.counts) {
+                    for (&first, &second) in axes[a].iter().zip(axes[b]) {
+                        counts[((first << self.bits) | second) as usize] += 1;
+                    }
+                }
+                Ok(())
+            }
+        }
+        let cells = 1usize << (2 * bits);
+        let axes: Vec<AxisPlan> = self.bounds.iter().map(|bounds| AxisPlan::new(bounds.clone(), bits)).collect();
+        let new_worker = || Ok(Pairs { pairs, bits, counts: vec![vec![0; cells]; pairs.len()] });
+        let (workers, stats) = self.fold_quantised_rows("pairs", &axes, &new_worker)?;
+        let mut counts = vec![vec![0u64; cells]; pairs.len()];
+        for worker in workers {
+            for (total, part) in counts.iter_mut().zip(worker.counts) {
+                total.iter_mut().zip(part).for_each(|(total, count)| *total += count);
+            }
+        }
+        Ok((counts, stats))
+    }
+
     /// The histogram of `grid`'s equal cubes (CPU), and what the scan saw.
     pub fn grid_counts(&self, grid: &RegularGrid) -> Result<(Vec<u64>, ScanStats)> {
         let axes: Vec<AxisPlan> = self

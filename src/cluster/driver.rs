@@ -59,10 +59,10 @@ pub fn synthesize_across(
             options.mechanism.name()
         )));
     };
-    if pmm.marginal_share > 0.0 {
-        return Err(Error::bad_input(
-            "--marginal-share does not run across ranks yet: run it on one machine",
-        ));
+    for (share, flag) in [(pmm.marginal_share, "--marginal-share"), (pmm.pair_share, "--pair-share")] {
+        if share > 0.0 {
+            return Err(Error::bad_input(format!("{flag} does not run across ranks yet: run it on one machine")));
+        }
     }
     let part = part_path(&outputs.directory, comm.rank());
     let mut named = vec![NamedPath::new("the part", &part)];

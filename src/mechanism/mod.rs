@@ -34,6 +34,7 @@ use lowdim::projection::{LiftedRows, Projection};
 use lowdim::report::{InnerParameters, LowdimParameters};
 use pe::report::PeParameters;
 use pmm::marginals::{CalibratedRows, MonotoneMap};
+use pmm::pairs::{PairMap, PairMappedRows};
 use pmm::report::PmmParameters;
 use psmm::report::PsmmParameters;
 
@@ -153,6 +154,12 @@ pub enum ReleasedMeasure {
         inner: Box<ReleasedMeasure>,
         maps: Vec<Option<MonotoneMap>>,
     },
+    /// A measure whose rows have the child of each mapped column pair moved onto a released 2-way
+    /// marginal (`--pair-share`), in tree order.
+    PairMapped {
+        inner: Box<ReleasedMeasure>,
+        maps: Vec<PairMap>,
+    },
     /// covloss's and microagg's weighted points in [0,1]^p, p the bits of the run's encoding; `rows` (the
     /// public n) is the default output size. Rows are drawn from them and decoded by
     /// [`covloss::points::WeightedPoints::batch`], not as normalised numbers.
@@ -166,7 +173,9 @@ impl ReleasedMeasure {
             ReleasedMeasure::Leaves { counts, .. } | ReleasedMeasure::Grid { counts, .. } => {
                 counts.iter().sum()
             }
-            ReleasedMeasure::Lifted { inner, .. } | ReleasedMeasure::Calibrated { inner, .. } => inner.total(),
+            ReleasedMeasure::Lifted { inner, .. }
+            | ReleasedMeasure::Calibrated { inner, .. }
+            | ReleasedMeasure::PairMapped { inner, .. } => inner.total(),
             ReleasedMeasure::Points { rows, .. } | ReleasedMeasure::Encoded { rows, .. } => *rows,
         }
     }
@@ -206,6 +215,10 @@ impl ReleasedMeasure {
                 inner: inner.rows(rows, placement, seed)?,
                 maps,
             }),
+            ReleasedMeasure::PairMapped { inner, maps } => Box::new(PairMappedRows {
+                inner: inner.rows(rows, placement, seed)?,
+                maps,
+            }),
             ReleasedMeasure::Encoded { .. } => {
                 return Err(Error::internal("encoded points are drawn as encoded rows, not normalised numbers"))
             }
@@ -238,15 +251,26 @@ impl MechanismParameters {
     /// One line for the terminal summary.
     pub fn summary(&self) -> String {
         match self {
-            MechanismParameters::Pmm(pmm) => match &pmm.marginal_calibration {
-                None => format!("depth {}", pmm.depth),
-                Some(marginals) => format!(
-                    "depth {}, columns calibrated to 1-D marginals of depth {} (share {})",
-                    pmm.depth,
-                    marginals.depths.first().copied().unwrap_or(0),
-                    marginals.share
-                ),
-            },
+            MechanismParameters::Pmm(pmm) => {
+                let mut summary = match &pmm.marginal_calibration {
+                    None => format!("depth {}", pmm.depth),
+                    Some(marginals) => format!(
+                        "depth {}, columns calibrated to 1-D marginals of depth {} (share {})",
+                        pmm.depth,
+                        marginals.depths.first().copied().unwrap_or(0),
+                        marginals.share
+                    ),
+                };
+                if let Some(pairs) = &pmm.pair_marginals {
+                    let mapped = pairs.pairs.iter().filter(|pair| pair.mapped).count();
+                    summary += &format!(
+                        ", {mapped} of {} column pairs mapped onto released 2-way marginals (share {})",
+                        pairs.pairs.len(),
+                        pairs.share
+                    );
+                }
+                summary
+            }
             MechanismParameters::Lowdim(lowdim) => {
                 let inner = match &lowdim.inner {
                     InnerParameters::Pmm(pmm) => format!("inner PMM depth {}", pmm.depth),

@@ -132,6 +132,11 @@ impl RunSeeds {
         self.post_processing.rotate_left(17)
     }
 
+    /// The rows drawn from the joint release to fit the pair maps on (`--pair-share`).
+    pub fn pair_sample(&self) -> u64 {
+        self.post_processing.rotate_left(41)
+    }
+
     /// Private Evolution's data-independent draws: the initial points, the variations and the
     /// resampling of each step.
     pub fn evolution(&self) -> u64 {

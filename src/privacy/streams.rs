@@ -39,6 +39,9 @@ pub enum NoiseStream {
     /// The noise key of one column's marginal tree (chunk = the column): PMM's level streams under a key
     /// of its own ([`crate::privacy::RunSeeds::for_marginal`]).
     PmmMarginalKey,
+    /// One column pair's 2-D histogram (`--pair-share`; chunk = parent · d + child, its cells drawn in
+    /// order from that one stream).
+    PairHistogram,
     /// One cell of the online tree (chunk = the cell's heap index 2^depth + code): its thresholds,
     /// checks, Binary Mechanism and level totals, drawn in order and resumed from a saved position.
     OnlineCell,
@@ -62,6 +65,7 @@ impl NoiseStream {
             NoiseStream::CovlossCentroids => 122,
             NoiseStream::OnlineCell => 100,
             NoiseStream::PmmMarginalKey => 130,
+            NoiseStream::PairHistogram => 131,
         }
     }
 
@@ -80,6 +84,7 @@ impl NoiseStream {
             NoiseStream::CovlossCentroids,
             NoiseStream::OnlineCell,
             NoiseStream::PmmMarginalKey,
+            NoiseStream::PairHistogram,
         ])
     }
 }

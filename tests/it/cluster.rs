@@ -215,6 +215,17 @@ fn only_pmm_runs_across_ranks() {
     let refused = run_local(2, |comm| synthesize_across(comm, &input, &outputs, &psmm, &progress).err().unwrap().to_string());
     assert!(refused[0].contains("--mechanism psmm does not run across ranks"), "{}", refused[0]);
     assert!(!outputs.directory.exists());
+    // PMM's released marginals and pairs are one machine's for now.
+    for (share, flag) in [(0.3, "--marginal-share"), (0.2, "--pair-share")] {
+        let mut pmm = options(Neighbours::AddRemove, 1);
+        pmm.mechanism = MechanismOptions::Pmm(match flag {
+            "--marginal-share" => PmmOptions { marginal_share: share, ..PmmOptions::DEFAULT },
+            _ => PmmOptions { pair_share: share, ..PmmOptions::DEFAULT },
+        });
+        let refused = run_local(2, |comm| synthesize_across(comm, &input, &outputs, &pmm, &progress).err().unwrap().to_string());
+        assert!(refused[0].contains(&format!("{flag} does not run across ranks")), "{}", refused[0]);
+        assert!(!outputs.directory.exists());
+    }
 }
 
 #[test]

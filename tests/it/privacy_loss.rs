@@ -275,6 +275,32 @@ fn marginal_trees_stay_within_their_share_of_epsilon() {
     assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
 }
 
+/// `--pair-share`'s release: d − 1 pair histograms of ε·S/(d − 1) each, on neighbouring tables where the
+/// added row lands in cell 0 of every pair (d = 3: two pairs). The outcome is that cell's noisy count in
+/// both histograms, compared with what they claim together; a scale not split among the pairs, or one
+/// halved, doubles the log ratio.
+#[test]
+fn pair_histograms_stay_within_their_share_of_epsilon() {
+    use dpsynth::mechanism::pmm::pairs::PairPlan;
+    let public = dpsynth::mechanism::PublicInputs { neighbours: Neighbours::AddRemove, ..replace_inputs(3, 8.0, 100) };
+    let plan = PairPlan::new(&public, 0.5).unwrap();
+    let claimed = 2.0 * plan.epsilon_per_pair();
+    assert!(claimed <= 4.0 && claimed > 4.0 - 1e-6, "two pairs of ε·S/(d − 1) = 2 claim {claimed}");
+    let frequencies = |count: u64, seed_base: u64| {
+        let mut frequencies: HashMap<Vec<i64>, u64> = HashMap::new();
+        for run in 0..RUNS {
+            let key = NoiseKey::from_user_seed(seed_base + run);
+            // The first draw of each pair's stream is its cell 0.
+            let outcome = [(0, 1), (1, 2)].map(|pair| plan.noisy_histogram(&[count], pair, &key)[0]).to_vec();
+            *frequencies.entry(outcome).or_insert(0) += 1;
+        }
+        frequencies
+    };
+    let worst = max_log_frequency_ratio(&frequencies(5, 0), &frequencies(6, 1 << 40), MIN_COUNT);
+    assert!(worst <= claimed + SLACK, "log ratio {worst} exceeds the pairs' ε = {claimed}");
+    assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
+}
+
 /// The quantile partition end to end, from rows (not histograms), in one column so that the whole
 /// release is two small numbers (16 rows, so that the marginal tree's depth rule splits once at its
 /// ε = 1): column 0's released marginal mass below its middle (read from the published map) and the joint

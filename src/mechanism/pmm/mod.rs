@@ -4,11 +4,13 @@
 //! - [`plan`]: the plan from public inputs and the release from the data (the mechanism's one entry);
 //! - [`schedule`]: the per-level noise scales, the depth rule and the accuracy bound;
 //! - [`noise`]: noise on every cell of every noised level; [`consistency`]: the top-down step;
+//! - [`marginals`], [`pairs`]: released 1-D and 2-way marginals the synthetic columns are mapped onto;
 //! - [`report`]: what the run report says about a PMM release.
 
 pub mod consistency;
 pub mod marginals;
 pub mod noise;
+pub mod pairs;
 pub mod plan;
 pub mod report;
 pub mod schedule;

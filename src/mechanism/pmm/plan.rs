@@ -4,10 +4,12 @@
 //! when n̂ asks for a deeper tree than planned), noises every level and makes the tree consistent. With
 //! `--marginal-share` the columns are then mapped onto released 1-D marginals, and with `--partition
 //! quantile` those marginals are released first and the tree's cells are cut at their quantiles (half
-//! and half with equal widths).
+//! and half with equal widths). With `--pair-share` a share of ε is set aside first for the pair
+//! histograms, which the release then maps the joint release's column pairs onto (pairs.rs).
 
 use super::consistency::Consistency;
 use super::marginals::{BinnedMarginals, MarginalPlan, Partition, ReleasedMarginals};
+use super::pairs::PairPlan;
 use super::report::{LevelInfo, PmmParameters};
 use super::schedule::{
     cell_memory_bytes, choose_depth, max_depth_for_memory, LevelSchedule, RootNoise,
@@ -44,6 +46,12 @@ const QUANTILE_ACCURACY_FORMULA: &str = "E W1 <= (1/n) * sum_j (2*sqrt(2)*sigma_
     2^-floor(r/d), f_j = ceil(k*sigma_j) the pruning floor  (dissertation Thm 3.9; Lemma 3.16 with pruned \
     counts) for the joint tree in the warped coordinates (each axis through (G + uniform)/2, G its released \
     marginal's CDF), BEFORE the maps back; not proven in the columns' units";
+
+/// With `--pair-share` the bound is the joint tree's before any map.
+const PAIR_MAPPED_ACCURACY_FORMULA: &str = "E W1 <= (1/n) * sum_j (2*sqrt(2)*sigma_j + f_j) * Delta_{j-1} + \
+    2^-floor(r/d), f_j = ceil(k*sigma_j) the pruning floor  (dissertation Thm 3.9; Lemma 3.16 with pruned \
+    counts) for the joint tree in its own coordinates, BEFORE the marginal and pair maps; not proven for the \
+    mapped table";
 
 /// Where the size that fixes the depth comes from.
 #[derive(Clone, Copy, Debug)]
@@ -86,13 +94,19 @@ pub struct PmmPlan {
     device: DeviceChoice,
     /// `--marginal-share`: the fine 1-D marginals each column is calibrated to.
     marginals: Option<MarginalPlan>,
+    /// `--pair-share`: the pair histograms the column pairs are mapped onto.
+    pairs: Option<PairPlan>,
     /// `--mechanism auto`: the rule that chose the settings.
     chosen_by: Option<&'static str>,
 }
 
 impl PmmPlan {
     /// PMM on the input's columns: the public inputs and `--root-share` decide the size it plans from.
+    /// `--pair-share` S takes S·ε first; the rest is planned at (1 − S)·ε as without it.
     pub fn new(public: &PublicInputs, options: &PmmOptions) -> Result<Self> {
+        let pairs = if options.pair_share > 0.0 { Some(PairPlan::new(public, options.pair_share)?) } else { None };
+        let epsilon = public.epsilon;
+        let public = &PublicInputs { epsilon: epsilon * (1.0 - options.pair_share), ..*public };
         let size = match (options.depth, public.neighbours) {
             (_, Neighbours::Replace) => TreeSize::Public(public.file_rows),
             (Some(_), Neighbours::AddRemove) => TreeSize::NotNeeded,
@@ -112,10 +126,11 @@ impl PmmPlan {
         }
         let level_epsilon = public.epsilon * (1.0 - n_hat_share - options.marginal_share);
         let mut plan = Self::with_size(public, public.dims, level_epsilon, size, options, "")?;
-        plan.epsilon = public.epsilon;
+        plan.epsilon = epsilon;
         if options.marginal_share > 0.0 {
             plan.marginals = Some(MarginalPlan::new(public, options.marginal_share, options)?);
         }
+        plan.pairs = pairs;
         Ok(plan)
     }
 
@@ -201,6 +216,7 @@ impl PmmPlan {
             placement: public.placement,
             device: options.device,
             marginals: None,
+            pairs: None,
             chosen_by: options.chosen_by,
         })
     }
@@ -222,13 +238,30 @@ impl PmmPlan {
         self.device
     }
 
-    /// Bins the data, releases n̂ when the plan says so, noises the tree and makes it consistent.
-    pub fn release(
-        &self,
-        data: &DataPass,
-        seeds: &RunSeeds,
-        timings: &mut Timings,
-    ) -> Result<Release> {
+    /// Bins the data, releases n̂ when the plan says so, noises the tree and makes it consistent; then
+    /// the marginals and the pairs the plan has.
+    pub fn release(&self, data: &DataPass, seeds: &RunSeeds, timings: &mut Timings) -> Result<Release> {
+        let release = self.release_joint(data, seeds, timings)?;
+        match &self.pairs {
+            None => Ok(release),
+            Some(pairs) => timings.time("pairs", || self.pair_mapped(pairs, release, data, seeds)),
+        }
+    }
+
+    /// `release` with each gated pair's child mapped onto its released pair histogram.
+    fn pair_mapped(&self, pairs: &PairPlan, mut release: Release, data: &DataPass, seeds: &RunSeeds) -> Result<Release> {
+        let (maps, parameters) = pairs.release(&release.measure, data, seeds, self.placement)?;
+        parameters.spend(&mut release.budget);
+        release.measure = ReleasedMeasure::PairMapped { inner: Box::new(release.measure), maps };
+        release.accuracy.formula = PAIR_MAPPED_ACCURACY_FORMULA;
+        if let MechanismParameters::Pmm(pmm) = &mut release.parameters {
+            pmm.pair_marginals = Some(parameters);
+        }
+        Ok(release)
+    }
+
+    /// The joint tree, with the marginals' maps when the plan has them.
+    fn release_joint(&self, data: &DataPass, seeds: &RunSeeds, timings: &mut Timings) -> Result<Release> {
         if let Some(marginals) = self.marginals.as_ref().filter(|m| m.partition() == Partition::Quantile) {
             return self.release_on_quantiles(marginals, data, seeds, timings);
         }
@@ -481,6 +514,7 @@ impl PmmPlan {
                 })
                 .collect(),
             marginal_calibration: None,
+            pair_marginals: None,
             auto: self.chosen_by,
         }
     }

@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use super::marginals::MarginalParameters;
+use super::pairs::PairParameters;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct PmmParameters {
@@ -19,6 +20,9 @@ pub struct PmmParameters {
     /// `--marginal-share`: the released 1-D marginals the columns are mapped onto.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub marginal_calibration: Option<MarginalParameters>,
+    /// `--pair-share`: the released pair histograms and which pairs were mapped onto them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pair_marginals: Option<PairParameters>,
 }
 
 #[derive(Clone, Debug, Serialize)]

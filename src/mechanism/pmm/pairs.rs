@@ -1,0 +1,485 @@
+//! 2-way marginals by conditional mapping (`--pair-share`, docs/mechanisms/pmm.md). At d ≥ 4 the joint
+//! tree has a few cells per axis, and how pairs of columns move together is what it loses first. A
+//! declared share of ε releases d − 1 pair histograms (32 × 32 equal cells on the public bounds) for
+//! the pairs of a tree chosen from the joint release itself: the maximum spanning tree of the pairs'
+//! mutual information in rows drawn from it (post-processing, so choosing costs nothing). Then, pair by
+//! pair from column 0 outwards, each synthetic child value is moved, order kept, within its parent's
+//! cell onto that row of the released histogram (x ↦ G_b⁻¹(F_b(x))), and the column is put back onto its
+//! own 1-D marginal keeping its new ranks. A pair is mapped only where its released rows disagree with
+//! the synthetic table's own conditionals beyond their noise; elsewhere the release only repeats what
+//! the joint release says, and mapping onto it would add its noise. The maps are fitted on rows drawn
+//! from the joint release and read released counts only.
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use super::marginals::MonotoneMap;
+use crate::binner::pass::DataPass;
+use crate::error::{Error, Result};
+use crate::geometry::cdf::CellCdf;
+use crate::mechanism::{PublicInputs, ReleasedMeasure};
+use crate::noise::discrete_laplace::RationalScale;
+use crate::noise::laplace_table::ScaleSampler;
+use crate::privacy::{noise_scale, Budget, NoiseKey, NoiseStream, RunSeeds};
+use crate::sampler::{Placement, RowGenerator};
+
+/// log2 of the cells per axis of each pair histogram: 32 did best on flights' 2-way TV at every width
+/// and ε tried against 8, 16 and 64 (docs/mechanisms/pmm.md).
+pub const PAIR_BITS: u32 = 5;
+const PAIR_CELLS: usize = 1 << PAIR_BITS;
+
+/// Released counts below this many noise scales are taken as empty before rows are mapped onto them.
+pub const PAIR_PRUNE_SCALES: f64 = 3.0;
+
+/// A pair is mapped only where the median over its parent's cells of the disagreement z-score
+/// ([`disagreement`]) exceeds this: at 5 the mapping kept its gains on flights and cost 0.5–6% of joint
+/// W1 on generated tables whose pairs the joint release already gets right (ungated: up to 29%).
+pub const PAIR_GATE_Z: f64 = 5.0;
+
+/// Rows drawn from the joint release to choose the pairs and fit the maps on.
+pub const PAIR_SAMPLE_ROWS: usize = 1 << 20;
+
+/// Equal cells of the fitted CDFs: the child's within one parent cell, and its whole 1-D marginal.
+const CONDITIONAL_CELLS: usize = 1 << 10;
+const MARGINAL_CELLS: usize = 1 << 12;
+
+/// The pair histograms' share of ε, split evenly over the d − 1 pairs of the tree.
+#[derive(Clone, Debug)]
+pub struct PairPlan {
+    share: f64,
+    scale: RationalScale,
+    /// A row's ℓ1 effect on one histogram under the run's neighbouring relation.
+    sensitivity: f64,
+    dims: usize,
+}
+
+/// What the report says about the pairs.
+#[derive(Clone, Debug, Serialize)]
+pub struct PairParameters {
+    pub share: f64,
+    pub epsilon_per_pair: f64,
+    pub cells_per_axis: usize,
+    /// The Laplace scale of every cell of every pair histogram.
+    pub sigma: f64,
+    /// Released counts below it were taken as empty.
+    pub prune_floor: f64,
+    pub gate_z: f64,
+    pub sample_rows: usize,
+    /// The tree's pairs in the order they were mapped (columns numbered in the run's column order).
+    pub pairs: Vec<PairInfo>,
+    pub tree: &'static str,
+    pub map: &'static str,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PairInfo {
+    pub parent: usize,
+    pub child: usize,
+    /// The median z-score of the released rows against the synthetic conditionals ([`PAIR_GATE_Z`]).
+    pub disagreement_z: f64,
+    pub mapped: bool,
+}
+
+impl PairPlan {
+    /// `share` of `public.epsilon` over the d − 1 pairs.
+    pub fn new(public: &PublicInputs, share: f64) -> Result<Self> {
+        if public.dims < 2 {
+            return Err(Error::bad_input("--pair-share releases pairs of columns: it needs at least 2 columns"));
+        }
+        let sensitivity = public.neighbours.histogram_sensitivity();
+        let epsilon_per_pair = public.epsilon * share / (public.dims - 1) as f64;
+        let scale = noise_scale(sensitivity / epsilon_per_pair, "a pair histogram (--pair-share)")?;
+        Ok(PairPlan { share, scale, sensitivity, dims: public.dims })
+    }
+
+    /// What each pair histogram spends: its sensitivity over its (rounded-up) scale.
+    pub fn epsilon_per_pair(&self) -> f64 {
+        self.sensitivity / self.scale.to_f64()
+    }
+
+    /// One pair's histogram with Lap_Z(σ) on every cell, empty ones included; negative counts are kept
+    /// (the gate reads them unthresholded).
+    pub fn noisy_histogram(&self, counts: &[u64], (parent, child): (usize, usize), key: &NoiseKey) -> Vec<i64> {
+        let sampler = ScaleSampler::new(self.scale);
+        let mut rng = key.stream(NoiseStream::PairHistogram, (parent * self.dims + child) as u64);
+        counts.iter().map(|&count| count as i64 + sampler.sample(&mut rng)).collect()
+    }
+
+    /// Releases the pair histograms of the tree chosen from `joint` (drawn with `placement`) and fits
+    /// the maps of the pairs the gate lets through; the maps come back in the order they apply.
+    pub fn release(
+        &self,
+        joint: &ReleasedMeasure,
+        data: &DataPass,
+        seeds: &RunSeeds,
+        placement: Placement,
+    ) -> Result<(Vec<PairMap>, PairParameters)> {
+        let mut sample = vec![Vec::new(); self.dims];
+        if joint.total() > 0 {
+            let rows = joint.rows(Some(PAIR_SAMPLE_ROWS as u64), placement, seeds.pair_sample())?;
+            rows.sample_rows(0, PAIR_SAMPLE_ROWS, &mut sample);
+        }
+        let tree = spanning_tree(&sample);
+        let (counts, _) = data.pair_counts(&tree, PAIR_BITS)?;
+        let sigma = self.scale.to_f64();
+        let (mut maps, mut pairs) = (Vec::new(), Vec::new());
+        for (&(parent, child), counts) in tree.iter().zip(&counts) {
+            let noisy = self.noisy_histogram(counts, (parent, child), &seeds.noise);
+            let parent_cells = pair_cells(&sample[parent]);
+            let disagreement_z = disagreement(&parent_cells, &sample[child], &noisy, sigma);
+            let mapped = disagreement_z > PAIR_GATE_Z;
+            if mapped {
+                let floor = PAIR_PRUNE_SCALES * sigma;
+                let released: Vec<u64> =
+                    noisy.iter().map(|&count| if (count as f64) < floor { 0 } else { count as u64 }).collect();
+                let map = PairMap::fit(parent, child, &parent_cells, &sample[child], &released);
+                map.apply(&mut sample);
+                maps.push(map);
+            }
+            pairs.push(PairInfo { parent, child, disagreement_z, mapped });
+        }
+        let parameters = PairParameters {
+            share: self.share,
+            epsilon_per_pair: self.epsilon_per_pair(),
+            cells_per_axis: PAIR_CELLS,
+            sigma,
+            prune_floor: PAIR_PRUNE_SCALES * sigma,
+            gate_z: PAIR_GATE_Z,
+            sample_rows: PAIR_SAMPLE_ROWS,
+            pairs,
+            tree: "maximum spanning tree of the pairs' mutual information (32 x 32 cells) in rows drawn from the \
+                   joint release, grown from column 0; post-processing",
+            map: "in tree order, where the gate lets a pair through: x -> G_b^-1(F_b(x)) on the child, b the \
+                  parent's cell, F_b the synthetic child's CDF in it, G_b the released row's (pruned, uniform \
+                  within cells); then the child back onto its own 1-D marginal keeping its new ranks; \
+                  fitted on rows drawn from the joint release; post-processing",
+        };
+        Ok((maps, parameters))
+    }
+}
+
+impl PairParameters {
+    /// Adds every pair histogram to `budget`, mapped or not: all of them were released.
+    pub fn spend(&self, budget: &mut Budget) {
+        for pair in &self.pairs {
+            budget.spend(format!("pair marginal of columns {} and {}", pair.parent, pair.child), self.epsilon_per_pair);
+        }
+    }
+}
+
+/// One pair's map: the child moved within each parent cell, then put back onto its own marginal.
+#[derive(Clone, Debug)]
+pub struct PairMap {
+    parent: usize,
+    child: usize,
+    /// Per parent cell, F_b → G_b; none where the sample or the release has nothing in that cell.
+    conditionals: Vec<Option<MonotoneMap>>,
+    /// The moved child's marginal → the child's marginal before the move.
+    marginal: Option<MonotoneMap>,
+}
+
+impl PairMap {
+    /// The map of the child values `child_values` (beside their parents' cells) onto the `released` rows.
+    fn fit(parent: usize, child: usize, parent_cells: &[u32], child_values: &[f64], released: &[u64]) -> PairMap {
+        let mut within = vec![vec![0u64; CONDITIONAL_CELLS]; PAIR_CELLS];
+        for (&cell, &value) in parent_cells.iter().zip(child_values) {
+            within[cell as usize][cell_of(value, CONDITIONAL_CELLS)] += 1;
+        }
+        let conditionals = within
+            .iter()
+            .zip(released.chunks_exact(PAIR_CELLS))
+            .map(|(synthetic, released)| {
+                Some(MonotoneMap { from: CellCdf::from_counts(synthetic)?, to: CellCdf::from_counts(released)? })
+            })
+            .collect();
+        let mut map = PairMap { parent, child, conditionals, marginal: None };
+        let moved: Vec<f64> =
+            parent_cells.iter().zip(child_values).map(|(&cell, &value)| map.conditional(cell, value)).collect();
+        map.marginal = CellCdf::from_counts(&histogram(&moved, MARGINAL_CELLS))
+            .zip(CellCdf::from_counts(&histogram(child_values, MARGINAL_CELLS)))
+            .map(|(from, to)| MonotoneMap { from, to });
+        map
+    }
+
+    fn conditional(&self, parent_cell: u32, value: f64) -> f64 {
+        match &self.conditionals[parent_cell as usize] {
+            Some(map) => map.apply(value),
+            None => value,
+        }
+    }
+
+    /// Maps the child column of `columns` in place, row by row beside its parent.
+    fn apply(&self, columns: &mut [Vec<f64>]) {
+        const CHUNK: usize = 1 << 14;
+        let mut child = std::mem::take(&mut columns[self.child]);
+        let parent = &columns[self.parent];
+        child.par_chunks_mut(CHUNK).zip(parent.par_chunks(CHUNK)).for_each(|(child, parent)| {
+            for (value, &parent) in child.iter_mut().zip(parent) {
+                let moved = self.conditional(cell_of(parent, PAIR_CELLS) as u32, *value);
+                *value = self.marginal.as_ref().map_or(moved, |map| map.apply(moved));
+            }
+        });
+        columns[self.child] = child;
+    }
+}
+
+/// The joint release's rows with each mapped pair's child passed through its map, in tree order.
+pub struct PairMappedRows<'a> {
+    pub inner: Box<dyn RowGenerator + 'a>,
+    pub maps: &'a [PairMap],
+}
+
+impl RowGenerator for PairMappedRows<'_> {
+    fn total_rows(&self) -> u64 {
+        self.inner.total_rows()
+    }
+
+    fn sample_rows(&self, start: u64, rows: usize, columns: &mut [Vec<f64>]) {
+        self.inner.sample_rows(start, rows, columns);
+        for map in self.maps {
+            map.apply(columns);
+        }
+    }
+}
+
+/// The cell of a normalised value among `cells` equal cells of [0, 1] (1 in the last).
+fn cell_of(value: f64, cells: usize) -> usize {
+    ((value * cells as f64) as usize).min(cells - 1)
+}
+
+fn pair_cells(values: &[f64]) -> Vec<u32> {
+    values.iter().map(|&value| cell_of(value, PAIR_CELLS) as u32).collect()
+}
+
+fn histogram(values: &[f64], cells: usize) -> Vec<u64> {
+    let mut counts = vec![0u64; cells];
+    for &value in values {
+        counts[cell_of(value, cells)] += 1;
+    }
+    counts
+}
+
+/// The mutual information of two columns' cells (natural log).
+fn mutual_information(first: &[u32], second: &[u32]) -> f64 {
+    let mut joint = vec![0u64; PAIR_CELLS * PAIR_CELLS];
+    for (&a, &b) in first.iter().zip(second) {
+        joint[a as usize * PAIR_CELLS + b as usize] += 1;
+    }
+    let total = first.len() as f64;
+    let (mut rows, mut columns) = (vec![0u64; PAIR_CELLS], vec![0u64; PAIR_CELLS]);
+    for (cell, &count) in joint.iter().enumerate() {
+        rows[cell / PAIR_CELLS] += count;
+        columns[cell % PAIR_CELLS] += count;
+    }
+    joint
+        .iter()
+        .enumerate()
+        .filter(|(_, &count)| count > 0)
+        .map(|(cell, &count)| {
+            let share = count as f64 / total;
+            let product = rows[cell / PAIR_CELLS] as f64 * columns[cell % PAIR_CELLS] as f64 / (total * total);
+            share * (share / product).ln()
+        })
+        .sum()
+}
+
+/// The tree's pairs (parent, child) in the order Prim's algorithm adds them from column 0: the
+/// maximum spanning tree of the mutual information of the `sample`'s columns. Ties go to the last
+/// pair in (parent, child) order.
+fn spanning_tree(sample: &[Vec<f64>]) -> Vec<(usize, usize)> {
+    let dims = sample.len();
+    let cells: Vec<Vec<u32>> = sample.iter().map(|values| pair_cells(values)).collect();
+    let mut weight = vec![vec![0.0; dims]; dims];
+    for a in 0..dims {
+        for b in a + 1..dims {
+            weight[a][b] = mutual_information(&cells[a], &cells[b]);
+            weight[b][a] = weight[a][b];
+        }
+    }
+    let mut reached = vec![false; dims];
+    reached[0] = true;
+    let mut tree = Vec::with_capacity(dims - 1);
+    for _ in 1..dims {
+        let mut best = (f64::NEG_INFINITY, 0, 0);
+        for parent in (0..dims).filter(|&parent| reached[parent]) {
+            for child in (0..dims).filter(|&child| !reached[child]) {
+                if weight[parent][child] >= best.0 {
+                    best = (weight[parent][child], parent, child);
+                }
+            }
+        }
+        reached[best.2] = true;
+        tree.push((best.1, best.2));
+    }
+    tree
+}
+
+/// How far a released pair histogram (`noisy`, unthresholded, Laplace scale `sigma`) is from the
+/// synthetic table's own conditionals (the child `values` in their parents' cells): per parent cell b
+/// with synthetic rows, χ² = Σ_c (R_c − T·q_c)² / (2σ² + T·q_c), R the released row, T its total (at
+/// least 0), q the synthetic conditional, as a z-score (χ² − B)/√(2B); the median over those cells.
+/// Near 0 where the release only repeats what the synthetic table says; 0 with no synthetic rows.
+fn disagreement(parent_cells: &[u32], values: &[f64], noisy: &[i64], sigma: f64) -> f64 {
+    let mut synthetic = vec![0u64; PAIR_CELLS * PAIR_CELLS];
+    for (&parent, &value) in parent_cells.iter().zip(values) {
+        synthetic[parent as usize * PAIR_CELLS + cell_of(value, PAIR_CELLS)] += 1;
+    }
+    let cells = PAIR_CELLS as f64;
+    let mut z_scores: Vec<f64> = synthetic
+        .chunks_exact(PAIR_CELLS)
+        .zip(noisy.chunks_exact(PAIR_CELLS))
+        .filter_map(|(synthetic, released)| {
+            let rows: u64 = synthetic.iter().sum();
+            if rows == 0 {
+                return None;
+            }
+            let total = released.iter().sum::<i64>().max(0) as f64;
+            let chi2: f64 = synthetic
+                .iter()
+                .zip(released)
+                .map(|(&count, &released)| {
+                    let expected = total * count as f64 / rows as f64;
+                    (released as f64 - expected).powi(2) / (2.0 * sigma * sigma + expected)
+                })
+                .sum();
+            Some((chi2 - cells) / (2.0 * cells).sqrt())
+        })
+        .collect();
+    median(&mut z_scores)
+}
+
+/// The median (the mean of the middle two for an even count; 0 for none).
+fn median(values: &mut [f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[middle]
+    } else {
+        (values[middle - 1] + values[middle]) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::case_rng;
+    use rand::RngExt;
+
+    /// `rows` uniform values of [0, 1).
+    fn uniform(rng: &mut impl RngExt, rows: usize) -> Vec<f64> {
+        (0..rows).map(|_| rng.random::<f64>()).collect()
+    }
+
+    #[test]
+    fn the_tree_links_the_dependent_columns_first() {
+        let mut rng = case_rng(1);
+        let x = uniform(&mut rng, 50_000);
+        let near_x: Vec<f64> = x.iter().map(|&x| (x + 0.02 * rng.random::<f64>()).min(1.0)).collect();
+        let loose: Vec<f64> = x.iter().map(|&x| 0.5 * x + 0.5 * rng.random::<f64>()).collect();
+        let noise = uniform(&mut rng, 50_000);
+        // Columns: independent noise, loosely tied to x, x, tied to x.
+        let tree = spanning_tree(&[noise, loose, x, near_x]);
+        assert_eq!(tree.len(), 3);
+        let linked = |a: usize, b: usize| tree.iter().any(|&pair| pair == (a, b) || pair == (b, a));
+        assert!(linked(2, 3) && (linked(1, 2) || linked(1, 3)), "{tree:?}");
+        // Grown from column 0: every parent is reached before its child.
+        let mut reached = vec![0];
+        for &(parent, child) in &tree {
+            assert!(reached.contains(&parent) && !reached.contains(&child), "{tree:?}");
+            reached.push(child);
+        }
+    }
+
+    /// The synthetic pair's own histogram, as the release would give it without noise.
+    fn own_histogram(parent: &[f64], child: &[f64]) -> Vec<i64> {
+        let mut counts = vec![0i64; PAIR_CELLS * PAIR_CELLS];
+        for (&p, &c) in parent.iter().zip(child) {
+            counts[cell_of(p, PAIR_CELLS) * PAIR_CELLS + cell_of(c, PAIR_CELLS)] += 1;
+        }
+        counts
+    }
+
+    #[test]
+    fn the_gate_passes_a_release_that_disagrees_and_keeps_one_that_agrees() {
+        let mut rng = case_rng(2);
+        let (parent, child) = (uniform(&mut rng, 100_000), uniform(&mut rng, 100_000));
+        let cells = pair_cells(&parent);
+        let sigma = 20.0;
+        // The release of an independent pair like the synthetic one, with noise of scale sigma.
+        let independent = own_histogram(&parent, &uniform(&mut rng, 100_000));
+        let noisy: Vec<i64> =
+            independent.iter().map(|&count| count + ((rng.random::<f64>() - 0.5) * 4.0 * sigma) as i64).collect();
+        let agreeing = disagreement(&cells, &child, &noisy, sigma);
+        assert!(agreeing < PAIR_GATE_Z, "an agreeing release scored {agreeing}");
+        // The release of a pair on the diagonal: every row far from the synthetic conditional.
+        let diagonal = own_histogram(&parent, &parent);
+        let disagreeing = disagreement(&cells, &child, &diagonal, sigma);
+        assert!(disagreeing > 100.0 * PAIR_GATE_Z, "a disagreeing release scored {disagreeing}");
+        assert_eq!(disagreement(&[], &[], &diagonal, sigma), 0.0, "no synthetic rows, nothing to compare");
+    }
+
+    #[test]
+    fn the_map_moves_each_parent_cell_onto_its_row_keeps_the_order_there_and_the_marginal() {
+        let mut rng = case_rng(3);
+        let rows = 200_000;
+        let (parent, child) = (uniform(&mut rng, rows), uniform(&mut rng, rows));
+        let released: Vec<u64> = own_histogram(&parent, &parent).iter().map(|&count| count as u64).collect();
+        let map = PairMap::fit(0, 1, &pair_cells(&parent), &child, &released);
+        let mut columns = vec![parent.clone(), child.clone()];
+        map.apply(&mut columns);
+        let mapped = &columns[1];
+        // Onto the diagonal: moved within its parent's cell, the child now falls in that cell (up to the
+        // fitted CDFs' resolution); the step back onto its marginal then moves it by sampling noise only.
+        let on_row = parent
+            .iter()
+            .zip(&child)
+            .filter(|(&p, &c)| {
+                let cell = cell_of(p, PAIR_CELLS);
+                cell_of(map.conditional(cell as u32, c), PAIR_CELLS) == cell
+            })
+            .count() as f64
+            / rows as f64;
+        assert!(on_row > 0.99, "{on_row} of the rows in their parent's cell");
+        let near: f64 = parent.iter().zip(mapped).map(|(&p, &c)| (p - c).abs()).sum::<f64>() / rows as f64;
+        assert!(near < 1.0 / PAIR_CELLS as f64, "mean |parent − child| {near} after both steps");
+        // Inside one parent cell the child keeps its order.
+        let mut in_cell: Vec<(f64, f64)> = (0..rows)
+            .filter(|&row| cell_of(parent[row], PAIR_CELLS) == 7)
+            .map(|row| (child[row], mapped[row]))
+            .collect();
+        in_cell.sort_by(|a, b| a.0.total_cmp(&b.0));
+        assert!(in_cell.windows(2).all(|pair| pair[0].1 <= pair[1].1), "the map is monotone within a cell");
+        // The child's marginal is the one it had (uniform here): the largest CDF gap stays small.
+        let mut sorted = mapped.clone();
+        sorted.sort_by(f64::total_cmp);
+        let gap = sorted.iter().enumerate().map(|(rank, &value)| (value - rank as f64 / rows as f64).abs()).fold(0.0, f64::max);
+        assert!(gap < 0.01, "the mapped child's marginal moved by {gap}");
+    }
+
+    #[test]
+    fn the_plan_splits_its_share_over_the_pairs_with_the_relations_sensitivity() {
+        use crate::privacy::Neighbours;
+        use crate::sampler::Placement;
+        let public = |neighbours| PublicInputs {
+            dims: 5,
+            epsilon: 2.0,
+            neighbours,
+            file_rows: 1000,
+            memory_limit: 1 << 30,
+            threads: 1,
+            placement: Placement::Uniform,
+            encoding: None,
+        };
+        for (neighbours, sensitivity) in [(Neighbours::AddRemove, 1.0), (Neighbours::Replace, 2.0)] {
+            let plan = PairPlan::new(&public(neighbours), 0.4).unwrap();
+            // ε·S/(d − 1) = 0.2 per pair, four pairs: 0.8 in all.
+            assert!((plan.epsilon_per_pair() - 0.2).abs() < 1e-8 && plan.epsilon_per_pair() <= 0.2);
+            assert!((plan.scale.to_f64() - sensitivity / 0.2).abs() < 1e-6);
+        }
+        let one_column = PublicInputs { dims: 1, ..public(Neighbours::AddRemove) };
+        assert!(PairPlan::new(&one_column, 0.4).is_err());
+    }
+}
