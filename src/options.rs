@@ -511,23 +511,17 @@ impl SynthOptions {
                         "--partition quantile cuts the axes at the released marginals' quantiles: it needs --marginal-share above 0 (0.3 when not given)",
                     ));
                 }
-                if pmm.pair_share != 0.0 {
-                    check_share("--pair-share", pmm.pair_share)?;
-                    if self.placement == Placement::Centre {
-                        return Err(Error::bad_input(
-                            "--pair-share maps points spread uniformly in their cells onto the released pair \
-                             marginals; --placement centre puts them on cell centres (use the default placement)",
-                        ));
+                for (share, flag) in [(pmm.marginal_share, "--marginal-share"), (pmm.pair_share, "--pair-share")] {
+                    if share == 0.0 {
+                        continue;
                     }
-                }
-                if pmm.marginal_share != 0.0 {
-                    check_share("--marginal-share", pmm.marginal_share)?;
+                    check_share(flag, share)?;
                     if self.placement == Placement::Centre {
-                        return Err(Error::bad_input(
-                            "--marginal-share maps points spread uniformly in their cells onto the released \
-                             marginals; --placement centre puts them on cell centres, which the map cannot spread \
-                             (use the default placement)",
-                        ));
+                        return Err(Error::bad_input(format!(
+                            "{flag} maps points spread uniformly in their cells onto released marginals; \
+                             --placement centre puts them on cell centres, which the map cannot spread (use the \
+                             default placement)"
+                        )));
                     }
                 }
             }

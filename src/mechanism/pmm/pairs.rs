@@ -124,21 +124,22 @@ impl PairPlan {
             let rows = joint.rows(Some(PAIR_SAMPLE_ROWS as u64), placement, seeds.pair_sample())?;
             rows.sample_rows(0, PAIR_SAMPLE_ROWS, &mut sample);
         }
-        let tree = spanning_tree(&sample);
+        let mut cells: Vec<Vec<u32>> = sample.iter().map(|values| pair_cells(values)).collect();
+        let tree = spanning_tree(&cells);
         let (counts, _) = data.pair_counts(&tree, PAIR_BITS)?;
         let sigma = self.scale.to_f64();
         let (mut maps, mut pairs) = (Vec::new(), Vec::new());
         for (&(parent, child), counts) in tree.iter().zip(&counts) {
             let noisy = self.noisy_histogram(counts, (parent, child), &seeds.noise);
-            let parent_cells = pair_cells(&sample[parent]);
-            let disagreement_z = disagreement(&parent_cells, &sample[child], &noisy, sigma);
+            let disagreement_z = disagreement(&pair_histogram(&cells[parent], &cells[child]), &noisy, sigma);
             let mapped = disagreement_z > PAIR_GATE_Z;
             if mapped {
                 let floor = PAIR_PRUNE_SCALES * sigma;
                 let released: Vec<u64> =
                     noisy.iter().map(|&count| if (count as f64) < floor { 0 } else { count as u64 }).collect();
-                let map = PairMap::fit(parent, child, &parent_cells, &sample[child], &released);
+                let map = PairMap::fit(parent, child, &cells[parent], &sample[child], &released);
                 map.apply(&mut sample);
+                cells[child] = pair_cells(&sample[child]);
                 maps.push(map);
             }
             pairs.push(PairInfo { parent, child, disagreement_z, mapped });
@@ -272,13 +273,18 @@ fn histogram(values: &[f64], cells: usize) -> Vec<u64> {
     counts
 }
 
-/// The mutual information of two columns' cells (natural log).
-fn mutual_information(first: &[u32], second: &[u32]) -> f64 {
-    let mut joint = vec![0u64; PAIR_CELLS * PAIR_CELLS];
+/// The histogram of two columns' cells, cell `first · PAIR_CELLS + second`, as the pass bins the data.
+fn pair_histogram(first: &[u32], second: &[u32]) -> Vec<u64> {
+    let mut counts = vec![0u64; PAIR_CELLS * PAIR_CELLS];
     for (&a, &b) in first.iter().zip(second) {
-        joint[a as usize * PAIR_CELLS + b as usize] += 1;
+        counts[a as usize * PAIR_CELLS + b as usize] += 1;
     }
-    let total = first.len() as f64;
+    counts
+}
+
+/// The mutual information (natural log) of a pair histogram's two columns.
+fn mutual_information(joint: &[u64]) -> f64 {
+    let total = joint.iter().sum::<u64>() as f64;
     let (mut rows, mut columns) = (vec![0u64; PAIR_CELLS], vec![0u64; PAIR_CELLS]);
     for (cell, &count) in joint.iter().enumerate() {
         rows[cell / PAIR_CELLS] += count;
@@ -297,15 +303,14 @@ fn mutual_information(first: &[u32], second: &[u32]) -> f64 {
 }
 
 /// The tree's pairs (parent, child) in the order Prim's algorithm adds them from column 0: the
-/// maximum spanning tree of the mutual information of the `sample`'s columns. Ties go to the last
-/// pair in (parent, child) order.
-fn spanning_tree(sample: &[Vec<f64>]) -> Vec<(usize, usize)> {
-    let dims = sample.len();
-    let cells: Vec<Vec<u32>> = sample.iter().map(|values| pair_cells(values)).collect();
+/// maximum spanning tree of the mutual information of the columns whose pair cells are `cells`. Ties
+/// go to the last pair in (parent, child) order.
+fn spanning_tree(cells: &[Vec<u32>]) -> Vec<(usize, usize)> {
+    let dims = cells.len();
     let mut weight = vec![vec![0.0; dims]; dims];
     for a in 0..dims {
         for b in a + 1..dims {
-            weight[a][b] = mutual_information(&cells[a], &cells[b]);
+            weight[a][b] = mutual_information(&pair_histogram(&cells[a], &cells[b]));
             weight[b][a] = weight[a][b];
         }
     }
@@ -328,15 +333,11 @@ fn spanning_tree(sample: &[Vec<f64>]) -> Vec<(usize, usize)> {
 }
 
 /// How far a released pair histogram (`noisy`, unthresholded, Laplace scale `sigma`) is from the
-/// synthetic table's own conditionals (the child `values` in their parents' cells): per parent cell b
+/// synthetic table's own conditionals (its pair histogram `synthetic`): per parent cell b
 /// with synthetic rows, χ² = Σ_c (R_c − T·q_c)² / (2σ² + T·q_c), R the released row, T its total (at
 /// least 0), q the synthetic conditional, as a z-score (χ² − B)/√(2B); the median over those cells.
 /// Near 0 where the release only repeats what the synthetic table says; 0 with no synthetic rows.
-fn disagreement(parent_cells: &[u32], values: &[f64], noisy: &[i64], sigma: f64) -> f64 {
-    let mut synthetic = vec![0u64; PAIR_CELLS * PAIR_CELLS];
-    for (&parent, &value) in parent_cells.iter().zip(values) {
-        synthetic[parent as usize * PAIR_CELLS + cell_of(value, PAIR_CELLS)] += 1;
-    }
+fn disagreement(synthetic: &[u64], noisy: &[i64], sigma: f64) -> f64 {
     let cells = PAIR_CELLS as f64;
     let mut z_scores: Vec<f64> = synthetic
         .chunks_exact(PAIR_CELLS)
@@ -394,7 +395,7 @@ mod tests {
         let loose: Vec<f64> = x.iter().map(|&x| 0.5 * x + 0.5 * rng.random::<f64>()).collect();
         let noise = uniform(&mut rng, 50_000);
         // Columns: independent noise, loosely tied to x, x, tied to x.
-        let tree = spanning_tree(&[noise, loose, x, near_x]);
+        let tree = spanning_tree(&[noise, loose, x, near_x].map(|values| pair_cells(&values)));
         assert_eq!(tree.len(), 3);
         let linked = |a: usize, b: usize| tree.iter().any(|&pair| pair == (a, b) || pair == (b, a));
         assert!(linked(2, 3) && (linked(1, 2) || linked(1, 3)), "{tree:?}");
@@ -407,31 +408,28 @@ mod tests {
     }
 
     /// The synthetic pair's own histogram, as the release would give it without noise.
-    fn own_histogram(parent: &[f64], child: &[f64]) -> Vec<i64> {
-        let mut counts = vec![0i64; PAIR_CELLS * PAIR_CELLS];
-        for (&p, &c) in parent.iter().zip(child) {
-            counts[cell_of(p, PAIR_CELLS) * PAIR_CELLS + cell_of(c, PAIR_CELLS)] += 1;
-        }
-        counts
+    fn own_histogram(parent: &[f64], child: &[f64]) -> Vec<u64> {
+        pair_histogram(&pair_cells(parent), &pair_cells(child))
     }
 
     #[test]
     fn the_gate_passes_a_release_that_disagrees_and_keeps_one_that_agrees() {
         let mut rng = case_rng(2);
         let (parent, child) = (uniform(&mut rng, 100_000), uniform(&mut rng, 100_000));
-        let cells = pair_cells(&parent);
+        let synthetic = own_histogram(&parent, &child);
         let sigma = 20.0;
         // The release of an independent pair like the synthetic one, with noise of scale sigma.
         let independent = own_histogram(&parent, &uniform(&mut rng, 100_000));
         let noisy: Vec<i64> =
-            independent.iter().map(|&count| count + ((rng.random::<f64>() - 0.5) * 4.0 * sigma) as i64).collect();
-        let agreeing = disagreement(&cells, &child, &noisy, sigma);
+            independent.iter().map(|&count| count as i64 + ((rng.random::<f64>() - 0.5) * 4.0 * sigma) as i64).collect();
+        let agreeing = disagreement(&synthetic, &noisy, sigma);
         assert!(agreeing < PAIR_GATE_Z, "an agreeing release scored {agreeing}");
         // The release of a pair on the diagonal: every row far from the synthetic conditional.
-        let diagonal = own_histogram(&parent, &parent);
-        let disagreeing = disagreement(&cells, &child, &diagonal, sigma);
+        let diagonal: Vec<i64> = own_histogram(&parent, &parent).iter().map(|&count| count as i64).collect();
+        let disagreeing = disagreement(&synthetic, &diagonal, sigma);
         assert!(disagreeing > 100.0 * PAIR_GATE_Z, "a disagreeing release scored {disagreeing}");
-        assert_eq!(disagreement(&[], &[], &diagonal, sigma), 0.0, "no synthetic rows, nothing to compare");
+        let empty = vec![0; PAIR_CELLS * PAIR_CELLS];
+        assert_eq!(disagreement(&empty, &diagonal, sigma), 0.0, "no synthetic rows, nothing to compare");
     }
 
     #[test]
@@ -439,7 +437,7 @@ mod tests {
         let mut rng = case_rng(3);
         let rows = PAIR_SAMPLE_ROWS;
         let (parent, child) = (uniform(&mut rng, rows), uniform(&mut rng, rows));
-        let released: Vec<u64> = own_histogram(&parent, &parent).iter().map(|&count| count as u64).collect();
+        let released = own_histogram(&parent, &parent);
         let map = PairMap::fit(0, 1, &pair_cells(&parent), &child, &released);
         let mut columns = vec![parent.clone(), child.clone()];
         map.apply(&mut columns);
