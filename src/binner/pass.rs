@@ -53,7 +53,7 @@ impl DataPass<'_> {
         device: DeviceChoice,
         timings: &mut Timings,
     ) -> Result<(Vec<u64>, ScanStats, String)> {
-        self.leaf_counts_on(geometry, &AxisPlan::for_geometry(&geometry, self.bounds), device, timings)
+        self.leaf_counts_on(geometry, &self.axes(&geometry, None), device, timings)
     }
 
     /// As [`leaf_counts`](Self::leaf_counts), each axis cut at the quantiles of its released marginal
@@ -65,17 +65,26 @@ impl DataPass<'_> {
         device: DeviceChoice,
         timings: &mut Timings,
     ) -> Result<(Vec<u64>, ScanStats, String)> {
-        let axes: Vec<AxisPlan> = self
-            .bounds
-            .iter()
-            .zip(warps)
-            .enumerate()
-            .map(|(axis, (bounds, warp))| AxisPlan::warped(bounds.clone(), geometry.axis_bits(axis), warp.clone()))
-            .collect();
-        self.leaf_counts_on(geometry, &axes, device, timings)
+        self.leaf_counts_on(geometry, &self.axes(&geometry, Some(warps)), device, timings)
     }
 
-    fn leaf_counts_on(
+    /// How each column is quantised onto `geometry`'s axis: equal cells on its bounds, or cut at the
+    /// quantiles of `warps[k]` (the quantile partition).
+    pub fn axes(&self, geometry: &CellGeometry, warps: Option<&[Arc<CellCdf>]>) -> Vec<AxisPlan> {
+        match warps {
+            None => AxisPlan::for_geometry(geometry, self.bounds),
+            Some(warps) => self
+                .bounds
+                .iter()
+                .zip(warps)
+                .enumerate()
+                .map(|(axis, (bounds, warp))| AxisPlan::warped(bounds.clone(), geometry.axis_bits(axis), warp.clone()))
+                .collect(),
+        }
+    }
+
+    /// The leaf histogram of `geometry` with the columns quantised by `axes` ([`DataPass::axes`]).
+    pub fn leaf_counts_on(
         &self,
         geometry: CellGeometry,
         axes: &[AxisPlan],

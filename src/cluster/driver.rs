@@ -1,9 +1,12 @@
 //! `synth` across ranks (PMM): every rank opens the input and makes the same plan from public inputs;
 //! each bins its share of the row groups (balanced by compressed bytes); the leaf histograms are
 //! reduce-scattered so that each rank holds the true counts of the subtrees it owns ([`super::part`]);
-//! each releases and samples those and writes `part-RANK.parquet` beside the others. The parts are
-//! written to temporary names and renamed only once every rank has written its own; rank 0 then writes
-//! the report (the single-machine report) and the diagnostics (with one entry per rank).
+//! each releases and samples those and writes `part-RANK.parquet` beside the others. With
+//! `--marginal-share` (and `--partition quantile`, and so `--mechanism auto`) the 1-D marginals are
+//! summed over the ranks and released identically on each, and every rank maps its rows through them;
+//! with `--pair-share` the histograms the pairs are chosen, gated and fitted from are summed likewise.
+//! The parts are written to temporary names and renamed only once every rank has written its own; rank 0
+//! then writes the report (the single-machine report) and the diagnostics (with one entry per rank).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -20,12 +23,19 @@ use crate::io::paths::{check_output_paths, NamedPath};
 use crate::io::sink::ParquetSink;
 use crate::io::source::Source;
 use crate::io::staging::commit_all;
+use crate::mechanism::pmm::marginals::{
+    axis_counts, BinnedMarginals, CalibratedRows, MarginalPlan, MonotoneMap, Partition, ReleasedMarginals,
+};
+use crate::mechanism::pmm::pairs::{
+    DrawnRows, PairMap, PairMappedRows, PairParameters, PairPlan, PAIR_BITS, PAIR_SAMPLE_ROWS,
+};
+use crate::mechanism::pmm::schedule::LevelSchedule;
 use crate::mechanism::pmm::PmmPlan;
 use crate::mechanism::{PublicInputs, ReleasedMeasure};
 use crate::options::{MechanismOptions, SynthOptions};
-use crate::privacy::RunSeeds;
+use crate::privacy::{NoisyRowCount, RunSeeds};
 use crate::progress::{PhaseTiming, Progress, Timings};
-use crate::sampler::LeafSampler;
+use crate::sampler::{LeafSampler, Placement, RowGenerator};
 use crate::synth::report::{Diagnostics, RankInfo, RunReport};
 use crate::synth::{public_inputs, stage_reports, thread_pool, write_rows, RunColumns, RunFacts};
 
@@ -59,11 +69,6 @@ pub fn synthesize_across(
             options.mechanism.name()
         )));
     };
-    for (share, flag) in [(pmm.marginal_share, "--marginal-share"), (pmm.pair_share, "--pair-share")] {
-        if share > 0.0 {
-            return Err(Error::bad_input(format!("{flag} does not run across ranks yet: run it on one machine")));
-        }
-    }
     let part = part_path(&outputs.directory, comm.rank());
     let mut named = vec![NamedPath::new("the part", &part)];
     named.extend(outputs.report.as_deref().map(|path| NamedPath::new("--report", path)));
@@ -100,49 +105,61 @@ pub fn synthesize_across(
         progress,
     };
     let mut timings = Timings::default();
+    let rank_release = RankRelease {
+        comm,
+        pool: &pool,
+        plan: &plan,
+        data: &data,
+        seeds: &seeds,
+        exchange,
+    };
     // Collectives stay on this thread (MPI is initialised for one thread); the work runs on the pool.
-    let (release, scan, binning) = timings.time("bin, exchange, noise and consistency", || {
-        release_across(comm, &pool, &plan, &data, &seeds, exchange)
-    })?;
+    let (release, scan, binning) =
+        timings.time("bin, exchange, noise and consistency", || rank_release.release())?;
     let geometry = CellGeometry::new(plan.dims(), release.schedule.depth);
-    // --rows re-spreads the rows over the whole tree's leaves, as on one machine.
-    let allocated = match options.rows {
-        Some(rows) if rows != release.part.root_count => {
-            let leaves = geometry.leaf_count();
-            let allocation = allocate_part_rows(comm, &release.part.leaves, leaves, release.part.root_count, rows);
-            let first_row = rows_before(comm, allocation.iter().sum());
-            Some((allocation, first_row))
+    // --marginal-share: every rank maps its rows onto the released marginals, from the joint
+    // release's own marginals summed over the ranks' parts.
+    let maps = release.marginals.as_ref().map(|marginals| {
+        let mut axes = axis_counts(&geometry, &release.part.leaves, release.part.first_leaf);
+        for axis in &mut axes {
+            comm.sum(axis);
         }
-        _ => None,
+        marginals.maps_from(&axes)
+    });
+    let placement = options.placement;
+    let pairs = match plan.pairs() {
+        Some(pairs) => Some(timings.time("pairs", || {
+            rank_release.release_pairs(pairs, &release.part, geometry, maps.as_deref(), placement)
+        })?),
+        None => None,
     };
-    let (counts, first_row) = match &allocated {
-        Some((allocation, first_row)) => (allocation.as_slice(), *first_row),
-        None => (release.part.leaves.as_slice(), release.part.first_row),
+    let joint_rows =
+        part_rows(comm, &release.part, geometry, options.rows, placement, seeds.placement(), maps.as_deref());
+    let generator: Box<dyn RowGenerator + '_> = match &pairs {
+        Some((pair_maps, _)) => Box::new(PairMappedRows { inner: joint_rows, maps: pair_maps }),
+        None => joint_rows,
     };
-    let sampler = LeafSampler::part(
-        geometry,
-        counts,
-        release.part.first_leaf,
-        first_row,
-        options.placement,
-        seeds.placement(),
-    );
     let written = timings.time_in_parts("sample and write", |parts| {
         pool.install(|| -> Result<_> {
             let mut sink = ParquetSink::create(&part, columns, bounds)?;
-            let rows = write_rows(&mut sink, &sampler, progress, parts)?;
+            let rows = write_rows(&mut sink, generator.as_ref(), progress, parts)?;
             Ok((sink.finish()?, rows))
         })
     });
+    drop(generator);
     let (staged, rows_written) = agree(comm, written)?;
     let leaves_owned = release.part.leaves.len() as u64;
-    let whole = plan.finish(
-        &release.schedule,
-        ReleasedMeasure::Leaves { geometry, counts: release.part.leaves },
-        release.part.root_count,
-        scan,
-        binning,
-    );
+    let joint = ReleasedMeasure::Leaves { geometry, counts: release.part.leaves };
+    let root_count = release.part.root_count;
+    let mut whole = match (release.marginals, maps) {
+        (Some(marginals), Some(maps)) => {
+            plan.finish_calibrated(&release.schedule, joint, maps, marginals, root_count, scan, binning)
+        }
+        _ => plan.finish(&release.schedule, joint, root_count, scan, binning),
+    };
+    if let Some((pair_maps, parameters)) = pairs {
+        whole = PmmPlan::with_pair_maps(whole, pair_maps, parameters);
+    }
     let epsilon_spent = whole.budget.check()?;
     // Every part is complete: rename them.
     agree(comm, commit_all(vec![staged]))?;
@@ -194,56 +211,196 @@ fn open(input: &Path, directory: &Path, options: &SynthOptions) -> Result<(Sourc
     Ok((source, columns))
 }
 
-/// What [`release_across`] gives a rank.
-struct RankRelease {
+/// What [`RankRelease::release`] gives a rank.
+struct RankPart {
     /// Rows this rank read (the scan statistics returned beside are every rank's).
     rows_read: u64,
-    schedule: crate::mechanism::pmm::schedule::LevelSchedule,
+    schedule: LevelSchedule,
     part: PartRelease,
+    /// `--marginal-share`: the released marginals, the same on every rank.
+    marginals: Option<ReleasedMarginals>,
 }
 
-/// Bins this rank's share, sums the row counts (n̂ and the depth follow from the total as on one
-/// machine), reduce-scatters the leaves to their owners and releases this rank's part of the tree.
-/// Returns it with the scan statistics summed over the ranks.
-fn release_across(
-    comm: &dyn Communicator,
-    pool: &rayon::ThreadPool,
-    plan: &PmmPlan,
-    data: &DataPass,
-    seeds: &RunSeeds,
+/// A rank's true leaf counts, before they go to their owners.
+struct RankCounts {
+    counts: LocalCounts,
+    /// Rows this rank read, and the scan statistics of every rank summed.
+    rows_read: u64,
+    scan: ScanStats,
+    binning: String,
+    schedule: LevelSchedule,
+    n_hat: Option<u64>,
+    marginals: Option<ReleasedMarginals>,
+}
+
+/// What every step of a rank's release reads: the ranks, this rank's pool, the plan (the same on every
+/// rank), this rank's share of the data, the run's seeds and how leaves are exchanged.
+#[derive(Clone, Copy)]
+struct RankRelease<'a> {
+    comm: &'a dyn Communicator,
+    pool: &'a rayon::ThreadPool,
+    plan: &'a PmmPlan,
+    data: &'a DataPass<'a>,
+    seeds: &'a RunSeeds,
     exchange: Exchange,
-) -> Result<(RankRelease, ScanStats, String)> {
-    let planned = plan.planned_depth();
-    let geometry = |depth| CellGeometry::new(plan.dims(), depth);
-    let binned = pool.install(|| LocalCounts::bin(data, geometry(planned), plan.device(), exchange));
-    let (mut counts, mut scan, binning) = agree(comm, binned)?;
-    let rows_read = scan.rows_read;
-    scan = summed(comm, scan);
-    let (schedule, n_hat) = plan.schedule_for(scan.rows_binned, seeds)?;
-    if schedule.depth <= planned {
-        counts = pool.install(|| counts.coarsen(planned, schedule.depth));
-    } else {
-        let rebinned = pool.install(|| LocalCounts::bin(data, geometry(schedule.depth), plan.device(), exchange));
-        counts = agree(comm, rebinned)?.0;
+}
+
+impl RankRelease<'_> {
+    /// Bins this rank's share, sums the row counts (n̂ and the depth follow from the total as on one
+    /// machine), reduce-scatters the leaves to their owners and releases this rank's part of the tree.
+    /// Returns it with the scan statistics summed over the ranks.
+    fn release(&self) -> Result<(RankPart, ScanStats, String)> {
+        let RankRelease { comm, pool, plan, seeds, .. } = *self;
+        let binned = match plan.marginals().filter(|marginals| marginals.partition() == Partition::Quantile) {
+            Some(marginals) => self.bin_on_quantiles(marginals)?,
+            None => self.bin_on_midpoints()?,
+        };
+        let RankCounts { counts, rows_read, scan, binning, schedule, n_hat, marginals } = binned;
+        let ownership = Ownership::new(schedule.depth, comm.size());
+        let own = counts.to_owners(comm, &ownership.leaf_starts());
+        let rank = comm.rank();
+        let tree = pool.install(|| PartTree::new(own, &ownership, rank));
+        let mut top_counts = tree.top_counts();
+        comm.sum(&mut top_counts);
+        let part = pool.install(|| {
+            tree.release(top_counts, &schedule.scales, n_hat, &seeds.noise, plan.consistency(), seeds.consistency())
+        });
+        Ok((RankPart { rows_read, schedule, part, marginals }, scan, binning))
     }
-    let ownership = Ownership::new(schedule.depth, comm.size());
-    let own = counts.to_owners(comm, &ownership.leaf_starts());
-    let rank = comm.rank();
-    let tree = pool.install(|| PartTree::new(own, &ownership, rank));
-    let mut top_counts = tree.top_counts();
-    comm.sum(&mut top_counts);
-    let part = pool.install(|| {
-        tree.release(top_counts, &schedule.scales, n_hat, &seeds.noise, plan.consistency(), seeds.consistency())
-    });
-    Ok((
-        RankRelease {
-            rows_read,
-            schedule,
-            part,
-        },
-        scan,
-        binning,
-    ))
+
+    /// The midpoint partition: the joint leaves at the planned depth (binned again when n̂ asks for a
+    /// deeper tree), then the marginals when the plan has them, as on one machine.
+    fn bin_on_midpoints(&self) -> Result<RankCounts> {
+        let RankRelease { comm, pool, plan, data, seeds, exchange } = *self;
+        let planned = plan.planned_depth();
+        let bin = |depth| {
+            let geometry = CellGeometry::new(plan.dims(), depth);
+            let axes = data.axes(&geometry, None);
+            let binned = pool.install(|| LocalCounts::bin(data, geometry, &axes, plan.device(), exchange));
+            agree(comm, binned)
+        };
+        let (mut counts, scan, binning) = bin(planned)?;
+        let rows_read = scan.rows_read;
+        let scan = summed(comm, scan);
+        let (schedule, n_hat) = plan.schedule_for(scan.rows_binned, seeds)?;
+        if schedule.depth <= planned {
+            counts = pool.install(|| counts.coarsen(planned, schedule.depth));
+        } else {
+            counts = bin(schedule.depth)?.0;
+        }
+        let marginals = match plan.marginals() {
+            Some(marginals) => {
+                Some(self.release_marginals(marginals, plan.released_row_count(n_hat), None)?)
+            }
+            None => None,
+        };
+        Ok(RankCounts { counts, rows_read, scan, binning, schedule, n_hat, marginals })
+    }
+
+    /// The quantile partition: n̂ first when the plan releases it (from a pass that also bins the
+    /// marginals), the marginals, then the joint leaves with each axis cut at its released marginal's
+    /// quantiles, as on one machine.
+    fn bin_on_quantiles(&self, marginals: &MarginalPlan) -> Result<RankCounts> {
+        let RankRelease { comm, pool, plan, data, seeds, exchange } = *self;
+        let (schedule, n_hat, binned) = match plan.releases_n_hat() {
+            None => {
+                let schedule = plan.schedule().ok_or_else(|| Error::internal("a plan without n̂ knows its depth"))?;
+                (schedule.clone(), None, None)
+            }
+            Some(row_count) => {
+                let planned = marginals.planned_depth(row_count)?;
+                let (leaves, scan) = agree(comm, pool.install(|| data.marginal_leaf_counts(planned)))?;
+                let (schedule, n_hat) = plan.schedule_for(summed(comm, scan).rows_binned, seeds)?;
+                (schedule, n_hat, Some(BinnedMarginals { depth: planned, leaves }))
+            }
+        };
+        let released = self.release_marginals(marginals, plan.released_row_count(n_hat), binned)?;
+        let geometry = CellGeometry::new(plan.dims(), schedule.depth);
+        let axes = data.axes(&geometry, Some(&released.warps()));
+        let (counts, scan, binning) =
+            agree(comm, pool.install(|| LocalCounts::bin(data, geometry, &axes, plan.device(), exchange)))?;
+        let rows_read = scan.rows_read;
+        let scan = summed(comm, scan);
+        Ok(RankCounts { counts, rows_read, scan, binning, schedule, n_hat, marginals: Some(released) })
+    }
+
+    /// The marginal trees of `plan` released from every rank's leaf counts summed (`binned`: this rank's
+    /// counts from an earlier pass, coarsened where deep enough): the same release on every rank.
+    fn release_marginals(
+        &self,
+        plan: &MarginalPlan,
+        row_count: Option<(u64, NoisyRowCount)>,
+        binned: Option<BinnedMarginals>,
+    ) -> Result<ReleasedMarginals> {
+        let RankRelease { comm, pool, data, seeds, .. } = *self;
+        let tree = plan.tree(row_count)?;
+        let mut leaves = agree(comm, pool.install(|| MarginalPlan::leaves(&tree, data, binned)))?;
+        for column in &mut leaves {
+            comm.sum(column);
+        }
+        pool.install(|| plan.release_leaves(&tree, leaves, seeds))
+    }
+
+    /// `--pair-share` across ranks: each rank draws its share of the rows the pairs are chosen and fitted on
+    /// (the single machine's rows: they are numbered in the whole table) and bins its data rows' pairs; every
+    /// histogram of either is summed over the ranks, so each rank releases the same pairs and fits the same
+    /// maps as one machine.
+    fn release_pairs(
+        &self,
+        pairs: &PairPlan,
+        part: &PartRelease,
+        geometry: CellGeometry,
+        maps: Option<&[Option<MonotoneMap>]>,
+        placement: Placement,
+    ) -> Result<(Vec<PairMap>, PairParameters)> {
+        let RankRelease { comm, pool, data, seeds, .. } = *self;
+        let mut columns = vec![Vec::new(); geometry.dims()];
+        if part.root_count > 0 {
+            let sample = Some(PAIR_SAMPLE_ROWS as u64);
+            let drawn = part_rows(comm, part, geometry, sample, placement, seeds.pair_sample(), maps);
+            pool.install(|| drawn.sample_rows(0, drawn.total_rows() as usize, &mut columns));
+        }
+        let sum = |counts: &mut [u64]| comm.sum(counts);
+        let pair_counts = |tree: &[(usize, usize)]| -> Result<Vec<Vec<u64>>> {
+            let (mut counts, _) = agree(comm, pool.install(|| data.pair_counts(tree, PAIR_BITS)))?;
+            for histogram in &mut counts {
+                comm.sum(histogram);
+            }
+            Ok(counts)
+        };
+        pairs.release_on(DrawnRows { columns, sum: &sum }, pair_counts, seeds)
+    }
+}
+
+/// This rank's rows of the whole table of `rows` rows (`None`: the released counts; otherwise spread
+/// over the whole tree's leaves as on one machine), drawn with `seed`, mapped onto the released
+/// marginals where there are `maps`.
+fn part_rows<'a>(
+    comm: &dyn Communicator,
+    part: &PartRelease,
+    geometry: CellGeometry,
+    rows: Option<u64>,
+    placement: Placement,
+    seed: u64,
+    maps: Option<&'a [Option<MonotoneMap>]>,
+) -> Box<dyn RowGenerator + 'a> {
+    let allocated = match rows {
+        Some(rows) if rows != part.root_count => {
+            let allocation = allocate_part_rows(comm, &part.leaves, geometry.leaf_count(), part.root_count, rows);
+            let first_row = rows_before(comm, allocation.iter().sum());
+            Some((allocation, first_row))
+        }
+        _ => None,
+    };
+    let (counts, first_row) = match &allocated {
+        Some((allocation, first_row)) => (allocation.as_slice(), *first_row),
+        None => (part.leaves.as_slice(), part.first_row),
+    };
+    let sampler = LeafSampler::part(geometry, counts, part.first_leaf, first_row, placement, seed);
+    match maps {
+        Some(maps) => Box::new(CalibratedRows { inner: Box::new(sampler), maps }),
+        None => Box::new(sampler),
+    }
 }
 
 /// Rank 0's seeds on every rank: from the OS (or `--seed`) once, then shared.

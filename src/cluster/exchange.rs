@@ -46,23 +46,24 @@ pub enum LocalCounts {
 }
 
 impl LocalCounts {
-    /// Bins the rank's share of the rows (`data`) at `geometry`, the way `exchange` says, and what the
-    /// scan saw, with the binner's line for the report.
+    /// Bins the rank's share of the rows (`data`) at `geometry`, each column quantised by `axes`
+    /// ([`DataPass::axes`]), the way `exchange` says; and what the scan saw, with the binner's line for
+    /// the report.
     pub fn bin(
         data: &DataPass,
         geometry: CellGeometry,
+        axes: &[AxisPlan],
         device: DeviceChoice,
         exchange: Exchange,
     ) -> Result<(LocalCounts, ScanStats, String)> {
         if exchange == Exchange::Dense {
-            let (leaves, scan, binning) = data.leaf_counts(geometry, device, &mut Timings::default())?;
+            let (leaves, scan, binning) = data.leaf_counts_on(geometry, axes, device, &mut Timings::default())?;
             return Ok((LocalCounts::Dense(leaves), scan, binning));
         }
-        let axes = AxisPlan::for_geometry(&geometry, data.bounds);
         let binner = CpuBinner::new(geometry);
         let bar = data.progress.phase("bin", data.source.row_count(), "rows");
         let (workers, scan) =
-            scan_quantised_rows(data.source, data.columns, &axes, data.nulls, &|| Ok(binner.code_worker()), &bar)?;
+            scan_quantised_rows(data.source, data.columns, axes, data.nulls, &|| Ok(binner.code_worker()), &bar)?;
         bar.finish();
         let mut codes: Vec<u32> = workers.into_iter().flat_map(|worker| worker.codes).collect();
         codes.par_sort_unstable();

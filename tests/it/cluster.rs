@@ -13,7 +13,7 @@ use crate::common::*;
 use dpsynth::cluster::driver::{part_path, synthesize_across, PartsOutput};
 use dpsynth::cluster::local::run_local;
 use dpsynth::geometry::bounds::ColumnBounds;
-use dpsynth::options::{MechanismOptions, PmmOptions, PsmmOptions};
+use dpsynth::options::{AutoChoice, MechanismOptions, Partition, PmmOptions, PsmmOptions};
 use dpsynth::privacy::Neighbours;
 use dpsynth::progress::Progress;
 use dpsynth::synth::{synthesize, OutputPaths};
@@ -83,8 +83,32 @@ fn parts_only(dir: &Path) -> PartsOutput {
     }
 }
 
+/// `options` across `ranks` ranks (threads) into DIR/NAME with the report at DIR/NAME.json: the parts,
+/// in rank order, and the report's path.
+fn run_across(dir: &Path, name: &str, ranks: usize, input: &Path, options: &SynthOptions) -> (Vec<PathBuf>, PathBuf) {
+    let outputs = PartsOutput {
+        directory: dir.join(name),
+        report: Some(dir.join(format!("{name}.json"))),
+        diagnostics: None,
+    };
+    let progress = Progress::hidden();
+    run_local(ranks, |comm| synthesize_across(comm, input, &outputs, options, &progress).unwrap());
+    let parts = (0..ranks).map(|rank| part_path(&outputs.directory, rank)).collect();
+    (parts, outputs.report.unwrap())
+}
+
 fn report_json(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// A report without the memory cap its depth rules name: the cap grows with the ranks.
+fn without_memory_cap(mut report: serde_json::Value) -> serde_json::Value {
+    for pointer in ["/parameters/depth_rule", "/parameters/marginal_calibration/depth_rule"] {
+        if let Some(rule) = report.pointer_mut(pointer) {
+            *rule = rule.as_str().unwrap().split(" (capped").next().unwrap().into();
+        }
+    }
+    report
 }
 
 #[test]
@@ -114,15 +138,9 @@ fn parts_in_rank_order_are_the_single_machine_table_for_any_rank_count() {
             let parts: Vec<PathBuf> = (0..ranks).map(|rank| part_path(&outputs.directory, rank)).collect();
             assert_eq!(files_in(&outputs.directory), parts, "{ranks} ranks: one part each, nothing else");
             assert!(rows_of(&parts) == expected, "{neighbours:?}, {ranks} ranks: the parts differ from one machine's table");
-            // The same report, but for the memory cap the depth rule names: it grows with the ranks.
-            let without_cap = |mut report: serde_json::Value| {
-                let rule = report["parameters"]["depth_rule"].as_str().unwrap().to_string();
-                report["parameters"]["depth_rule"] = rule.split(" (capped").next().unwrap().into();
-                report
-            };
             assert_eq!(
-                without_cap(report_json(outputs.report.as_ref().unwrap())),
-                without_cap(expected_report.clone()),
+                without_memory_cap(report_json(outputs.report.as_ref().unwrap())),
+                without_memory_cap(expected_report.clone()),
                 "{ranks} ranks"
             );
             let diagnostics = report_json(outputs.diagnostics.as_ref().unwrap());
@@ -191,15 +209,9 @@ fn rows_across_ranks_are_the_single_machine_rows() {
         let expected = rows_of(&[single.table.clone()]);
         assert_eq!(expected[0].len(), rows as usize);
         for ranks in [2, 3] {
-            let outputs = PartsOutput {
-                directory: dir.path().join(format!("parts-{rows}-{ranks}")),
-                report: Some(dir.path().join(format!("report-{rows}-{ranks}.json"))),
-                diagnostics: None,
-            };
-            run_local(ranks, |comm| synthesize_across(comm, &input, &outputs, &with_rows, &progress).unwrap());
-            let parts: Vec<PathBuf> = (0..ranks).map(|rank| part_path(&outputs.directory, rank)).collect();
+            let (parts, report) = run_across(dir.path(), &format!("parts-{rows}-{ranks}"), ranks, &input, &with_rows);
             assert!(rows_of(&parts) == expected, "--rows {rows}, {ranks} ranks: the parts differ from one machine's table");
-            assert_eq!(report_json(outputs.report.as_ref().unwrap())["release"]["synthetic_rows"], rows);
+            assert_eq!(report_json(&report)["release"]["synthetic_rows"], rows);
         }
     }
 }
@@ -215,17 +227,74 @@ fn only_pmm_runs_across_ranks() {
     let refused = run_local(2, |comm| synthesize_across(comm, &input, &outputs, &psmm, &progress).err().unwrap().to_string());
     assert!(refused[0].contains("--mechanism psmm does not run across ranks"), "{}", refused[0]);
     assert!(!outputs.directory.exists());
-    // PMM's released marginals and pairs are one machine's for now.
-    for (share, flag) in [(0.3, "--marginal-share"), (0.2, "--pair-share")] {
-        let mut pmm = options(Neighbours::AddRemove, 1);
-        pmm.mechanism = MechanismOptions::Pmm(match flag {
-            "--marginal-share" => PmmOptions { marginal_share: share, ..PmmOptions::DEFAULT },
-            _ => PmmOptions { pair_share: share, ..PmmOptions::DEFAULT },
-        });
-        let refused = run_local(2, |comm| synthesize_across(comm, &input, &outputs, &pmm, &progress).err().unwrap().to_string());
-        assert!(refused[0].contains(&format!("{flag} does not run across ranks")), "{}", refused[0]);
-        assert!(!outputs.directory.exists());
+}
+
+#[test]
+fn released_marginals_and_pairs_across_ranks_give_the_single_machine_table() {
+    // --marginal-share (what --mechanism auto sets at d = 3) and --partition quantile (at d >= 4): the
+    // marginals are summed over the ranks, released once per rank identically, and every rank's rows go
+    // through the same maps. --pair-share: each rank draws its share of the rows the pairs are fitted on
+    // and bins its pairs; the histograms are summed. Rows and report are one machine's, with --rows too.
+    let dir = tempfile::tempdir().unwrap();
+    let input = dataset(dir.path());
+    let progress = Progress::hidden();
+    let auto = AutoChoice::for_columns(3, false);
+    let variants = [
+        (
+            "auto at d = 3",
+            PmmOptions {
+                marginal_share: auto.marginal_share,
+                partition: auto.partition,
+                chosen_by: Some(auto.reason),
+                ..PmmOptions::DEFAULT
+            },
+        ),
+        ("quantile", PmmOptions { marginal_share: 0.3, partition: Partition::Quantile, ..PmmOptions::DEFAULT }),
+        (
+            "quantile and pairs",
+            PmmOptions { marginal_share: 0.3, partition: Partition::Quantile, pair_share: 0.2, ..PmmOptions::DEFAULT },
+        ),
+        ("pairs alone", PmmOptions { pair_share: 0.3, ..PmmOptions::DEFAULT }),
+    ];
+    // The gate maps b onto a (b = 0.7a + 0.3u) in some of the pair runs and keeps it in others: both ways.
+    let mut runs_with_a_mapped_pair = 0;
+    for (name, pmm) in variants {
+        for neighbours in [Neighbours::AddRemove, Neighbours::Replace] {
+            for rows in [None, Some(12_345)] {
+                let mut run = options(neighbours, 1);
+                run.rows = rows;
+                run.mechanism = MechanismOptions::Pmm(pmm.clone());
+                let case = format!("{name}, {neighbours:?}, --rows {rows:?}");
+                let single = OutputPaths {
+                    table: dir.path().join("single.parquet"),
+                    report: Some(dir.path().join("single.json")),
+                    diagnostics: None,
+                };
+                synthesize(&input, &single, &run, &progress).unwrap();
+                let expected = rows_of(&[single.table.clone()]);
+                let expected_report = report_json(single.report.as_ref().unwrap());
+                let parameters = &expected_report["parameters"];
+                if pmm.pair_share > 0.0 {
+                    let pairs = parameters["pair_marginals"]["pairs"].as_array().unwrap();
+                    runs_with_a_mapped_pair += usize::from(pairs.iter().any(|pair| pair["mapped"] == true));
+                } else {
+                    let share = parameters["marginal_calibration"]["share"].as_f64().unwrap();
+                    assert!(share > 0.0, "{case}: no marginals");
+                }
+                for ranks in [2, 3] {
+                    let (parts, report) = run_across(dir.path(), &format!("parts-{ranks}"), ranks, &input, &run);
+                    let same = rows_of(&parts) == expected;
+                    assert!(same, "{case}, {ranks} ranks: the parts differ from one machine's table");
+                    assert_eq!(
+                        without_memory_cap(report_json(&report)),
+                        without_memory_cap(expected_report.clone()),
+                        "{case}, {ranks} ranks"
+                    );
+                }
+            }
+        }
     }
+    assert!((1..8).contains(&runs_with_a_mapped_pair), "{runs_with_a_mapped_pair} of 8 pair runs mapped a pair");
 }
 
 #[test]
@@ -300,8 +369,15 @@ fn mpi_parts_are_the_single_machine_table() {
     let input = dataset(dir.path());
     let text = |path: &Path| path.to_str().unwrap().to_string();
     let common = ["--bounds", "a=0:1", "--bounds", "b=0:1", "--bounds", "c=0:1", "--epsilon", "1", "--seed", "23", "--quiet"];
-    // The default depth exchanges dense histograms; depth 20 (2^20 leaves, 40 000 rows) sorted codes.
-    for (name, extra) in [("dense", &[][..]), ("sparse", &["--neighbours", "replace", "--depth", "20"][..])] {
+    // The default depth exchanges dense histograms; depth 20 (2^20 leaves, 40 000 rows) sorted codes;
+    // auto releases the marginals (d = 3); --partition quantile cuts the tree at their quantiles, and
+    // --pair-share maps pairs onto released 2-way marginals.
+    for (name, extra) in [
+        ("dense", &[][..]),
+        ("sparse", &["--neighbours", "replace", "--depth", "20"][..]),
+        ("auto", &["--mechanism", "auto"][..]),
+        ("quantile and pairs", &["--partition", "quantile", "--pair-share", "0.2"][..]),
+    ] {
         let single = dir.path().join(format!("single-{name}.parquet"));
         let output =
             dpsynth(&[&["synth", &text(&input), "--output", &text(&single)][..], &common[..], extra].concat());

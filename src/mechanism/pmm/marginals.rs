@@ -145,14 +145,20 @@ impl MarginalPlan {
         seeds: &RunSeeds,
     ) -> Result<ReleasedMarginals> {
         let tree = self.tree(row_count)?;
+        let leaves = Self::leaves(&tree, data, binned)?;
+        self.release_leaves(&tree, leaves, seeds)
+    }
+
+    /// Each column's true leaf counts at `tree`'s depth: `binned` coarsened where that pass went as deep,
+    /// else a pass of their own (every column in one pass).
+    pub fn leaves(tree: &MarginalTree, data: &DataPass, binned: Option<BinnedMarginals>) -> Result<Vec<Vec<u64>>> {
         let depth = tree.schedule.depth;
-        let leaves = match binned {
+        Ok(match binned {
             Some(binned) if depth <= binned.depth => {
                 binned.leaves.into_iter().map(|leaves| coarsen_leaves(leaves, binned.depth, depth)).collect()
             }
             _ => data.marginal_leaf_counts(depth)?.0,
-        };
-        self.release_leaves(&tree, leaves, seeds)
+        })
     }
 
     /// Noises each column's leaf counts `leaves[k]` on `tree` (a key of its own per column:
@@ -238,18 +244,12 @@ impl ReleasedMarginals {
     /// The maps x ↦ G⁻¹(F(x)) of each column, F from the joint leaf counts `counts` on `geometry` (the
     /// identity where either side released nothing).
     pub fn maps(&self, geometry: &CellGeometry, counts: &[u64]) -> Vec<Option<MonotoneMap>> {
-        let dims = geometry.dims();
-        let mut axes: Vec<Vec<u64>> = (0..dims).map(|axis| vec![0; 1 << geometry.axis_bits(axis)]).collect();
-        let mut indices = vec![0u32; dims];
-        for (code, &count) in counts.iter().enumerate() {
-            if count == 0 {
-                continue;
-            }
-            geometry.axis_indices(code as u32, &mut indices);
-            for (axis, &index) in indices.iter().enumerate() {
-                axes[axis][index as usize] += count;
-            }
-        }
+        self.maps_from(&axis_counts(geometry, counts, 0))
+    }
+
+    /// The maps x ↦ G⁻¹(F(x)) of each column, F from the joint release's counts along each axis
+    /// ([`axis_counts`]).
+    pub fn maps_from(&self, axes: &[Vec<u64>]) -> Vec<Option<MonotoneMap>> {
         axes.iter()
             .zip(&self.counts)
             .map(|(joint, released)| {
@@ -260,6 +260,24 @@ impl ReleasedMarginals {
             })
             .collect()
     }
+}
+
+/// The joint leaf counts `counts` (leaves `first_leaf ..` of `geometry`: a rank's part, or all of them)
+/// summed along each axis: the joint release's own marginals.
+pub fn axis_counts(geometry: &CellGeometry, counts: &[u64], first_leaf: usize) -> Vec<Vec<u64>> {
+    let dims = geometry.dims();
+    let mut axes: Vec<Vec<u64>> = (0..dims).map(|axis| vec![0; 1 << geometry.axis_bits(axis)]).collect();
+    let mut indices = vec![0u32; dims];
+    for (offset, &count) in counts.iter().enumerate() {
+        if count == 0 {
+            continue;
+        }
+        geometry.axis_indices((first_leaf + offset) as u32, &mut indices);
+        for (axis, &index) in indices.iter().enumerate() {
+            axes[axis][index as usize] += count;
+        }
+    }
+    axes
 }
 
 /// x ↦ G⁻¹(F(x)) on [0,1]: monotone; pushes the law F forward onto G.

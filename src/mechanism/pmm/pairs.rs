@@ -119,27 +119,40 @@ impl PairPlan {
         seeds: &RunSeeds,
         placement: Placement,
     ) -> Result<(Vec<PairMap>, PairParameters)> {
-        let mut sample = vec![Vec::new(); self.dims];
+        let mut columns = vec![Vec::new(); self.dims];
         if joint.total() > 0 {
             let rows = joint.rows(Some(PAIR_SAMPLE_ROWS as u64), placement, seeds.pair_sample())?;
-            rows.sample_rows(0, PAIR_SAMPLE_ROWS, &mut sample);
+            rows.sample_rows(0, PAIR_SAMPLE_ROWS, &mut columns);
         }
-        let mut cells: Vec<Vec<u32>> = sample.iter().map(|values| pair_cells(values)).collect();
-        let tree = spanning_tree(&cells);
-        let (counts, _) = data.pair_counts(&tree, PAIR_BITS)?;
+        let drawn = DrawnRows { columns, sum: &on_one_machine };
+        self.release_on(drawn, |tree| Ok(data.pair_counts(tree, PAIR_BITS)?.0), seeds)
+    }
+
+    /// [`release`](Self::release) from the rows drawn from the joint release (`drawn`, seeded by
+    /// [`RunSeeds::pair_sample`]) and the data's histograms of the tree's pairs (`pair_counts`).
+    pub fn release_on(
+        &self,
+        mut drawn: DrawnRows,
+        pair_counts: impl FnOnce(&[(usize, usize)]) -> Result<Vec<Vec<u64>>>,
+        seeds: &RunSeeds,
+    ) -> Result<(Vec<PairMap>, PairParameters)> {
+        let mut cells: Vec<Vec<u32>> = drawn.columns.iter().map(|values| pair_cells(values)).collect();
+        let tree = spanning_tree(&cells, drawn.sum);
+        let counts = pair_counts(&tree)?;
         let sigma = self.scale.to_f64();
         let (mut maps, mut pairs) = (Vec::new(), Vec::new());
         for (&(parent, child), counts) in tree.iter().zip(&counts) {
             let noisy = self.noisy_histogram(counts, (parent, child), &seeds.noise);
-            let disagreement_z = disagreement(&pair_histogram(&cells[parent], &cells[child]), &noisy, sigma);
+            let synthetic = drawn.histogram(pair_histogram(&cells[parent], &cells[child]));
+            let disagreement_z = disagreement(&synthetic, &noisy, sigma);
             let mapped = disagreement_z > PAIR_GATE_Z;
             if mapped {
                 let floor = PAIR_PRUNE_SCALES * sigma;
                 let released: Vec<u64> =
                     noisy.iter().map(|&count| if (count as f64) < floor { 0 } else { count as u64 }).collect();
-                let map = PairMap::fit(parent, child, &cells[parent], &sample[child], &released);
-                map.apply(&mut sample);
-                cells[child] = pair_cells(&sample[child]);
+                let map = PairMap::fit((parent, child), &cells[parent], &drawn, &released);
+                map.apply(&mut drawn.columns);
+                cells[child] = pair_cells(&drawn.columns[child]);
                 maps.push(map);
             }
             pairs.push(PairInfo { parent, child, disagreement_z, mapped });
@@ -164,6 +177,25 @@ impl PairPlan {
     }
 }
 
+/// The rows drawn from the joint release that the pairs are chosen and fitted on: all of them on one
+/// machine; across ranks each rank's share, whose histograms `sum` adds up over the ranks (in place), so
+/// that every rank chooses, gates and fits from the same counts as one machine would.
+pub struct DrawnRows<'a> {
+    pub columns: Vec<Vec<f64>>,
+    pub sum: &'a dyn Fn(&mut [u64]),
+}
+
+impl DrawnRows<'_> {
+    /// `counts` of these rows summed with the other ranks' (as they are on one machine).
+    fn histogram(&self, mut counts: Vec<u64>) -> Vec<u64> {
+        (self.sum)(&mut counts);
+        counts
+    }
+}
+
+/// [`DrawnRows::sum`] on one machine: its rows are all of them.
+pub fn on_one_machine(_: &mut [u64]) {}
+
 impl PairParameters {
     /// Adds every pair histogram to `budget`, mapped or not: all of them were released.
     pub fn spend(&self, budget: &mut Budget) {
@@ -184,15 +216,17 @@ pub struct PairMap {
 }
 
 impl PairMap {
-    /// The map of the child values `child_values` (beside their parents' cells) onto the `released` rows.
-    fn fit(parent: usize, child: usize, parent_cells: &[u32], child_values: &[f64], released: &[u64]) -> PairMap {
-        let mut within = vec![vec![0u64; CONDITIONAL_CELLS]; PAIR_CELLS];
+    /// The map of the drawn child values (beside their parents' cells) onto the `released` rows.
+    fn fit((parent, child): (usize, usize), parent_cells: &[u32], drawn: &DrawnRows, released: &[u64]) -> PairMap {
+        let child_values = &drawn.columns[child];
+        let mut within = vec![0u64; PAIR_CELLS * CONDITIONAL_CELLS];
         for (&cell, &value) in parent_cells.iter().zip(child_values) {
-            within[cell as usize][cell_of(value, CONDITIONAL_CELLS)] += 1;
+            within[cell as usize * CONDITIONAL_CELLS + cell_of(value, CONDITIONAL_CELLS)] += 1;
         }
+        let within = drawn.histogram(within);
         // Per parent cell, F_b → G_b; none where the drawn rows or the release have nothing in that cell.
         let conditionals: Vec<Option<MonotoneMap>> = within
-            .iter()
+            .chunks_exact(CONDITIONAL_CELLS)
             .zip(released.chunks_exact(PAIR_CELLS))
             .map(|(synthetic, released)| {
                 Some(MonotoneMap { from: CellCdf::from_counts(synthetic)?, to: CellCdf::from_counts(released)? })
@@ -202,8 +236,8 @@ impl PairMap {
         let moved: Vec<f64> =
             parent_cells.iter().zip(child_values).map(|(&cell, &value)| conditional(cell as usize, value)).collect();
         // The moved child's marginal → the child's marginal before the move.
-        let marginal = CellCdf::from_counts(&histogram(&moved, MARGINAL_CELLS))
-            .zip(CellCdf::from_counts(&histogram(child_values, MARGINAL_CELLS)))
+        let marginal = CellCdf::from_counts(&drawn.histogram(histogram(&moved, MARGINAL_CELLS)))
+            .zip(CellCdf::from_counts(&drawn.histogram(histogram(child_values, MARGINAL_CELLS))))
             .map(|(from, to)| MonotoneMap { from, to });
         let knots = (0..PAIR_CELLS)
             .flat_map(|cell| (0..=MAP_KNOTS).map(move |knot| (cell, knot as f64 / MAP_KNOTS as f64)))
@@ -303,14 +337,16 @@ fn mutual_information(joint: &[u64]) -> f64 {
 }
 
 /// The tree's pairs (parent, child) in the order Prim's algorithm adds them from column 0: the
-/// maximum spanning tree of the mutual information of the columns whose pair cells are `cells`. Ties
-/// go to the last pair in (parent, child) order.
-fn spanning_tree(cells: &[Vec<u32>]) -> Vec<(usize, usize)> {
+/// maximum spanning tree of the mutual information of the columns whose pair cells are `cells` (their
+/// histograms summed by `sum`, [`DrawnRows::sum`]). Ties go to the last pair in (parent, child) order.
+fn spanning_tree(cells: &[Vec<u32>], sum: &dyn Fn(&mut [u64])) -> Vec<(usize, usize)> {
     let dims = cells.len();
     let mut weight = vec![vec![0.0; dims]; dims];
     for a in 0..dims {
         for b in a + 1..dims {
-            weight[a][b] = mutual_information(&pair_histogram(&cells[a], &cells[b]));
+            let mut joint = pair_histogram(&cells[a], &cells[b]);
+            sum(&mut joint);
+            weight[a][b] = mutual_information(&joint);
             weight[b][a] = weight[a][b];
         }
     }
@@ -395,7 +431,7 @@ mod tests {
         let loose: Vec<f64> = x.iter().map(|&x| 0.5 * x + 0.5 * rng.random::<f64>()).collect();
         let noise = uniform(&mut rng, 50_000);
         // Columns: independent noise, loosely tied to x, x, tied to x.
-        let tree = spanning_tree(&[noise, loose, x, near_x].map(|values| pair_cells(&values)));
+        let tree = spanning_tree(&[noise, loose, x, near_x].map(|values| pair_cells(&values)), &on_one_machine);
         assert_eq!(tree.len(), 3);
         let linked = |a: usize, b: usize| tree.iter().any(|&pair| pair == (a, b) || pair == (b, a));
         assert!(linked(2, 3) && (linked(1, 2) || linked(1, 3)), "{tree:?}");
@@ -438,10 +474,10 @@ mod tests {
         let rows = PAIR_SAMPLE_ROWS;
         let (parent, child) = (uniform(&mut rng, rows), uniform(&mut rng, rows));
         let released = own_histogram(&parent, &parent);
-        let map = PairMap::fit(0, 1, &pair_cells(&parent), &child, &released);
-        let mut columns = vec![parent.clone(), child.clone()];
-        map.apply(&mut columns);
-        let mapped = &columns[1];
+        let mut drawn = DrawnRows { columns: vec![parent.clone(), child.clone()], sum: &on_one_machine };
+        let map = PairMap::fit((0, 1), &pair_cells(&parent), &drawn, &released);
+        map.apply(&mut drawn.columns);
+        let mapped = &drawn.columns[1];
         // Onto the diagonal: moved within its parent's cell, the child now falls in that cell, but for the
         // sampling noise of the step back onto its marginal near the cells' edges.
         let on_row = parent.iter().zip(mapped).filter(|(&p, &c)| cell_of(p, PAIR_CELLS) == cell_of(c, PAIR_CELLS));

@@ -8,8 +8,8 @@
 //! histograms, which the release then maps the joint release's column pairs onto (pairs.rs).
 
 use super::consistency::Consistency;
-use super::marginals::{BinnedMarginals, MarginalPlan, Partition, ReleasedMarginals};
-use super::pairs::PairPlan;
+use super::marginals::{BinnedMarginals, MarginalPlan, MonotoneMap, Partition, ReleasedMarginals};
+use super::pairs::{PairMap, PairParameters, PairPlan};
 use super::report::{LevelInfo, PmmParameters};
 use super::schedule::{
     cell_memory_bytes, choose_depth, max_depth_for_memory, LevelSchedule, RootNoise,
@@ -249,15 +249,20 @@ impl PmmPlan {
     }
 
     /// `release` with each gated pair's child mapped onto its released pair histogram.
-    fn pair_mapped(&self, pairs: &PairPlan, mut release: Release, data: &DataPass, seeds: &RunSeeds) -> Result<Release> {
+    fn pair_mapped(&self, pairs: &PairPlan, release: Release, data: &DataPass, seeds: &RunSeeds) -> Result<Release> {
         let (maps, parameters) = pairs.release(&release.measure, data, seeds, self.placement)?;
+        Ok(Self::with_pair_maps(release, maps, parameters))
+    }
+
+    /// `release` with the pair `maps` after it: their budget, parameters and the bound's words join it.
+    pub fn with_pair_maps(mut release: Release, maps: Vec<PairMap>, parameters: PairParameters) -> Release {
         parameters.spend(&mut release.budget);
         release.measure = ReleasedMeasure::PairMapped { inner: Box::new(release.measure), maps };
         release.accuracy.formula = PAIR_MAPPED_ACCURACY_FORMULA;
         if let MechanismParameters::Pmm(pmm) = &mut release.parameters {
             pmm.pair_marginals = Some(parameters);
         }
-        Ok(release)
+        release
     }
 
     /// The joint tree, with the marginals' maps when the plan has them.
@@ -325,8 +330,26 @@ impl PmmPlan {
         Ok(self.calibrated(&schedule, counts, marginals, scan, binning))
     }
 
+    /// `--pair-share`'s histograms, when the plan has them.
+    pub fn pairs(&self) -> Option<&PairPlan> {
+        self.pairs.as_ref()
+    }
+
+    /// `--marginal-share`'s trees, when the plan has them.
+    pub fn marginals(&self) -> Option<&MarginalPlan> {
+        self.marginals.as_ref()
+    }
+
+    /// n̂'s noise when this plan releases n̂ first (add-remove, the depth rule).
+    pub fn releases_n_hat(&self) -> Option<NoisyRowCount> {
+        match (&self.depth, self.size) {
+            (Depth::FromReleasedNHat { .. }, TreeSize::ReleasedFirst(row_count)) => Some(row_count),
+            _ => None,
+        }
+    }
+
     /// n̂ and its noise when this plan released it (the marginal trees' root under add-remove).
-    fn released_row_count(&self, n_hat: Option<u64>) -> Option<(u64, NoisyRowCount)> {
+    pub fn released_row_count(&self, n_hat: Option<u64>) -> Option<(u64, NoisyRowCount)> {
         match (n_hat, self.size) {
             (Some(n_hat), TreeSize::ReleasedFirst(row_count)) => Some((n_hat, row_count)),
             _ => None,
@@ -345,9 +368,25 @@ impl PmmPlan {
         let root_count: u64 = counts.iter().sum();
         let geometry = CellGeometry::new(self.dims, schedule.depth);
         let maps = marginals.maps(&geometry, &counts);
-        let inner = Box::new(ReleasedMeasure::Leaves { geometry, counts });
-        let mut release =
-            self.finish(schedule, ReleasedMeasure::Calibrated { inner, maps }, root_count, scan, binning);
+        let joint = ReleasedMeasure::Leaves { geometry, counts };
+        self.finish_calibrated(schedule, joint, maps, marginals, root_count, scan, binning)
+    }
+
+    /// [`finish`](Self::finish) for the `joint` release (total `root_count`) with each column mapped by
+    /// `maps` onto `marginals`: their budget, parameters and the bound's words join the release's.
+    #[allow(clippy::too_many_arguments)]
+    pub fn finish_calibrated(
+        &self,
+        schedule: &LevelSchedule,
+        joint: ReleasedMeasure,
+        maps: Vec<Option<MonotoneMap>>,
+        marginals: ReleasedMarginals,
+        root_count: u64,
+        scan: ScanStats,
+        binning: String,
+    ) -> Release {
+        let measure = ReleasedMeasure::Calibrated { inner: Box::new(joint), maps };
+        let mut release = self.finish(schedule, measure, root_count, scan, binning);
         marginals.spend(&mut release.budget);
         release.accuracy.formula = match marginals.parameters.partition {
             Partition::Midpoint => CALIBRATED_ACCURACY_FORMULA,
