@@ -54,7 +54,8 @@ pub enum Mechanism {
     /// Damped covariance-loss microaggregation of Boolean/one-hot encoded columns: ε-DP under replace.
     Covloss,
     /// PMM with the settings measured best at the table's width: plain at d ≤ 2, --marginal-share 0.3
-    /// at d = 3, --partition quantile at d ≥ 4 (the report's `parameters.auto` says which and why).
+    /// at d = 3, --partition quantile at d ≥ 4 (--marginal-share 0.45 there with --pair-share; the
+    /// report's `parameters.auto` says which and why).
     Auto,
 }
 
@@ -318,7 +319,8 @@ pub struct PmmOptions {
 
 /// What `--mechanism auto` runs: PMM, with the calibration and partition that did best at this number of
 /// columns on the bundled flights table (README, "`--mechanism auto`" under Accuracy, measured by
-/// scripts/accuracy_ablation.py), chosen from the public column count alone.
+/// scripts/accuracy_ablation.py), chosen from the public column count alone, and from whether
+/// `--pair-share` is given.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AutoChoice {
     pub marginal_share: f64,
@@ -326,8 +328,16 @@ pub struct AutoChoice {
     pub reason: &'static str,
 }
 
+/// `--mechanism auto`'s marginal share at d ≥ 4 when `--pair-share` is given: the pair maps put each
+/// mapped child back onto its released marginal, so finer marginals pay twice. On flights (d = 4, 5,
+/// five seeds, `--prune-sigmas 2`) 0.45 against 0.3 cut the joint W1 by 4–6% at ε = 0.1 (0.94–1.01× at
+/// ε = 1, 10), the largest 1-D W1 by 20–67% and the 2-way TV by 10% at ε = 0.1; on generated tables it
+/// was level on average (README, "2-way marginals").
+pub const PAIRED_MARGINAL_SHARE: f64 = 0.45;
+
 impl AutoChoice {
-    pub fn for_columns(dims: usize) -> Self {
+    /// The settings for `dims` columns; `pairs`: the run releases 2-way marginals (`--pair-share`).
+    pub fn for_columns(dims: usize, pairs: bool) -> Self {
         match dims {
             0..=2 => AutoChoice {
                 marginal_share: 0.0,
@@ -340,6 +350,13 @@ impl AutoChoice {
                 partition: Partition::Midpoint,
                 reason: "--mechanism auto, d = 3: PMM with --marginal-share 0.3 (on flights at d = 3 it cut the \
                          joint W1 by 12-25% and the largest 1-D W1 2-7x; the quantile partition did no better)",
+            },
+            _ if pairs => AutoChoice {
+                marginal_share: PAIRED_MARGINAL_SHARE,
+                partition: Partition::Quantile,
+                reason: "--mechanism auto, d >= 4 with --pair-share: PMM with --partition quantile \
+                         --marginal-share 0.45 (the pair maps end on the released marginals: on flights at d = 4, \
+                         5 the larger share cut the joint W1 by 4-6% and the 1-D W1 by a third at epsilon = 0.1)",
             },
             _ => AutoChoice {
                 marginal_share: DEFAULT_QUANTILE_MARGINAL_SHARE,
@@ -763,7 +780,8 @@ impl SynthArgs {
                 "--prune-sigmas must be a finite number of at least 0, got {sigmas}"
             )));
         }
-        let auto = (requested == Mechanism::Auto).then(|| AutoChoice::for_columns(bounds.len()));
+        let auto = (requested == Mechanism::Auto)
+            .then(|| AutoChoice::for_columns(bounds.len(), self.pair_share.is_some_and(|share| share > 0.0)));
         let pmm = PmmOptions {
             depth: self.depth,
             consistency: self.consistency.unwrap_or(DEFAULT_CONSISTENCY),
@@ -1024,18 +1042,21 @@ mod tests {
     #[test]
     fn auto_chooses_pmm_settings_from_the_number_of_columns() {
         let bounds = ["--bounds", "a=0:1", "--bounds", "b=0:1", "--bounds", "c=0:1", "--bounds", "d=0:1"];
-        for (columns, share, partition) in [
-            ("a", 0.0, Partition::Midpoint),
-            ("a,b", 0.0, Partition::Midpoint),
-            ("a,b,c", 0.3, Partition::Midpoint),
-            ("a,b,c,d", 0.3, Partition::Quantile),
+        for (columns, pairs, share, partition) in [
+            ("a", &[][..], 0.0, Partition::Midpoint),
+            ("a,b", &[][..], 0.0, Partition::Midpoint),
+            ("a,b,c", &[][..], 0.3, Partition::Midpoint),
+            ("a,b,c", &["--pair-share", "0.2"][..], 0.3, Partition::Midpoint),
+            ("a,b,c,d", &[][..], 0.3, Partition::Quantile),
+            ("a,b,c,d", &["--pair-share", "0.2"][..], 0.45, Partition::Quantile),
         ] {
             let mut all = vec!["--mechanism", "auto", "--columns", columns];
             all.extend_from_slice(&bounds);
+            all.extend_from_slice(pairs);
             let MechanismOptions::Pmm(pmm) = args(&all).resolve_options().unwrap().mechanism else {
                 panic!("auto runs pmm")
             };
-            assert_eq!((pmm.marginal_share, pmm.partition), (share, partition), "{columns}");
+            assert_eq!((pmm.marginal_share, pmm.partition), (share, partition), "{columns} {pairs:?}");
             let d = columns.split(',').count();
             assert!(pmm.chosen_by.unwrap().contains(&format!("d {} ", if d <= 2 { "<=" } else if d == 3 { "=" } else { ">=" })));
         }
