@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Accuracy ablation (issue 20): what each piece of the engine does to the synthetic table, side by side.
 
-For each column set of the bundled flights table (its public bounds from datasets/flights.toml) and each
+For each column set of the bundled flights table (its public bounds from datasets/flights.toml; or of any
+table with public bounds given by --dataset and --config, named by its file's stem) and each
 generated table asked for (--generated LAW:ROWS:DIMS, made by `dpsynth generate` with its public bounds),
 each epsilon and each seed, it runs every variant through `dpsynth synth` and scores it with `dpsynth eval`:
 
@@ -23,7 +24,7 @@ grid, the largest mean error and the Frobenius correlation error (normalised uni
 Usage: scripts/accuracy_ablation.py [--epsilons 0.1,1] [--seeds 5] [--shares 0.1,0.2,0.3] [--quantile-shares 0.3]
            [--column-sets dep_delay,arr_delay:dep_delay,arr_delay,air_time,distance]
            [--variants pmm,psmm,lowdim] [--extra NAME='--flag value'] [--generated mixture:100000:3,...]
-           [--no-flights] [--out DIR] [--binary PATH]
+           [--no-flights] [--dataset T.parquet --config T.toml] [--out DIR] [--binary PATH]
 Writes ablation.csv and ablation.md under --out (default out/ablation).
 """
 
@@ -88,7 +89,7 @@ def tables(args, out):
     """(name, dataset, config, column sets) of every table the run compares on."""
     found = []
     if not args.no_flights:
-        found.append(("flights", DATASET, CONFIG, args.column_sets.split(":")))
+        found.append((Path(args.dataset).stem, args.dataset, args.config, args.column_sets.split(":")))
     for spec in filter(None, args.generated.split(",")):
         law, rows, dims = spec.split(":")
         dataset, config = out / f"{law}-{rows}-{dims}.parquet", out / f"{law}-{rows}-{dims}.toml"
@@ -117,6 +118,8 @@ def main():
     parser.add_argument("--extra", action="append", default=[], help="NAME='--flag value ...'")
     parser.add_argument("--generated", default="", help="LAW:ROWS:DIMS,... tables from `dpsynth generate`")
     parser.add_argument("--no-flights", action="store_true", help="only the generated tables")
+    parser.add_argument("--dataset", default=str(DATASET), help="the table the column sets are taken from")
+    parser.add_argument("--config", default=str(CONFIG), help="its public bounds")
     parser.add_argument("--out", default="out/ablation")
     parser.add_argument("--binary", default=str(BINARY))
     args = parser.parse_args()
