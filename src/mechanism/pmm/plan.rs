@@ -305,18 +305,18 @@ impl PmmPlan {
         seeds: &RunSeeds,
         timings: &mut Timings,
     ) -> Result<Release> {
-        let (schedule, n_hat, binned) = match (&self.depth, self.size) {
-            (Depth::Known(schedule), _) => (schedule.clone(), None, None),
-            (Depth::FromReleasedNHat { .. }, TreeSize::ReleasedFirst(row_count)) => {
+        let (schedule, n_hat, binned) = match self.releases_n_hat() {
+            None => {
+                let schedule = self.schedule().ok_or_else(|| Error::internal("a plan without n̂ knows its depth"))?;
+                (schedule.clone(), None, None)
+            }
+            Some(row_count) => {
                 // One pass counts the rows for n̂ and bins the marginals at the depth planned for n̂'s
                 // headroom; once n̂ fixes the trees' depth, their leaves are coarsened to it.
                 let planned = marginals.planned_depth(row_count)?;
                 let (leaves, scan) = timings.time("count and marginals", || data.marginal_leaf_counts(planned))?;
                 let (schedule, n_hat) = self.schedule_for(scan.rows_binned, seeds)?;
                 (schedule, n_hat, Some(BinnedMarginals { depth: planned, leaves }))
-            }
-            (Depth::FromReleasedNHat { .. }, _) => {
-                return Err(Error::internal("n̂ is released by the plan that planned it"));
             }
         };
         let marginals = timings
