@@ -14,7 +14,8 @@ use std::fmt;
 
 use crate::geometry::grid::add_king_move_arcs;
 use crate::transport::{
-    solve_min_cost_flow, FlowNetwork, NodeId, TransportError, INFINITE_CAPACITY,
+    fill_holes, solve_min_cost_flow, FlowNetwork, NodeId, TransportError, COARSE_START_MAX_DIMS,
+    INFINITE_CAPACITY,
 };
 
 /// [`w1_exact_small`] rounds ℓ∞ distances to multiples of 2^−EXACT_COST_BITS to solve in integers, then
@@ -454,6 +455,10 @@ pub struct GridW1 {
 /// one grid step. A shortest path in that graph between cells i and j has max_k |i_k − j_k| steps, which is
 /// side × the ℓ∞ distance of their centres, and a transport plan routes each unit along a shortest path, so
 /// the sparse flow has the dense transport's optimum. Net supply of a cell: its μ-units minus its ν-units.
+/// In d ≤ 2 that flow is [`fill_holes`]'s problem with every positive cell giving all it has (Σ = 0, no
+/// bank), which it solves from the coarse grid's potentials, exactly and faster than cost scaling (10^6
+/// against 10^6 rows on the default 362² grid: 0.39 s against 2.2 s); from d = 3 on it has no coarse start,
+/// its last holes search the whole grid for the last units, and cost scaling stays.
 ///
 /// Masses are integer units of 1/lcm(A, B) when lcm ≤ [`GRID_MAX_EXACT_UNITS`] (no rounding); otherwise each
 /// measure is rounded to [`GRID_ROUNDED_UNITS`] units by largest remainder and `rounding_error` bounds the
@@ -519,9 +524,13 @@ pub fn w1_grid(
         )
     };
 
-    let net = king_move_network(&supplies, side, dims, arcs);
-    let solution = solve_min_cost_flow(&net)?;
-    let value = solution.cost as f64 / (units * side as f64);
+    let steps = if dims <= COARSE_START_MAX_DIMS {
+        fill_holes(side, dims, &supplies, 0).transport_steps
+    } else {
+        let net = king_move_network(&supplies, side, dims, arcs);
+        solve_min_cost_flow(&net)?.cost as u128
+    };
+    let value = steps as f64 / (units * side as f64);
     Ok(GridW1 {
         value,
         quantisation_error,
@@ -753,6 +762,36 @@ mod tests {
                 assert!((upper - 1.0).abs() < 1e-15, "d {dims} r {depth}: {upper}");
                 let same = dyadic_upper_bound(&ha, &ha, dims, depth).expect("valid");
                 assert_eq!(same, cell_diameter(dims, depth));
+            }
+        }
+    }
+
+    /// From 4096 cells in d ≤ 2 the grid W1 is solved by the hole filling from a coarse start: it must
+    /// cost what the general min-cost flow on the king-move network costs, with unequal totals (units of
+    /// 1/lcm) and with a far-apart pair.
+    #[test]
+    fn grid_w1_on_large_grids_equals_the_general_min_cost_flow() {
+        let mut rng = case_rng(6);
+        for (side, dims) in [(4096, 1), (64, 2), (90, 2)] {
+            for shift in [0.0, 0.5] {
+                let (na, nb) = (3000, 2000 + below(&mut rng, 500));
+                let a = unit_points(&mut rng, na, dims);
+                let b: Vec<f64> = unit_points(&mut rng, nb, dims).iter().map(|x| x * 0.5 + shift).collect();
+                let (sa, sb) = (Sample::new(&a, dims).unwrap(), Sample::new(&b, dims).unwrap());
+                let (ha, hb) = (grid_histogram(&sa, side).unwrap(), grid_histogram(&sb, side).unwrap());
+                let grid = w1_grid(&ha, &hb, side, dims).expect("valid");
+                let (units_a, units_b) = (nb as i64, na as i64);
+                let supplies: Vec<i64> =
+                    ha.iter().zip(&hb).map(|(&x, &y)| x as i64 * units_a - y as i64 * units_b).collect();
+                let arcs = (3usize.pow(dims as u32) - 1) * supplies.len();
+                let general = solve_min_cost_flow(&king_move_network(&supplies, side, dims, arcs)).unwrap();
+                // Each of the na·nb units here is 1/(na·nb) of mass (w1_grid's unit is that times gcd).
+                let expected = general.cost as f64 / (na as f64 * nb as f64 * side as f64);
+                let value = grid.value;
+                assert!(
+                    (value - expected).abs() <= 1e-14 * expected,
+                    "side {side}, d = {dims}, shift {shift}: {value} vs {expected}"
+                );
             }
         }
     }

@@ -6,9 +6,9 @@
 //! (Σz ≤ bank_supply, free, beside every cell) such that no cell ends negative,
 //! c_i + in_i − out_i + z_i ≥ 0; minimise Σx. Cells with c_i > 0 may keep what they do not give.
 //! PSMM's projection reduces to this (`mechanism::psmm::project_to_probability`). So does the W1 of two
-//! histograms on a grid (Σc = 0, no bank: nothing is left over), but there no cell may keep anything, the
-//! last holes search the whole grid for the last mass, and cost scaling stays 20× faster (measured at 362²
-//! cells), so `eval::w1::w1_grid` keeps the general solver.
+//! histograms on a grid (Σc = 0, no bank: nothing is left over), `eval::w1::w1_grid`, in d ≤ 2: there
+//! from zero potentials the last holes search the whole grid for the last mass (20× slower than cost
+//! scaling at 362² cells), but from the coarse start it is 5× faster than cost scaling.
 //!
 //! With a super-source S (S → cell, capacity max(c_i, 0); S → bank, capacity `bank_supply`) this is a
 //! min-cost flow of value Σ max(−c_i, 0) into the holes. For each hole in turn, a Dijkstra search
@@ -156,7 +156,7 @@ enum Towards {
 }
 
 /// A node's state in the current search: its entries count where its stamps are the search's round.
-/// Kept together so that reaching a node touches one cache line (d = 3, 10^6 cells: 31 s → 27 s).
+/// Kept together so that reaching a node touches one cache line instead of four arrays' lines.
 #[derive(Clone, Copy)]
 struct Mark {
     reached: u32,
@@ -286,14 +286,15 @@ const COARSE_START_MIN_CELLS: usize = 4096;
 
 /// The widest grids that start from the coarse grid's potentials. In d = 3 the start and the settling
 /// of what the cells held cost more than the searches they save (measured at 2.5·10^5 and 10^6 cells).
-const COARSE_START_MAX_DIMS: usize = 2;
+pub const COARSE_START_MAX_DIMS: usize = 2;
 
 /// Starting potentials from the same problem solved first on the grid of side ⌈side/2⌉, each coarse cell
 /// the sum of its 2^d children: a fine cell starts at twice its parent's potential less 1 (a coarse
 /// step is about two fine ones; the 1 keeps cells that end up with units to spare from holding them),
 /// at least 0, lowered until king-move neighbours differ by at most 1. Far from any supply the holes'
-/// potentials then start near their final height instead of climbing there one search at a time (d = 2,
-/// 10^6 cells, ε = 1: 9.6 s → 3.1 s; ε = 0.1: 104 s → 20 s). `None` where it does not pay.
+/// potentials then start near their final height instead of climbing there one search at a time (the
+/// projection alone, d = 2, 10^6 cells, ε = 1: 9.6 s → 3.1 s; ε = 0.1: 104 s → 20 s). `None` where it
+/// does not pay.
 fn coarse_start(around: &Neighbourhood, counts: &[i64]) -> Option<Vec<i64>> {
     let (side, dims) = (around.side, around.dims);
     if counts.len() < COARSE_START_MIN_CELLS || dims > COARSE_START_MAX_DIMS {
