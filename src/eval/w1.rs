@@ -541,7 +541,7 @@ pub fn w1_grid(
 /// do not: 10^6 against 10^6 rows on the default 362² grid (the `w1` phase, same run), synthetic tables
 /// of PMM at ε = 1, 0.01 (bound 1.1 steps per unit), 0.001 (5.5) and an unrelated table (43), the hole
 /// filling against cost scaling: 1.9 s against 4.6 s, 3.4 against 4.6, 6.8 against 5.5, 15.4 against 5.4.
-pub const HOLE_FILLING_MAX_STEPS_PER_UNIT: f64 = 3.0;
+const HOLE_FILLING_MAX_STEPS_PER_UNIT: f64 = 3.0;
 
 /// Whether [`w1_grid`] solves `supplies` (Σ = 0; each measure `units` in all) by the hole filling: d ≤ 2,
 /// where it starts from the coarse grid ([`COARSE_START_MAX_DIMS`]; from zero potentials its last holes
@@ -559,11 +559,15 @@ fn fills_holes(supplies: &[i64], units: f64, side: usize, dims: usize) -> bool {
             for (cell, &supply) in supplies.iter().enumerate() {
                 marginal[cell / stride % side] += i128::from(supply);
             }
+            // Units carried across each boundary between consecutive slices.
             let mut carried = 0i128;
-            marginal.iter().map(|&m| {
-                carried += m;
-                carried.unsigned_abs()
-            }).sum::<u128>()
+            marginal
+                .iter()
+                .map(|&m| {
+                    carried += m;
+                    carried.unsigned_abs()
+                })
+                .sum::<u128>()
         })
         .max()
         .unwrap_or(0);
@@ -818,8 +822,8 @@ mod tests {
                     let b = unit_points(&mut rng, 1500, dims);
                     let moved = unit_points(&mut rng, 3000, dims);
                     let cell = 1.0 / side as f64;
-                    let a = b.iter().chain(&b).zip(&moved).map(|(&x, &u)| (x + cell * (u - 0.5)).clamp(0.0, 1.0));
-                    (a.collect(), b)
+                    let a = b.iter().chain(&b).zip(&moved);
+                    (a.map(|(&x, &u)| (x + cell * (u - 0.5)).clamp(0.0, 1.0)).collect(), b)
                 };
                 let (na, nb) = (a.len() / dims, b.len() / dims);
                 let (sa, sb) = (Sample::new(&a, dims).unwrap(), Sample::new(&b, dims).unwrap());
