@@ -359,12 +359,7 @@ impl Solver<'_> {
     /// One successive shortest path: the search from `hole`, the potential update, the push.
     fn fill_from_nearest_source(&mut self, hole: u32) {
         let (source, length) = self.search(hole);
-        for &node in &self.settled_nodes {
-            let v = node as usize;
-            if self.marks[v].distance < length {
-                self.potential[v] += length - self.marks[v].distance;
-            }
-        }
+        self.update_settled_potentials::<true>(length);
         self.push_along_path(source, hole);
     }
 
@@ -431,12 +426,7 @@ impl Solver<'_> {
                     break;
                 }
                 let (keeper, length) = self.search_forwards(cell as u32);
-                for &node in &self.settled_nodes {
-                    let v = node as usize;
-                    if self.marks[v].distance < length {
-                        self.potential[v] -= length - self.marks[v].distance;
-                    }
-                }
+                self.update_settled_potentials::<false>(length);
                 self.push_to_keeper(cell as u32, keeper);
             }
         }
@@ -508,6 +498,19 @@ impl Solver<'_> {
         }
         self.coords = coords;
         self.pending = pending;
+    }
+
+    /// The early-stopping update after a search that found its end at reduced length `length`: every node
+    /// settled closer moves by length − distance, up after a search `BACKWARDS` (from a hole), down after
+    /// one forwards. Every residual arc keeps reduced cost ≥ 0 and the path found becomes tight.
+    fn update_settled_potentials<const BACKWARDS: bool>(&mut self, length: i64) {
+        for &node in &self.settled_nodes {
+            let v = node as usize;
+            let gap = length - self.marks[v].distance;
+            if gap > 0 {
+                self.potential[v] += if BACKWARDS { gap } else { -gap };
+            }
+        }
     }
 
     /// A new search from `root`: a new round (older marks stop counting), an empty queue.
