@@ -106,9 +106,13 @@ pub struct NearestSearch<'a> {
 }
 
 impl<'a> NearestSearch<'a> {
-    /// Reads the rows once when their n·d·8 bytes fit in `memory_limit` (onto a GPU when `choice` takes
-    /// one; `auto` takes a real GPU only), else leaves them to be read again at every step (CPU). What
-    /// the read saw comes back for the report.
+    /// Reads the rows once when their n·d·8 bytes fit in `memory_limit` (onto a GPU when `choice` is
+    /// `gpu`), else leaves them to be read again at every step (CPU). What the read saw comes back for the
+    /// report.
+    ///
+    /// `auto` keeps the k-d tree: it visits O(log m) of the m candidates a row, the GPU kernel all of them.
+    /// On an H100 against its 16 cores (session 27) the kernel beat one thread 1.5–3.5× on 20,000 rows, but a
+    /// whole run of 10^6 rows (1.2·10^5 candidates a step) took 17 s against 3.0–3.7 s on the CPU.
     pub fn for_run(
         choice: DeviceChoice,
         metric: Metric,
@@ -141,6 +145,9 @@ impl<'a> NearestSearch<'a> {
         }
         let (rows, scan) = read_rows(data, "pe rows")?;
         let cpu = |rows, reason: &str| search(Rows::Held(rows), format!("cpu (nearest-neighbour k-d tree{reason})"));
+        if choice == DeviceChoice::Auto {
+            return Ok((cpu(rows, "; --device auto keeps the tree, --device gpu scans every candidate"), scan));
+        }
         let chosen = match Device::choose(choice)? {
             Device::Cpu(reason) => cpu(rows, &reason),
             #[cfg(feature = "gpu")]
