@@ -202,8 +202,7 @@ pub struct SynthArgs {
     /// Where points go in their cell [default: uniform].
     #[arg(long, value_enum)]
     pub placement: Option<Placement>,
-    /// pmm: binning device; pe: where the nearest-neighbour counts run (auto: the CPU's k-d tree)
-    /// [default: auto].
+    /// pmm: binning device; pe: where the nearest-neighbour counts run [default: auto].
     #[arg(long, value_enum)]
     pub device: Option<DeviceChoice>,
     /// Worker threads, at most 1024 and 64 per core [default: all cores].

@@ -249,7 +249,7 @@ impl PePlan {
     ) -> Result<Release> {
         let metric = self.domain.metric();
         let (search, scan) = timings.time("read rows", || {
-            NearestSearch::for_run(self.device, metric, data, self.n, self.memory_limit)
+            NearestSearch::for_run(self.device, metric, data, self.n, self.memory_limit, self.candidates_per_step())
         })?;
         let seed = seeds.evolution();
         let mut points = timings.time("initial points", || self.initial_points(data, seed))?;

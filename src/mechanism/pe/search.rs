@@ -105,20 +105,30 @@ pub struct NearestSearch<'a> {
     device: String,
 }
 
+/// Under `--device auto`, the largest candidates a step × CPU threads at which a real GPU counts the
+/// nearest neighbours: the kernel scans every candidate for every row, the k-d tree visits a few on each
+/// thread. Fitted on a lent H100 against its Xeon cores (session 27; docs/mechanisms/pe.md): flights
+/// (17,703 candidates) ran 5.7× faster on the GPU than on one thread, 3.2× than on two, 0.67× against
+/// sixteen; 10^6 generated rows, d = 2 (121,618 candidates), level with one thread, 0.61× against two.
+pub const AUTO_GPU_MAX_CANDIDATE_THREADS: usize = 150_000;
+
+/// Whether `--device auto` counts on a real GPU (when there is one) rather than the CPU's k-d tree.
+pub fn auto_takes_the_gpu(candidates: usize, threads: usize) -> bool {
+    candidates.saturating_mul(threads) <= AUTO_GPU_MAX_CANDIDATE_THREADS
+}
+
 impl<'a> NearestSearch<'a> {
-    /// Reads the rows once when their n·d·8 bytes fit in `memory_limit` (onto a GPU when `choice` is
-    /// `gpu`), else leaves them to be read again at every step (CPU). What the read saw comes back for the
-    /// report.
-    ///
-    /// `auto` keeps the k-d tree: it visits O(log m) of the m candidates a row, the GPU kernel all of them.
-    /// On an H100 against its 16 cores (session 27) the kernel beat one thread 1.5–3.5× on 20,000 rows, but a
-    /// whole run of 10^6 rows (1.2·10^5 candidates a step) took 17 s against 3.0–3.7 s on the CPU.
+    /// Reads the rows once when their n·d·8 bytes fit in `memory_limit` (onto a GPU when `choice` takes
+    /// one: `auto` only a real GPU, and only where [`auto_takes_the_gpu`] for `candidates` a step on this
+    /// pool's threads), else leaves them to be read again at every step (CPU). What the read saw comes back
+    /// for the report.
     pub fn for_run(
         choice: DeviceChoice,
         metric: Metric,
         data: &'a DataPass<'a>,
         n: u64,
         memory_limit: u64,
+        candidates: usize,
     ) -> Result<(Self, ScanStats)> {
         let dims = data.dims();
         let held_bytes = u128::from(n) * dims as u128 * 8;
@@ -145,8 +155,13 @@ impl<'a> NearestSearch<'a> {
         }
         let (rows, scan) = read_rows(data, "pe rows")?;
         let cpu = |rows, reason: &str| search(Rows::Held(rows), format!("cpu (nearest-neighbour k-d tree{reason})"));
-        if choice == DeviceChoice::Auto {
-            return Ok((cpu(rows, "; --device auto keeps the tree, --device gpu scans every candidate"), scan));
+        let threads = rayon::current_num_threads();
+        if choice == DeviceChoice::Auto && !auto_takes_the_gpu(candidates, threads) {
+            let reason = format!(
+                "; --device auto keeps the tree at {candidates} candidates a step on {threads} threads, where the \
+                 GPU's scan of every candidate is slower"
+            );
+            return Ok((cpu(rows, &reason), scan));
         }
         let chosen = match Device::choose(choice)? {
             Device::Cpu(reason) => cpu(rows, &reason),
@@ -205,5 +220,21 @@ impl<'a> NearestSearch<'a> {
                 Ok(counts)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_takes_the_gpu_only_where_it_measured_faster() {
+        // Flights' 17,703 candidates a step: the GPU against one and two threads, the tree on sixteen.
+        assert!(auto_takes_the_gpu(17_703, 1) && auto_takes_the_gpu(17_703, 2));
+        assert!(!auto_takes_the_gpu(17_703, 16));
+        // 121,618 candidates: level with one thread, the tree from two on.
+        assert!(auto_takes_the_gpu(121_618, 1));
+        assert!(!auto_takes_the_gpu(121_618, 2));
+        assert!(!auto_takes_the_gpu(usize::MAX, 2));
     }
 }
