@@ -158,8 +158,8 @@ impl<'a> NearestSearch<'a> {
         let threads = rayon::current_num_threads();
         if choice == DeviceChoice::Auto && !auto_takes_the_gpu(candidates, threads) {
             let reason = format!(
-                "; --device auto keeps the tree at {candidates} candidates a step on {threads} threads, where the \
-                 GPU's scan of every candidate is slower"
+                "; --device auto takes the tree at {candidates} candidates a step × {threads} threads, above the \
+                 {AUTO_GPU_MAX_CANDIDATE_THREADS} where a GPU's scan of every candidate pays"
             );
             return Ok((cpu(rows, &reason), scan));
         }
