@@ -14,10 +14,10 @@ echo "rows,dims,load,w1,moments_and_marginals,pairwise_w1,subsample_transport,wa
 for rows in ${rows_list//,/ }; do
   for dims in ${dims_list//,/ }; do
     real="$out/real-$rows-$dims.parquet" synth="$out/synth-$rows-$dims.parquet"
-    [ -f "$real" ] || "$bin" generate "$real" --rows "$rows" --dims "$dims" --seed 1 --schema "$out/bounds-$dims.toml"
+    [ -f "$real" ] || "$bin" generate "$real" --rows "$rows" --dims "$dims" --seed 1 --schema "$out/bounds-$rows-$dims.toml"
     [ -f "$synth" ] || "$bin" generate "$synth" --rows "$rows" --dims "$dims" --seed 2
     start=$(date +%s.%N)
-    "$bin" eval --real "$real" --synth "$synth" --config "$out/bounds-$dims.toml" --json "$out/eval-$rows-$dims.json" --quiet
+    "$bin" eval --real "$real" --synth "$synth" --config "$out/bounds-$rows-$dims.toml" --json "$out/eval-$rows-$dims.json" --quiet
     wall=$(echo "$(date +%s.%N) - $start" | bc)
     python3 - "$out/eval-$rows-$dims.json" "$rows" "$dims" "$wall" >> "$out/timing.csv" <<'PY'
 import json, sys
