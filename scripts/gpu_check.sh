@@ -9,7 +9,7 @@
 #   4. the same at d = 2 on 1, 2, 4 and 8 threads: where the GPU pays;
 #   5. Private Evolution's nearest-neighbour counts: the pe_nearest bench (k-d tree, CPU scan, GPU scan on the
 #      same points), then `synth --mechanism pe` with --device cpu and gpu on 10^6 generated rows and on the
-#      bundled flights table (outputs compared byte for byte).
+#      bundled flights table, on all threads and on 1, 2 and 4 (outputs compared byte for byte).
 # Usage: scripts/gpu_check.sh [ROWS]
 # DPSYNTH_GPU_CHECK_SECTIONS picks sections (default "1 2 3 4 5"); DPSYNTH_GPU_CHECK_REPS the alternating
 # runs of section 3 (default 3).
@@ -117,16 +117,22 @@ echo "== 5. Private Evolution's nearest-neighbour counts"
   || echo "FAILED: pe_nearest bench"
 "$bin/dpsynth" generate --rows 1000000 --dims 2 --seed 3 --force "$data/pe-mixture.parquet" \
   --schema "$data/pe-mixture.toml" >/dev/null || exit
-# `synth --mechanism pe` of table $1 (bounds $2) on device $3, threshold variant: a summary line.
+# `synth --mechanism pe` of table $1 (bounds $2) on device $3 with $4 threads (empty: all), threshold
+# variant: a summary line.
 pe_synth() {
   local start
   start=$EPOCHREALTIME
   "$bin/dpsynth" synth "$1" --config "$2" --mechanism pe --neighbours replace --epsilon 1 --delta 1e-6 \
-    --seed 7 --device "$3" --quiet --output "$data/pe-$3.parquet" --report "$data/pe-report-$3.json" || exit
-  summary+=("pe $(basename "$1") $3: $(since "$start") s")
+    --seed 7 --device "$3" ${4:+--threads "$4"} --quiet --output "$data/pe-$3.parquet" \
+    --report "$data/pe-report-$3.json" || exit
+  summary+=("pe $(basename "$1") $3 threads ${4:-all}: $(since "$start") s")
 }
+# All threads twice, then 1, 2 and 4: the crossover `--device auto` is fitted on
+# (search::AUTO_GPU_MAX_CANDIDATE_THREADS).
 for table in "$data/pe-mixture.parquet:$data/pe-mixture.toml" datasets/flights.parquet:datasets/flights.toml; do
-  for device in cpu gpu cpu gpu; do pe_synth "${table%%:*}" "${table#*:}" "$device"; done
+  for threads in "" "" 1 2 4; do
+    for device in cpu gpu; do pe_synth "${table%%:*}" "${table#*:}" "$device" "$threads"; done
+  done
   if cmp -s "$data/pe-cpu.parquet" "$data/pe-gpu.parquet"; then
     summary+=("pe $(basename "${table%%:*}"): cpu and gpu outputs identical")
   else
