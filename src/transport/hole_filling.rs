@@ -849,21 +849,23 @@ mod tests {
         let side = 40;
         let around = Neighbourhood::new(side, 2);
         for bank_units in [0u64, 30] {
-            let counts: Vec<i64> = (0..side * side)
-                .map(|cell| {
-                    let noise = rng.random_range(-3..=3);
-                    if cell % side < 5 && cell / side < 5 {
-                        noise + 40
-                    } else {
-                        noise - 1
-                    }
-                })
-                .collect();
+            let counts = noisy_corner_counts(&mut rng, side, 5, 40, -1);
             let shortfall = (-counts.iter().sum::<i64>()).max(0) as u64;
             let bank = shortfall + bank_units;
             let steps = checked_steps(&around, &counts, bank);
             assert_eq!(steps as i128, general_optimum(side, 2, &counts, bank));
         }
+    }
+
+    /// Counts on a side × side grid: noise in −3..=3 plus `inside` on the corner × corner square at the
+    /// origin and `outside` elsewhere.
+    fn noisy_corner_counts(rng: &mut impl RngExt, side: usize, corner: usize, inside: i64, outside: i64) -> Vec<i64> {
+        (0..side * side)
+            .map(|cell| {
+                let noise = rng.random_range(-3..=3);
+                noise + if cell % side < corner && cell / side < corner { inside } else { outside }
+            })
+            .collect()
     }
 
     /// Without a bank the positive cells must cover the holes: the shortfall goes to `cell`.
@@ -911,13 +913,7 @@ mod tests {
         let side = 64;
         let around = Neighbourhood::new(side, 2);
         for dense_corner in [0i64, 30] {
-            let mut counts: Vec<i64> = (0..side * side)
-                .map(|cell| {
-                    let noise = rng.random_range(-3..=3);
-                    let corner = cell % side < 8 && cell / side < 8;
-                    if corner { noise + dense_corner } else { noise - i64::from(dense_corner > 0) }
-                })
-                .collect();
+            let mut counts = noisy_corner_counts(&mut rng, side, 8, dense_corner, -i64::from(dense_corner > 0));
             cover_the_holes(&mut counts, 0);
             let start = coarse_start(&around, &counts).expect("4096 cells in d = 2 start from coarse");
             assert!(start.iter().any(|&p| p > 0), "the coarse start raises the holes far from supply");
