@@ -23,8 +23,8 @@
 //! PSMM's projection, a transport on a king-move grid in which positive cells fill the negative ones and
 //! may keep the rest, has its own exact solver, [`fill_holes`]: successive shortest paths that follow the
 //! holes, 6× faster than cost scaling at 10^6 cells in d = 2 and a tenth of its memory (about 45× since
-//! session 26). In d ≤ 2 it also solves the grid W1 of `eval` (Σ supply = 0), where it starts from the
-//! coarse grid's potentials.
+//! session 26); in d ≥ 3 it fills them in phases of the primal-dual method. In d ≤ 4 it also solves the
+//! grid W1 of `eval` (Σ supply = 0) between close measures.
 
 use std::fmt;
 
@@ -33,7 +33,7 @@ mod hole_filling;
 mod simplex;
 
 pub use cost_scaling::COST_SCALING_ALPHA;
-pub use hole_filling::{fill_holes, COARSE_START_MAX_DIMS};
+pub use hole_filling::fill_holes;
 use cost_scaling::CostScaling;
 use simplex::NetworkSimplex;
 

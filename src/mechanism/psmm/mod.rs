@@ -100,9 +100,10 @@ pub fn noisy_cell_counts(
 }
 
 /// Peak memory of a PSMM run per cell besides the projection's flows: the solver's cell arrays and the
-/// run's count vectors ([`fill_holes`]). With [`PROJECTION_BYTES_PER_KING_ARC`] it bounds the peak RSS
-/// measured at 10^6 cells: 123 MB in d = 2 (the model says 164), 199 MB in d = 3 (model 234).
-pub const PROJECTION_BYTES_PER_CELL: u64 = 128;
+/// run's count vectors ([`fill_holes`]), and in d ≥ 3 the layers of its phases (about 28 bytes a cell in
+/// d = 3, 44 in d = 4). With [`PROJECTION_BYTES_PER_KING_ARC`] it bounds the peak RSS measured at 10^6
+/// cells: 123 MB in d = 2 (the model says 196), 258 MB in d = 3 (model 278).
+pub const PROJECTION_BYTES_PER_CELL: u64 = 176;
 
 /// The projection's flows: one `i64` per undirected king-move edge, 4 bytes per directed arc.
 pub const PROJECTION_BYTES_PER_KING_ARC: u64 = 4;
@@ -230,7 +231,11 @@ pub fn project_to_probability(
     Ok(Projection {
         masses: spread_to_mass(&filled.leftover, mass as u64),
         d_bl: cost as f64 / (side as f64 * mass as f64),
-        solver: "exact min-cost flow (successive shortest paths into the holes)",
+        solver: if filled.in_phases {
+            "exact min-cost flow (primal-dual phases into the holes)"
+        } else {
+            "exact min-cost flow (successive shortest paths into the holes)"
+        },
     })
 }
 
