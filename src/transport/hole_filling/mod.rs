@@ -1,4 +1,5 @@
-//! Transport into the holes of a king-move grid, exactly, by successive shortest paths.
+//! Transport into the holes of a king-move grid, exactly, by successive shortest paths (in d ≥ 3 found a
+//! phase at a time).
 //!
 //! Cells of a side^d grid (row-major, coordinate 0 most significant) hold integer counts c_i, some
 //! negative (holes). Choose king-move flows x ≥ 0 (cost 1 per unit and step, so a unit moved between
@@ -6,7 +7,7 @@
 //! (Σz ≤ bank_supply, free, beside every cell) such that no cell ends negative,
 //! c_i + in_i − out_i + z_i ≥ 0; minimise Σx. Cells with c_i > 0 may keep what they do not give.
 //! PSMM's projection reduces to this (`mechanism::psmm::project_to_probability`). So does the W1 of two
-//! histograms on a grid (Σc = 0, no bank: nothing is left over), `eval::w1::w1_grid`, in d ≤ 2: there
+//! histograms on a grid (Σc = 0, no bank: nothing is left over), `eval::w1::w1_grid`, in d ≤ 4: in d = 2
 //! from zero potentials the last holes search the whole grid for the last mass (20× slower than cost
 //! scaling at 362² cells), but from the coarse start it is 5× faster than cost scaling.
 //!
@@ -275,9 +276,10 @@ enum Fill {
     InPhases,
 }
 
-/// The narrowest grids filled in phases. In d = 3 they are 3–15× faster than the searches hole by hole
-/// (10^6 cells, ε = 0.1 and 1); in d ≤ 2 the potentials climb far, phases are many, and the searches
-/// from the coarse start are faster (10^6 cells, d = 2, ε = 1: 190 phases, 63 s against 16 s).
+/// The narrowest grids filled in phases. In d = 3 they are 3–18× faster than the searches hole by hole
+/// (whole PSMM runs at 10^6 cells, ε = 1 and 0.1). In d = 2 the potentials climb far and phases are many:
+/// at 10^6 cells, ε = 1, 190 phases took 63 s against 16 s hole by hole (with a bank, so no coarse start),
+/// at 2.5·10^5 cells, ε = 0.1, 13 s against 47 s; mixed, so d ≤ 2 keeps its searches and coarse start.
 const PHASES_MIN_DIMS: usize = COARSE_START_MAX_DIMS + 1;
 
 /// [`solve`] from the given potentials (else from 0): ≥ 0, king-move neighbours within 1 of each other, and

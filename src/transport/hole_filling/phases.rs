@@ -12,7 +12,7 @@
 //! roams its plateau for a source (at 2·10^5 cells, ε = 0.1: 860 nodes settled a search, 2.5·10^5
 //! searches), while the potentials only rise a few times (at most 6 there): phases are few, and a round
 //! serves every hole its layered graph reaches. In d ≤ 2 the potentials climb far (190 phases at 10^6
-//! cells, ε = 1) and the coarse start serves better ([`super::PHASES_MIN_DIMS`]).
+//! cells, ε = 1), and the searches hole by hole from the coarse start are kept ([`super::PHASES_MIN_DIMS`]).
 
 use super::{Solver, Towards};
 
