@@ -215,8 +215,9 @@ impl Solver<'_> {
     }
 
     /// The next round's layered graph: hop counts to the nearest open hole over tight residual arcs, by
-    /// breadth-first search backwards from `holes`, up to the level of the nearest sources. Returns where
-    /// those sources are in `layers.order`, or `None` when no source reaches an open hole.
+    /// breadth-first search backwards from `holes`, up to [`EXTRA_LEVELS`] past the level of the nearest
+    /// sources. Returns where the nodes from that level on are in `layers.order` (the round's sources among
+    /// them), or `None` when no source reaches an open hole.
     fn layer_back_from(&mut self, holes: &[u32]) -> Option<std::ops::Range<usize>> {
         let mut layers = std::mem::take(&mut self.layers);
         for &node in &layers.order {
