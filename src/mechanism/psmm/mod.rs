@@ -102,7 +102,8 @@ pub fn noisy_cell_counts(
 /// Peak memory of a PSMM run per cell besides the projection's flows: the solver's cell arrays and the
 /// run's count vectors ([`fill_holes`]), and in d ≥ 3 the layers of its phases (about 28 bytes a cell in
 /// d = 3, 44 in d = 4). With [`PROJECTION_BYTES_PER_KING_ARC`] it bounds the peak RSS measured at 10^6
-/// cells: 123 MB in d = 2 (the model says 196), 258 MB in d = 3 (model 278).
+/// cells (session 28): 148 MB in d = 2 (the model says 208), 250–258 MB in d = 3 (model 278); not in
+/// d = 4 (31⁴: 510 MB, model 433; 389 before the phases, when a run there was stopped at 459 MB).
 pub const PROJECTION_BYTES_PER_CELL: u64 = 176;
 
 /// The projection's flows: one `i64` per undirected king-move edge, 4 bytes per directed arc.
