@@ -185,8 +185,9 @@ fn run_released<T: Send>(
                 *finished
             });
             if failure.is_none() {
-                // A signal (Ctrl-C) or an exception from the progress callback stops the run.
-                if let Err(error) = py.check_signals().and_then(|()| watch.forward(on_progress)) {
+                // An exception from the progress callback or a signal (Ctrl-C) stops the run. Signals are
+                // checked after the callback, so one it raises is not missed when the run ends meanwhile.
+                if let Err(error) = watch.forward(on_progress).and_then(|()| py.check_signals()) {
                     watch.stop.store(true, Ordering::Relaxed);
                     failure = Some(error);
                 }
