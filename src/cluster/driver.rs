@@ -31,7 +31,7 @@ use crate::mechanism::pmm::pairs::{
 };
 use crate::mechanism::pmm::schedule::LevelSchedule;
 use crate::mechanism::pmm::PmmPlan;
-use crate::mechanism::{PublicInputs, ReleasedMeasure};
+use crate::mechanism::{calibrated_value_cells, leaf_value_cells, PublicInputs, ReleasedMeasure};
 use crate::options::{MechanismOptions, SynthOptions};
 use crate::privacy::{NoisyRowCount, RunSeeds};
 use crate::progress::{PhaseTiming, Progress, Timings};
@@ -126,6 +126,11 @@ pub fn synthesize_across(
         }
         marginals.maps_from(&axes)
     });
+    // The cells each column's values are spread over (the same on every rank): see value_cells.
+    let value_cells = match &maps {
+        Some(maps) => calibrated_value_cells(maps),
+        None => leaf_value_cells(&geometry),
+    };
     let placement = options.placement;
     let pairs = match plan.pairs() {
         Some(pairs) => Some(timings.time("pairs", || {
@@ -141,7 +146,7 @@ pub fn synthesize_across(
     };
     let written = timings.time_in_parts("sample and write", |parts| {
         pool.install(|| -> Result<_> {
-            let mut sink = ParquetSink::create(&part, columns, bounds)?;
+            let mut sink = ParquetSink::create(&part, columns, bounds, &value_cells)?;
             let rows = write_rows(&mut sink, generator.as_ref(), progress, parts)?;
             Ok((sink.finish()?, rows))
         })

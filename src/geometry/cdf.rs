@@ -91,7 +91,8 @@ impl CellCdf {
         )
     }
 
-    fn cells(&self) -> usize {
+    /// The number of equal cells of [0, 1] the CDF is linear within.
+    pub fn cells(&self) -> usize {
         self.cumulative.len() - 1
     }
 

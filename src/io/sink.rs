@@ -20,8 +20,9 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::geometry::bounds::ColumnBounds;
+use crate::io::integer_cells::IntegerCells;
 use crate::io::source::column::build_array;
-use crate::io::source::NumericColumn;
+use crate::io::source::{ColumnKind, NumericColumn};
 use crate::io::staging::StagedFile;
 
 /// Synthetic floats are uniform noise in their low bits and do not compress; measured on 10^7 rows,
@@ -41,9 +42,36 @@ pub fn output_schema(columns: &[NumericColumn]) -> SchemaRef {
     ))
 }
 
-/// Values in normalised units [0,1] mapped back to `column`'s bounds and type (integers rounded).
-pub fn denormalised(column: &NumericColumn, bounds: &ColumnBounds, unit: &[f64]) -> ArrayRef {
-    build_array(&column.data_type, unit, |unit| bounds.denormalise(unit))
+/// Values in normalised units [0,1] mapped back to `column`'s bounds and type: an integer column with
+/// `integers` (its released cells) to integers inside each value's cell, otherwise rounded to nearest.
+pub fn denormalised(
+    column: &NumericColumn,
+    bounds: &ColumnBounds,
+    integers: Option<&IntegerCells>,
+    unit: &[f64],
+) -> ArrayRef {
+    match integers {
+        Some(integers) => build_array(&column.data_type, unit, |unit| integers.integer(unit)),
+        None => build_array(&column.data_type, unit, |unit| bounds.denormalise(unit)),
+    }
+}
+
+/// Per column, the [`IntegerCells`] of an integer column whose released values are spread over
+/// `value_cells` equal cells of its bounds; `None` for floats and where the cells are not known.
+pub fn integer_cells(
+    columns: &[NumericColumn],
+    bounds: &[ColumnBounds],
+    value_cells: &[Option<u64>],
+) -> Vec<Option<IntegerCells>> {
+    columns
+        .iter()
+        .zip(bounds)
+        .zip(value_cells)
+        .map(|((column, bounds), &cells)| match (column.kind, cells) {
+            (ColumnKind::Integer, Some(cells)) => IntegerCells::new(bounds, cells),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The table being written. Whole row groups of normalised rows are encoded by a [`RowGroupEncoder`], on
@@ -67,6 +95,7 @@ pub struct RowGroupEncoder {
     schema: SchemaRef,
     columns: Vec<NumericColumn>,
     bounds: Vec<ColumnBounds>,
+    integers: Vec<Option<IntegerCells>>,
 }
 
 /// One row group's encoded column chunks, ready to append.
@@ -80,19 +109,23 @@ pub struct RowGroupFile {
 }
 
 impl ParquetSink {
-    /// Opens a temporary file beside `target`. `columns` and `bounds` are in output order.
+    /// Opens a temporary file beside `target`. `columns`, `bounds` and `value_cells` (the equal cells
+    /// each column's values were spread over, [`crate::mechanism::ReleasedMeasure::value_cells`]) are in
+    /// output order.
     pub fn create(
         target: &Path,
         columns: &[NumericColumn],
         bounds: &[ColumnBounds],
+        value_cells: &[Option<u64>],
     ) -> Result<Self> {
-        Self::open(target, output_schema(columns), columns.to_vec(), bounds.to_vec())
+        let integers = integer_cells(columns, bounds, value_cells);
+        Self::open(target, output_schema(columns), columns.to_vec(), bounds.to_vec(), integers)
     }
 
     /// Opens a temporary file beside `target` for batches of `schema` written whole by the caller
     /// ([`ParquetSink::write_batch`]): the encoded mechanisms' Boolean, categorical and binned columns.
     pub fn create_with_schema(target: &Path, schema: SchemaRef) -> Result<Self> {
-        Self::open(target, schema, Vec::new(), Vec::new())
+        Self::open(target, schema, Vec::new(), Vec::new(), Vec::new())
     }
 
     fn open(
@@ -100,6 +133,7 @@ impl ParquetSink {
         schema: SchemaRef,
         columns: Vec<NumericColumn>,
         bounds: Vec<ColumnBounds>,
+        integers: Vec<Option<IntegerCells>>,
     ) -> Result<Self> {
         let staged = StagedFile::new(target)?;
         let file = File::create(staged.temporary()).map_err(|error| {
@@ -117,6 +151,7 @@ impl ParquetSink {
                 schema,
                 columns,
                 bounds,
+                integers,
             },
             file: RowGroupFile {
                 target: target.to_path_buf(),
@@ -197,7 +232,7 @@ impl ParquetSink {
 
 impl RowGroupEncoder {
     /// Row group `index` (its place in the file) holding `unit_columns`, values in normalised units [0,1]
-    /// mapped back to each column's bounds and type (integers rounded); columns are encoded in parallel.
+    /// mapped back to each column's bounds and type ([`denormalised`]); columns are encoded in parallel.
     pub fn encode(&self, index: usize, unit_columns: &[Vec<f64>]) -> Result<EncodedRowGroup> {
         let fields = self.schema.fields();
         let chunks = self
@@ -206,7 +241,8 @@ impl RowGroupEncoder {
             .zip(fields.par_iter())
             .enumerate()
             .map(|(column, (mut encoder, field))| {
-                let array = denormalised(&self.columns[column], &self.bounds[column], &unit_columns[column]);
+                let integers = self.integers[column].as_ref();
+                let array = denormalised(&self.columns[column], &self.bounds[column], integers, &unit_columns[column]);
                 for leaf in compute_leaves(field, &array)? {
                     encoder.write(&leaf)?;
                 }
@@ -320,7 +356,7 @@ mod tests {
             .build()
             .unwrap();
         pool.install(|| {
-            let mut sink = ParquetSink::create(path, &columns, &bounds).unwrap();
+            let mut sink = ParquetSink::create(path, &columns, &bounds, &[None; 2]).unwrap();
             let (encoder, file) = sink.split();
             let groups: Vec<EncodedRowGroup> = (0..rows.div_ceil(OUTPUT_ROW_GROUP_ROWS))
                 .into_par_iter()

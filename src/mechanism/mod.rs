@@ -226,6 +226,36 @@ impl ReleasedMeasure {
     }
 }
 
+impl ReleasedMeasure {
+    /// Per column (of `dims`), how many equal cells of its bounds the drawn values are spread over as the
+    /// release says: the leaf cells, the grid's cubes, or the released marginal a column is mapped onto.
+    /// `None` where values are not tied to cells (lifted from a projection, points). Public: from the
+    /// plan's partition only. Integer columns are written inside these cells ([`crate::io::integer_cells`]).
+    pub fn value_cells(&self, dims: usize) -> Vec<Option<u64>> {
+        match self {
+            ReleasedMeasure::Leaves { geometry, .. } => leaf_value_cells(geometry),
+            ReleasedMeasure::Grid { grid, .. } => vec![Some(u64::from(grid.cells_per_axis())); dims],
+            ReleasedMeasure::Calibrated { maps, .. } => calibrated_value_cells(maps),
+            // A mapped child is put back onto its own released marginal.
+            ReleasedMeasure::PairMapped { inner, .. } => inner.value_cells(dims),
+            ReleasedMeasure::Lifted { .. } | ReleasedMeasure::Points { .. } | ReleasedMeasure::Encoded { .. } => {
+                vec![None; dims]
+            }
+        }
+    }
+}
+
+/// [`ReleasedMeasure::value_cells`] of the leaves of `geometry`: 2^{h_k(r)} cells on axis k.
+pub fn leaf_value_cells(geometry: &CellGeometry) -> Vec<Option<u64>> {
+    (0..geometry.dims()).map(|axis| Some(1u64 << geometry.axis_bits(axis))).collect()
+}
+
+/// [`ReleasedMeasure::value_cells`] of rows mapped by `maps` onto released marginals: their cells. A
+/// column without a map keeps coordinates that may be warped (the quantile partition), so `None`.
+pub fn calibrated_value_cells(maps: &[Option<MonotoneMap>]) -> Vec<Option<u64>> {
+    maps.iter().map(|map| map.as_ref().map(|map| map.to.cells() as u64)).collect()
+}
+
 /// What each cell is sampled with: the released counts themselves, unless `--rows` asks for another total
 /// (then spread by largest remainder). Borrowed, not copied: at 2^26 leaves a copy is 512 MB.
 fn rows_per_cell(released: &[u64], rows: Option<u64>) -> std::borrow::Cow<'_, [u64]> {
@@ -333,3 +363,25 @@ pub struct AccuracyBound {
 /// The units every accuracy bound is stated in.
 pub const NORMALISED_UNITS: &str =
     "normalised l-infinity units on [0,1]^d (multiply axis k by hi_k - lo_k for column units)";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::geometry::cdf::CellCdf;
+
+    #[test]
+    fn values_are_spread_over_the_cells_of_what_was_released_last() {
+        // Depth 5 in d = 2: axis 0 is halved 3 times, axis 1 twice.
+        let geometry = CellGeometry::new(2, 5);
+        let leaves = || ReleasedMeasure::Leaves { geometry, counts: vec![1; 32] };
+        assert_eq!(leaves().value_cells(2), [Some(8), Some(4)]);
+        let grid = ReleasedMeasure::Grid { grid: RegularGrid::new(2, 10).unwrap(), counts: vec![1; 100] };
+        assert_eq!(grid.value_cells(2), [Some(10), Some(10)]);
+        // A column mapped onto a released marginal of 64 cells takes its cells; one without a map, none.
+        let map = MonotoneMap { from: CellCdf::from_counts(&[1; 8]).unwrap(), to: CellCdf::from_counts(&[1; 64]).unwrap() };
+        let calibrated = ReleasedMeasure::Calibrated { inner: Box::new(leaves()), maps: vec![Some(map), None] };
+        assert_eq!(calibrated.value_cells(2), [Some(64), None]);
+        let points = ReleasedMeasure::Points { dims: 2, points: vec![0.5; 4], rows: 2 };
+        assert_eq!(points.value_cells(2), [None, None]);
+    }
+}

@@ -344,7 +344,8 @@ fn write_release(request: &StreamRequest, state: &OnlineState, t: u64) -> Result
     debug_assert_eq!(generator.total_rows(), t);
     let directory = request.args.output_dir.as_ref().expect("checked with the release options");
     let table = directory.join(format!("release-{t}.parquet"));
-    let mut sink = ParquetSink::create(&table, &request.columns, &request.bounds)?;
+    let value_cells = measure.value_cells(request.columns.len());
+    let mut sink = ParquetSink::create(&table, &request.columns, &request.bounds, &value_cells)?;
     write_rows(&mut sink, generator.as_ref(), &Progress::hidden(), &mut Timings::default())?;
     let report = StreamReleaseReport::new(request, state, t, spent_per_path, spent);
     let report_directory = request.args.report_dir.as_ref().unwrap_or(directory);

@@ -18,7 +18,7 @@ use crate::encoding::{decode, ColumnEncoding, EncodedColumn, Encoding};
 use crate::error::{compact_number, Error, Result};
 use crate::geometry::bounds::ColumnBounds;
 use crate::io::paths::{check_output_paths, NamedPath};
-use crate::io::sink::{denormalised, output_schema, EncodedRowGroup, ParquetSink, OUTPUT_ROW_GROUP_ROWS};
+use crate::io::sink::{denormalised, integer_cells, output_schema, EncodedRowGroup, ParquetSink, OUTPUT_ROW_GROUP_ROWS};
 use crate::io::staging::{commit_all, StagedFile};
 use crate::io::source::{ColumnKind, NumericColumn, Source};
 use crate::mechanism::covloss::points::{WeightedPoints, BATCH_ROWS as ENCODED_BATCH_ROWS};
@@ -195,6 +195,7 @@ impl Fitted {
             return Ok(batches);
         }
         let (columns, bounds) = self.columns.numeric();
+        let integers = integer_cells(columns, bounds, &self.release.measure.value_cells(columns.len()));
         self.pool.install(|| {
             let generator = self.rows(rows, draw)?;
             let total_rows = generator.total_rows();
@@ -209,8 +210,11 @@ impl Fitted {
                     let arrays = columns
                         .iter()
                         .zip(bounds)
+                        .zip(&integers)
                         .zip(&unit)
-                        .map(|((column, bounds), values)| denormalised(column, bounds, values))
+                        .map(|(((column, bounds), integers), values)| {
+                            denormalised(column, bounds, integers.as_ref(), values)
+                        })
                         .collect();
                     bar.advance(rows as u64)?;
                     RecordBatch::try_new(schema.clone(), arrays)
@@ -233,7 +237,10 @@ impl Fitted {
                 }
                 _ => {
                     let (columns, bounds) = self.columns.numeric();
-                    write_table(columns, bounds, outputs, self.rows(rows, 0)?.as_ref(), progress, parts)
+                    let value_cells = self.release.measure.value_cells(columns.len());
+                    let mut sink = ParquetSink::create(&outputs.table, columns, bounds, &value_cells)?;
+                    let written = write_rows(&mut sink, self.rows(rows, 0)?.as_ref(), progress, parts)?;
+                    Ok((sink, written))
                 }
             })
         });
@@ -535,21 +542,6 @@ pub(crate) fn write_rows(
     timings.record("sample and encode", encoding);
     timings.record("write", writing);
     Ok(total_rows)
-}
-
-/// Creates the output table (uncommitted) and writes every row of `generator` into it. Returns the
-/// sink, for [`commit_outputs`], and the number of rows written.
-fn write_table(
-    columns: &[NumericColumn],
-    bounds: &[ColumnBounds],
-    outputs: &OutputPaths,
-    generator: &dyn RowGenerator,
-    progress: &Progress,
-    timings: &mut Timings,
-) -> Result<(ParquetSink, u64)> {
-    let mut sink = ParquetSink::create(&outputs.table, columns, bounds)?;
-    let total_rows = write_rows(&mut sink, generator, progress, timings)?;
-    Ok((sink, total_rows))
 }
 
 /// Creates the output table (uncommitted) and writes `rows` rows drawn from the encoded `points` with the

@@ -161,6 +161,31 @@ fn every_numeric_type_round_trips_with_its_name_and_order() {
     }
 }
 
+/// Hours 6, 8 and 10 on [0, 24] in 32 cells of 0.75: the cell [6, 6.75) holds only 6, so its rows come
+/// back as 6 (rounding each value drawn in it to nearest sent a third of them to 7), and every cell's
+/// rows stay on the integers it holds. PSMM (a regular grid) too.
+#[test]
+fn integer_columns_stay_on_the_integers_of_their_released_cells() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("hours.parquet");
+    let hours: Vec<i32> = (0..9000).map(|row| [6, 8, 10][row % 3]).collect();
+    write_parquet(&input, vec![("hour", Arc::new(Int32Array::from(hours)) as ArrayRef)], 3000);
+    let output = dir.path().join("out.parquet");
+    let (input, output) = (input.to_str().unwrap(), output.to_str().unwrap());
+    let common = ["--bounds", "hour=0:24", "--epsilon", "1000", "--seed", "1", "--quiet"];
+    for mechanism in [&["--depth", "5"][..], &["--mechanism", "psmm", "--cells", "32"]] {
+        let mut args = vec!["synth", input, "--output", output];
+        args.extend(common);
+        args.extend(mechanism);
+        run_ok(&args);
+        let (_, values) = read_parquet(Path::new(output));
+        for hour in [6.0, 8.0, 10.0] {
+            let count = values[0].iter().filter(|&&value| value == hour).count();
+            assert!((2950..=3050).contains(&count), "{mechanism:?}: {count} rows of {hour} of 3000");
+        }
+    }
+}
+
 #[test]
 fn seeded_runs_are_identical_whatever_the_thread_count() {
     let dir = tempfile::tempdir().unwrap();
