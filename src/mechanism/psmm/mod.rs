@@ -99,21 +99,35 @@ pub fn noisy_cell_counts(
     noisy
 }
 
-/// Peak memory of a PSMM run per cell besides the projection's flows: the solver's cell arrays and the
-/// run's count vectors ([`fill_holes`]), and in d ≥ 3 the layers of its phases (about 28 bytes a cell in
-/// d = 3, 44 in d = 4). With [`PROJECTION_BYTES_PER_KING_ARC`] it bounds the peak RSS measured at 10^6
-/// cells (session 28): 148 MB in d = 2 (the model says 208), 250–258 MB in d = 3 (model 278); not in
-/// d = 4 (31⁴: 510 MB, model 433; 389 before the phases, when a run there was stopped at 459 MB).
-pub const PROJECTION_BYTES_PER_CELL: u64 = 176;
+/// Peak memory of the projection per cell besides its flows: the solver's cell arrays and the run's count
+/// vectors ([`fill_holes`]), plus [`PROJECTION_BYTES_PER_CELL_WORD`] for each word of king-move bits a cell
+/// carries.
+pub const PROJECTION_BYTES_PER_CELL: u64 = 72;
+
+/// Per cell and per word of its king-move bits (⌈(3^d − 1)/64⌉ words: one in d ≤ 3, two in d = 4, four in
+/// d = 5): the solver's bit sets and what grows with the neighbourhood. Fitted, with
+/// [`PROJECTION_BYTES_PER_KING_ARC`], to the projection's peak resident memory measured alone (session 29:
+/// `project_to_probability` on noisy counts of 10^6 clustered rows, peak RSS reset before the call; peaks
+/// include the counts): 128 MB at 1000² cells (the model says 208), 233 MB at 100³ (278), 52, 134 and 494 MB
+/// at 18⁴, 23⁴ and 32⁴ (58, 158 and 602), 114 and 281 MB at 10⁵ and 12⁵ (117 and 302). d ≤ 3 keeps the 176
+/// bytes a cell it had; that one constant fell up to 10% short in d = 4 and 33% in d = 5. (Whole runs had
+/// seemed to exceed it at 31⁴ in session 28, but their peak counted the reading of the input too.)
+pub const PROJECTION_BYTES_PER_CELL_WORD: u64 = 104;
 
 /// The projection's flows: one `i64` per undirected king-move edge, 4 bytes per directed arc.
 pub const PROJECTION_BYTES_PER_KING_ARC: u64 = 4;
+
+/// The model's bytes per cell in `dims` dimensions, arcs aside.
+pub fn projection_bytes_per_cell(dims: usize) -> u128 {
+    let king_moves = 3u128.saturating_pow(dims as u32) - 1;
+    u128::from(PROJECTION_BYTES_PER_CELL) + king_moves.div_ceil(64) * u128::from(PROJECTION_BYTES_PER_CELL_WORD)
+}
 
 /// Bytes the projection on `grid` needs at its peak by that model. `None` on overflow.
 pub fn projection_bytes(grid: &RegularGrid) -> Option<u128> {
     grid.king_move_arcs()?
         .checked_mul(u128::from(PROJECTION_BYTES_PER_KING_ARC))?
-        .checked_add(grid.cell_count() as u128 * u128::from(PROJECTION_BYTES_PER_CELL))
+        .checked_add((grid.cell_count() as u128).checked_mul(projection_bytes_per_cell(grid.dims()))?)
 }
 
 /// Refuses a grid whose projection would not fit in `memory_limit` bytes ([`projection_bytes`]) or whose
@@ -154,9 +168,10 @@ pub fn check_projection_fits(grid: &RegularGrid, memory_limit: u64) -> Result<()
     };
     Err(Error::bad_input(format!(
         "psmm: m = {} cells ({side} per axis, d = {dims}) need about {bytes} bytes for the projection \
-         ({PROJECTION_BYTES_PER_CELL} per cell and {PROJECTION_BYTES_PER_KING_ARC} per king-move arc); \
+         ({} per cell and {PROJECTION_BYTES_PER_KING_ARC} per king-move arc in d = {dims}); \
          the limit here is {memory_limit} bytes of memory: {advice}",
         grid.cell_count(),
+        projection_bytes_per_cell(dims),
     )))
 }
 
