@@ -106,12 +106,12 @@ pub const PROJECTION_BYTES_PER_CELL: u64 = 72;
 
 /// Per cell and per word of its king-move bits (⌈(3^d − 1)/64⌉ words: one in d ≤ 3, two in d = 4, four in
 /// d = 5): the solver's bit sets and what grows with the neighbourhood. Fitted, with
-/// [`PROJECTION_BYTES_PER_KING_ARC`], to the projection's peak resident memory measured alone (session 29:
-/// `project_to_probability` on noisy counts of 10^6 clustered rows, peak RSS reset before the call; peaks
-/// include the counts): 128 MB at 1000² cells (the model says 208), 233 MB at 100³ (278), 52, 134 and 494 MB
-/// at 18⁴, 23⁴ and 32⁴ (58, 158 and 602), 114 and 281 MB at 10⁵ and 12⁵ (117 and 302). d ≤ 3 keeps the 176
-/// bytes a cell it had; that one constant fell up to 10% short in d = 4 and 33% in d = 5. (Whole runs had
-/// seemed to exceed it at 31⁴ in session 28, but their peak counted the reading of the input too.)
+/// [`PROJECTION_BYTES_PER_KING_ARC`], to the projection's peak resident memory measured alone
+/// (`cargo bench --bench projection_memory`, session 29; the peaks include the counts): 128 MB at 1000²
+/// cells (the model says 208), 231 MB at 100³ (278), 55, 135 and 493 MB at 18⁴, 23⁴ and 32⁴ (58, 158 and
+/// 602), 103 and 254 MB at 10⁵ and 12⁵ (117 and 302). d ≤ 3 keeps the 176 bytes a cell it had; that one
+/// constant fell 5–16% short in d = 4 and 13–20% in d = 5. (Whole runs had seemed to exceed it at 31⁴ in
+/// session 28, but their peak counted the reading of the input too.)
 pub const PROJECTION_BYTES_PER_CELL_WORD: u64 = 104;
 
 /// The projection's flows: one `i64` per undirected king-move edge, 4 bytes per directed arc.
