@@ -16,6 +16,15 @@ use crate::geometry::bounds::ColumnBounds;
 /// The most cells an axis can have for the binner to quantise it ([`AxisPlan::with_cells`]).
 const MAX_CELLS: u64 = 1 << 31;
 
+/// Beyond 2^53 a float no longer holds every integer (nanosecond timestamps do go there): such bounds keep
+/// rounding to nearest, which is all a float can say there.
+const EXACT_INTEGERS: f64 = 9_007_199_254_740_992.0;
+
+/// Up to this many cells, each cell's integers are found once, when the column's [`IntegerCells`] are
+/// made (16 bytes a cell), instead of for every value written: on 10^7 rows of two integer columns the
+/// search per value took the sampling and writing from 0.35 to 0.61 s.
+const TABLE_MAX_CELLS: u64 = 1 << 16;
+
 /// One integer column's equal cells of its public bounds, as the release spread values over them.
 pub struct IntegerCells {
     axis: AxisPlan,
@@ -23,34 +32,51 @@ pub struct IntegerCells {
     /// The smallest and largest integers inside the bounds.
     lowest: f64,
     highest: f64,
+    /// Per cell (where there are at most [`TABLE_MAX_CELLS`]): its first integer and how many it holds.
+    table: Option<Vec<(f64, f64)>>,
 }
 
 impl IntegerCells {
-    /// `cells` equal cells of `bounds`; `None` where the binner could not cut the axis that finely or the
-    /// bounds hold no integer (then values are rounded to nearest).
+    /// `cells` equal cells of `bounds`; `None` where the binner could not cut the axis that finely, the
+    /// bounds hold no integer or reach past [`EXACT_INTEGERS`] (then values are rounded to nearest).
     pub fn new(bounds: &ColumnBounds, cells: u64) -> Option<Self> {
         let (lowest, highest) = (bounds.lo.ceil(), bounds.hi.floor());
-        if !(1..=MAX_CELLS).contains(&cells) || lowest > highest {
+        let exact = lowest.abs() < EXACT_INTEGERS && highest.abs() < EXACT_INTEGERS;
+        if !(1..=MAX_CELLS).contains(&cells) || lowest > highest || !exact {
             return None;
         }
-        Some(IntegerCells {
+        let mut integers = IntegerCells {
             axis: AxisPlan::with_cells(bounds.clone(), cells as u32),
             cells: cells as f64,
             lowest,
             highest,
-        })
+            table: None,
+        };
+        if cells <= TABLE_MAX_CELLS {
+            let table = (0..cells as u32).map(|index| integers.searched(index, f64::from(index))).collect();
+            integers.table = Some(table);
+        }
+        Some(integers)
     }
 
     /// The integer (in column units) for the normalised value `unit`.
     pub fn integer(&self, unit: f64) -> f64 {
         let scaled = unit.clamp(0.0, 1.0) * self.cells;
         let cell = scaled.floor().min(self.cells - 1.0);
-        let Some((first, last)) = self.integers_in(cell as u32, cell) else {
-            return self.axis.bounds.denormalise(unit).round().clamp(self.lowest, self.highest);
+        let (first, count) = match &self.table {
+            Some(table) => table[cell as usize],
+            None => self.searched(cell as u32, cell),
         };
+        if count == 0.0 {
+            return self.axis.bounds.denormalise(unit).round().clamp(self.lowest, self.highest);
+        }
         // The place in the cell, [0, 1], picks one of its integers: each gets an equal share.
-        let count = last - first + 1.0;
         first + ((scaled - cell) * count).floor().min(count - 1.0)
+    }
+
+    /// The first integer of cell `index` (`cell` as a float) and how many it holds (0: none).
+    fn searched(&self, index: u32, cell: f64) -> (f64, f64) {
+        self.integers_in(index, cell).map_or((0.0, 0.0), |(first, last)| (first, last - first + 1.0))
     }
 
     /// The first and last integers the binner puts in cell `index` (`cell` as a float), if any.
@@ -147,8 +173,15 @@ mod tests {
     }
 
     #[test]
-    fn bounds_without_an_integer_or_too_many_cells_keep_rounding() {
+    fn bounds_without_an_integer_too_many_cells_or_inexact_integers_keep_rounding() {
         assert!(IntegerCells::new(&ColumnBounds::new("x", 0.2, 0.8).unwrap(), 4).is_none());
         assert!(IntegerCells::new(&ColumnBounds::new("x", 0.0, 1.0).unwrap(), MAX_CELLS + 1).is_none());
+        // Nanoseconds since 1970 in 2024: a step of one no longer changes the float there.
+        let nanoseconds = ColumnBounds::new("t", 1.70e18, 1.73e18).unwrap();
+        assert!(IntegerCells::new(&nanoseconds, 32).is_none());
+        // Microseconds are still exact.
+        let microseconds = ColumnBounds::new("t", 1.70e15, 1.73e15).unwrap();
+        let cells = IntegerCells::new(&microseconds, 32).unwrap();
+        assert_eq!(cells.integer(0.5), cells.integer(0.5).round());
     }
 }
