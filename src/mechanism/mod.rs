@@ -180,6 +180,24 @@ impl ReleasedMeasure {
         }
     }
 
+    /// Per column (of `dims`), how many equal cells of its bounds the drawn values are spread over as the
+    /// release says: the leaf cells, the grid's cubes, or the released marginal a column is mapped onto.
+    /// `None` where values are not tied to cells (lifted from a projection, points). From the plan's
+    /// partition and released counts only. Integer columns are written inside these cells
+    /// ([`crate::io::integer_cells`]).
+    pub fn value_cells(&self, dims: usize) -> Vec<Option<u64>> {
+        match self {
+            ReleasedMeasure::Leaves { geometry, .. } => leaf_value_cells(geometry),
+            ReleasedMeasure::Grid { grid, .. } => vec![Some(u64::from(grid.cells_per_axis())); dims],
+            ReleasedMeasure::Calibrated { maps, .. } => calibrated_value_cells(maps),
+            // A mapped child is put back onto its own released marginal.
+            ReleasedMeasure::PairMapped { inner, .. } => inner.value_cells(dims),
+            ReleasedMeasure::Lifted { .. } | ReleasedMeasure::Points { .. } | ReleasedMeasure::Encoded { .. } => {
+                vec![None; dims]
+            }
+        }
+    }
+
     /// A generator of synthetic rows in normalised units: the released total, or exactly `rows` spread
     /// over the cells in proportion (largest remainder). Every measure but [`ReleasedMeasure::Encoded`]
     /// (whose rows are categories and bits, not numbers).
@@ -223,25 +241,6 @@ impl ReleasedMeasure {
                 return Err(Error::internal("encoded points are drawn as encoded rows, not normalised numbers"))
             }
         })
-    }
-}
-
-impl ReleasedMeasure {
-    /// Per column (of `dims`), how many equal cells of its bounds the drawn values are spread over as the
-    /// release says: the leaf cells, the grid's cubes, or the released marginal a column is mapped onto.
-    /// `None` where values are not tied to cells (lifted from a projection, points). Public: from the
-    /// plan's partition only. Integer columns are written inside these cells ([`crate::io::integer_cells`]).
-    pub fn value_cells(&self, dims: usize) -> Vec<Option<u64>> {
-        match self {
-            ReleasedMeasure::Leaves { geometry, .. } => leaf_value_cells(geometry),
-            ReleasedMeasure::Grid { grid, .. } => vec![Some(u64::from(grid.cells_per_axis())); dims],
-            ReleasedMeasure::Calibrated { maps, .. } => calibrated_value_cells(maps),
-            // A mapped child is put back onto its own released marginal.
-            ReleasedMeasure::PairMapped { inner, .. } => inner.value_cells(dims),
-            ReleasedMeasure::Lifted { .. } | ReleasedMeasure::Points { .. } | ReleasedMeasure::Encoded { .. } => {
-                vec![None; dims]
-            }
-        }
     }
 }
 
@@ -378,7 +377,8 @@ mod tests {
         let grid = ReleasedMeasure::Grid { grid: RegularGrid::new(2, 10).unwrap(), counts: vec![1; 100] };
         assert_eq!(grid.value_cells(2), [Some(10), Some(10)]);
         // A column mapped onto a released marginal of 64 cells takes its cells; one without a map, none.
-        let map = MonotoneMap { from: CellCdf::from_counts(&[1; 8]).unwrap(), to: CellCdf::from_counts(&[1; 64]).unwrap() };
+        let (from, to) = (CellCdf::from_counts(&[1; 8]).unwrap(), CellCdf::from_counts(&[1; 64]).unwrap());
+        let map = MonotoneMap { from, to };
         let calibrated = ReleasedMeasure::Calibrated { inner: Box::new(leaves()), maps: vec![Some(map), None] };
         assert_eq!(calibrated.value_cells(2), [Some(64), None]);
         let points = ReleasedMeasure::Points { dims: 2, points: vec![0.5; 4], rows: 2 };
