@@ -105,7 +105,8 @@ pub fn noisy_cell_counts(
 pub const PROJECTION_BYTES_PER_CELL: u64 = 72;
 
 /// Per cell and per word of its king-move bits (⌈(3^d − 1)/64⌉ words: one in d ≤ 3, two in d = 4, four in
-/// d = 5): the solver's bit sets and what grows with the neighbourhood. Fitted, with
+/// d = 5; none on a grid of one cell per axis, which has no king moves): the solver's bit sets and what
+/// grows with the neighbourhood. Fitted, with
 /// [`PROJECTION_BYTES_PER_KING_ARC`], to the projection's peak resident memory measured alone
 /// (`cargo bench --bench projection_memory`, session 29; the peaks include the counts): 128 MB at 1000²
 /// cells (the model says 208), 231 MB at 100³ (278), 55, 135 and 493 MB at 18⁴, 23⁴ and 32⁴ (58, 158 and
@@ -117,9 +118,9 @@ pub const PROJECTION_BYTES_PER_CELL_WORD: u64 = 104;
 /// The projection's flows: one `i64` per undirected king-move edge, 4 bytes per directed arc.
 pub const PROJECTION_BYTES_PER_KING_ARC: u64 = 4;
 
-/// The model's bytes per cell in `dims` dimensions, arcs aside.
-pub fn projection_bytes_per_cell(dims: usize) -> u128 {
-    let king_moves = 3u128.saturating_pow(dims as u32) - 1;
+/// The model's bytes per cell of `grid`, arcs aside.
+pub fn projection_bytes_per_cell(grid: &RegularGrid) -> u128 {
+    let king_moves = if grid.cells_per_axis() < 2 { 0 } else { 3u128.saturating_pow(grid.dims() as u32) - 1 };
     u128::from(PROJECTION_BYTES_PER_CELL) + king_moves.div_ceil(64) * u128::from(PROJECTION_BYTES_PER_CELL_WORD)
 }
 
@@ -127,7 +128,7 @@ pub fn projection_bytes_per_cell(dims: usize) -> u128 {
 pub fn projection_bytes(grid: &RegularGrid) -> Option<u128> {
     grid.king_move_arcs()?
         .checked_mul(u128::from(PROJECTION_BYTES_PER_KING_ARC))?
-        .checked_add((grid.cell_count() as u128).checked_mul(projection_bytes_per_cell(grid.dims()))?)
+        .checked_add((grid.cell_count() as u128).checked_mul(projection_bytes_per_cell(grid))?)
 }
 
 /// Refuses a grid whose projection would not fit in `memory_limit` bytes ([`projection_bytes`]) or whose
@@ -171,7 +172,7 @@ pub fn check_projection_fits(grid: &RegularGrid, memory_limit: u64) -> Result<()
          ({} per cell and {PROJECTION_BYTES_PER_KING_ARC} per king-move arc in d = {dims}); \
          the limit here is {memory_limit} bytes of memory: {advice}",
         grid.cell_count(),
-        projection_bytes_per_cell(dims),
+        projection_bytes_per_cell(grid),
     )))
 }
 
@@ -805,6 +806,8 @@ mod tests {
             check_projection_fits(&allowed, memory).is_ok(),
             "10^6 cells in d = 3 fit in 8 GiB"
         );
+        // One cell per axis has no king moves, in any d (PSMM's grid for a small, wide table).
+        assert!(check_projection_fits(&RegularGrid::new(45, 1).unwrap(), memory).is_ok());
         let wide = RegularGrid::new(24, 2).unwrap();
         let message = check_projection_fits(&wide, memory)
             .unwrap_err()
