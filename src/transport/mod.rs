@@ -33,7 +33,7 @@ mod hole_filling;
 mod simplex;
 
 pub use cost_scaling::COST_SCALING_ALPHA;
-pub use hole_filling::fill_holes;
+pub use hole_filling::{bit_words_per_cell, fill_holes};
 use cost_scaling::CostScaling;
 use simplex::NetworkSimplex;
 

@@ -19,7 +19,7 @@ use crate::geometry::grid::RegularGrid;
 use crate::noise::discrete_laplace::{sample_discrete_laplace, RationalScale};
 use crate::privacy::streams::NOISE_CHUNK_CELLS;
 use crate::privacy::{noise_scale, Neighbours, NoiseKey, NoiseStream, NoisyRowCount};
-use crate::transport::fill_holes;
+use crate::transport::{bit_words_per_cell, fill_holes};
 #[cfg(any(test, feature = "internals"))]
 use crate::transport::{FlowNetwork, NodeId, INFINITE_CAPACITY};
 
@@ -120,8 +120,8 @@ pub const PROJECTION_BYTES_PER_KING_ARC: u64 = 4;
 
 /// The model's bytes per cell of `grid`, arcs aside.
 pub fn projection_bytes_per_cell(grid: &RegularGrid) -> u128 {
-    let king_moves = if grid.cells_per_axis() < 2 { 0 } else { 3u128.saturating_pow(grid.dims() as u32) - 1 };
-    u128::from(PROJECTION_BYTES_PER_CELL) + king_moves.div_ceil(64) * u128::from(PROJECTION_BYTES_PER_CELL_WORD)
+    let words = bit_words_per_cell(grid.cells_per_axis() as usize, grid.dims());
+    u128::from(PROJECTION_BYTES_PER_CELL) + words.saturating_mul(u128::from(PROJECTION_BYTES_PER_CELL_WORD))
 }
 
 /// Bytes the projection on `grid` needs at its peak by that model. `None` on overflow.

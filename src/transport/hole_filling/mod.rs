@@ -41,6 +41,16 @@ mod phases;
 
 use phases::Layers;
 
+/// Words of king-move bits the solver keeps per cell of a side^d grid, one bit per king move: ⌈(3^d − 1)/64⌉,
+/// none where side < 2 (no king moves). Without building the neighbourhood, for memory models
+/// (`mechanism::psmm::projection_bytes`); saturates past u128.
+pub fn bit_words_per_cell(side: usize, dims: usize) -> u128 {
+    if side < 2 {
+        return 0;
+    }
+    (3u128.saturating_pow(dims as u32) - 1).div_ceil(64)
+}
+
 /// The filled grid: what each cell keeps, and what it cost.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FilledHoles {
@@ -119,7 +129,7 @@ impl Neighbourhood {
         }
     }
 
-    /// Words of a cell's bit set over its offsets.
+    /// Words of a cell's bit set over its offsets ([`bit_words_per_cell`]).
     fn words_per_cell(&self) -> usize {
         self.delta.len().div_ceil(64)
     }
@@ -1008,6 +1018,16 @@ mod tests {
             assert!(start.iter().any(|&p| p > 0), "the coarse start raises the holes far from supply");
             let steps = checked_steps(&around, &counts, 0);
             assert_eq!(steps as i128, general_optimum(side, 2, &counts, 0));
+        }
+    }
+
+    #[test]
+    fn the_memory_models_word_count_is_the_solvers() {
+        for dims in 1..=6 {
+            for side in [1, 2, 5] {
+                let around = Neighbourhood::new(side, dims);
+                assert_eq!(bit_words_per_cell(side, dims), around.words_per_cell() as u128, "d = {dims}, side {side}");
+            }
         }
     }
 
