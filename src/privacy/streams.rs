@@ -39,6 +39,9 @@ pub enum NoiseStream {
     /// The noise key of one column's marginal tree (chunk = the column): PMM's level streams under a key
     /// of its own ([`crate::privacy::RunSeeds::for_marginal`]).
     PmmMarginalKey,
+    /// One column's flat marginal histogram (`--marginal-share` at a shallow depth) under that column's
+    /// key, its cells drawn in order.
+    MarginalHistogram,
     /// One column pair's 2-D histogram (`--pair-share`; chunk = parent · d + child, its cells drawn in
     /// order from that one stream).
     PairHistogram,
@@ -66,6 +69,7 @@ impl NoiseStream {
             NoiseStream::OnlineCell => 100,
             NoiseStream::PmmMarginalKey => 130,
             NoiseStream::PairHistogram => 131,
+            NoiseStream::MarginalHistogram => 132,
         }
     }
 
@@ -85,6 +89,7 @@ impl NoiseStream {
             NoiseStream::OnlineCell,
             NoiseStream::PmmMarginalKey,
             NoiseStream::PairHistogram,
+            NoiseStream::MarginalHistogram,
         ])
     }
 }

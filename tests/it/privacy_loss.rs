@@ -11,7 +11,7 @@ use dpsynth::mechanism::covloss::moments::{pair_counts, second_moment};
 use dpsynth::mechanism::covloss::partition::SpectralPartition;
 use dpsynth::mechanism::covloss::{CovlossPlan, CovlossSettings, Damping};
 use dpsynth::mechanism::pmm::consistency::{Consistency, ConsistencyRule};
-use dpsynth::mechanism::pmm::marginals::MarginalPlan;
+use dpsynth::mechanism::pmm::marginals::{MarginalPlan, MarginalShape, MarginalTree};
 use dpsynth::mechanism::pmm::release_leaf_counts;
 use dpsynth::mechanism::pmm::schedule::{LevelSchedule, RootNoise};
 use dpsynth::noise::discrete_laplace::RationalScale;
@@ -247,7 +247,8 @@ fn marginal_trees_stay_within_their_share_of_epsilon() {
 
     let public = replace_inputs(2, 4.0, ROWS);
     let plan = MarginalPlan::new(&public, 0.5, &PmmOptions::DEFAULT).unwrap();
-    let tree = plan.tree(None).unwrap();
+    // A depth this shallow is released flat (the next test); the tree's release is checked here.
+    let tree = MarginalTree { shape: MarginalShape::Tree, ..plan.tree(None).unwrap() };
     assert_eq!(tree.schedule.depth, 1, "the d = 1 rule splits 16 rows once at ε = 1");
     let leaves = 1usize << tree.schedule.depth;
     let column = |low: u64| {
@@ -272,6 +273,45 @@ fn marginal_trees_stay_within_their_share_of_epsilon() {
     assert!(claimed <= 2.0 + 1e-9, "two trees of ε·share/d = 1 each claim {claimed}");
     let worst = max_log_frequency_ratio(&frequencies(&first, 0), &frequencies(&second, 1 << 40), MIN_COUNT);
     assert!(worst <= claimed + SLACK, "log ratio {worst} exceeds the trees' ε = {claimed}");
+    assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
+}
+
+/// `--marginal-share`'s release at a shallow depth: a flat histogram of the column's leaves, on
+/// replace-neighbouring tables where one row moves from the first cell to the last (empty in the first
+/// table). The outcome is those two noisy cells (the floor set to 0: pruning is post-processing), against
+/// what the histogram claims; a scale not doubled for replace, or a share not split over the columns,
+/// doubles the log ratio. (That empty cells are noised: `a_flat_histogram_noises_every_cell_empty_ones_included`.)
+#[test]
+fn flat_marginals_stay_within_their_share_of_epsilon() {
+    use dpsynth::options::PmmOptions;
+    const ROWS: u64 = 16;
+
+    let public = replace_inputs(1, 4.0, ROWS);
+    let plan = MarginalPlan::new(&public, 0.5, &PmmOptions::DEFAULT).unwrap();
+    let tree = plan.tree(None).unwrap();
+    let MarginalShape::Flat { scale, .. } = tree.shape else { panic!("a shallow marginal is released flat") };
+    let tree = MarginalTree { shape: MarginalShape::Flat { scale, floor: 0 }, ..tree };
+    let leaves = 1usize << tree.schedule.depth;
+    let column = |moved: u64| {
+        let mut counts = vec![0u64; leaves];
+        counts[0] = ROWS - moved;
+        counts[leaves - 1] = moved;
+        vec![counts]
+    };
+    let frequencies = |table: &Vec<Vec<u64>>, seed_base: u64| {
+        let mut frequencies: HashMap<Vec<u64>, u64> = HashMap::new();
+        for run in 0..RUNS {
+            let seeds = RunSeeds::new(Some(seed_base + run)).unwrap();
+            let counts = &plan.release_leaves(&tree, table.clone(), &seeds).unwrap().counts[0];
+            *frequencies.entry(vec![counts[0], counts[leaves - 1]]).or_insert(0) += 1;
+        }
+        frequencies
+    };
+    let seeds = RunSeeds::new(Some(0)).unwrap();
+    let claimed: f64 = plan.release_leaves(&tree, column(0), &seeds).unwrap().spends.iter().sum();
+    assert!(claimed <= 2.0 + 1e-9 && claimed > 2.0 - 1e-6, "one histogram of ε·share = 2 claims {claimed}");
+    let worst = max_log_frequency_ratio(&frequencies(&column(0), 0), &frequencies(&column(1), 1 << 40), MIN_COUNT);
+    assert!(worst <= claimed + SLACK, "log ratio {worst} exceeds the histogram's ε = {claimed}");
     assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
 }
 
@@ -302,12 +342,12 @@ fn pair_histograms_stay_within_their_share_of_epsilon() {
 }
 
 /// The quantile partition end to end, from rows (not histograms), in one column so that the whole
-/// release is two small numbers (16 rows, so that the marginal tree's depth rule splits once at its
-/// ε = 1): column 0's released marginal mass below its middle (read from the published map) and the joint
-/// tree's count below its cut, which sits at the released marginal's median. One row moves across the
-/// middle. Two checks:
+/// release is two small numbers: column 0's released marginal mass below its middle (read from the
+/// published map, in rows) and the joint tree's count below its cut, which sits at the released marginal's
+/// median. One row moves across the middle; 40 rows, so that the marginal's counts stay far above its
+/// pruning floor. Two checks:
 /// - seed by seed, the release equals the composition of the two primitives the tests above bound (the
-///   1-D marginal tree on the column's true counts, then PMM's tree on the true counts below and above
+///   1-D marginal on the column's true counts, then PMM's tree on the true counts below and above
 ///   the released cut) with the scales the plan claims: a halved scale, a cut at the true median or a map
 ///   built from the true marginal each change some outcome;
 /// - the log ratio of the outcomes of the two tables stays within what both trees claim, and comes near it.
@@ -319,13 +359,14 @@ fn the_quantile_partition_stays_within_its_marginal_and_joint_epsilon() {
     use dpsynth::binner::pass::DataPass;
     use dpsynth::binner::NullPolicy;
     use dpsynth::geometry::bounds::ColumnBounds;
+    use dpsynth::geometry::cdf::CellCdf;
     use dpsynth::io::source::Source;
     use dpsynth::mechanism::pmm::marginals::Partition;
     use dpsynth::mechanism::{Plan, ReleasedMeasure};
     use dpsynth::options::{MechanismOptions, PmmOptions};
     use dpsynth::progress::Progress;
     use std::sync::Arc;
-    const ROWS: u64 = 16;
+    const ROWS: u64 = 40;
     const QUANTILE_RUNS: u64 = 100_000;
     const MIN_QUANTILE_COUNT: u64 = 1_000;
 
@@ -347,16 +388,17 @@ fn the_quantile_partition_stays_within_its_marginal_and_joint_epsilon() {
         let data = DataPass { source, columns: &columns, bounds: &bounds, nulls: NullPolicy::Error, progress: &progress };
         plan.release(&data, &RunSeeds::new(Some(seed)).unwrap(), &mut Timings::default()).unwrap()
     };
-    let outcome = |source: &Source, seed: u64| -> (u64, u64) {
+    // The released marginal's mass below the middle, in rows (none when it released no mass).
+    let rows_below = |marginal: &CellCdf| (marginal.value(0.5) * ROWS as f64).round() as u64;
+    let outcome = |source: &Source, seed: u64| -> (Option<u64>, u64) {
         let ReleasedMeasure::Calibrated { inner, maps } = release(source, seed).measure else {
             panic!("the quantile partition releases a calibrated measure");
         };
         let ReleasedMeasure::Leaves { counts, .. } = *inner else { panic!("the joint tree releases leaves") };
-        let marginal = &maps[0].as_ref().expect("the marginal released mass").to;
-        ((marginal.value(0.5) * ROWS as f64).round() as u64, counts[0])
+        (maps[0].as_ref().map(|map| rows_below(&map.to)), counts[0])
     };
 
-    let budget = release(&table(6), 0).budget;
+    let budget = release(&table(20), 0).budget;
     let spent = |prefix: &str| -> f64 {
         budget.spends.iter().filter(|spend| spend.release.starts_with(prefix)).map(|spend| spend.epsilon).sum()
     };
@@ -365,15 +407,16 @@ fn the_quantile_partition_stays_within_its_marginal_and_joint_epsilon() {
 
     let marginals = MarginalPlan::new(&public, 0.5, &options).unwrap();
     let tree = marginals.tree(None).unwrap();
-    assert_eq!(tree.schedule.depth, 1, "the d = 1 rule splits 16 rows once at ε = 1");
+    let leaves = 1usize << tree.schedule.depth;
     let Plan::Pmm(pmm) = &plan else { panic!("a PMM plan") };
     let joint = pmm.schedule().expect("the joint depth is given").clone();
-    let composed = |low: u64, seed: u64| -> (u64, u64) {
+    let composed = |low: u64, seed: u64| -> (Option<u64>, u64) {
         let seeds = RunSeeds::new(Some(seed)).unwrap();
-        let true_counts = vec![low, ROWS - low];
-        let marginal = marginals.release_leaves(&tree, vec![true_counts.clone()], &seeds).unwrap();
+        let mut true_leaves = vec![0; leaves];
+        (true_leaves[0], true_leaves[leaves - 1]) = (low, ROWS - low);
+        let marginal = marginals.release_leaves(&tree, vec![true_leaves], &seeds).unwrap();
         let joint = release_leaf_counts(
-            true_counts,
+            vec![low, ROWS - low],
             &joint,
             None,
             &seeds.noise,
@@ -381,9 +424,9 @@ fn the_quantile_partition_stays_within_its_marginal_and_joint_epsilon() {
             seeds.consistency(),
             &mut Timings::default(),
         );
-        (marginal.counts[0][0], joint[0])
+        (CellCdf::from_counts(&marginal.counts[0]).map(|marginal| rows_below(&marginal)), joint[0])
     };
-    for low in [6, 5] {
+    for low in [20, 19] {
         let source = table(low);
         for seed in 0..300 {
             assert_eq!(outcome(&source, seed), composed(low, seed), "{low} rows below, seed {seed}");
@@ -395,7 +438,7 @@ fn the_quantile_partition_stays_within_its_marginal_and_joint_epsilon() {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
         let source = table(low);
         pool.install(|| {
-            let mut frequencies: HashMap<(u64, u64), u64> = HashMap::new();
+            let mut frequencies: HashMap<(Option<u64>, u64), u64> = HashMap::new();
             for run in 0..QUANTILE_RUNS {
                 *frequencies.entry(outcome(&source, seed_base + run)).or_insert(0) += 1;
             }
@@ -403,8 +446,8 @@ fn the_quantile_partition_stays_within_its_marginal_and_joint_epsilon() {
         })
     };
     let (first, second) = std::thread::scope(|scope| {
-        let first = scope.spawn(|| frequencies(6, 0));
-        (first.join().unwrap(), frequencies(5, 1 << 40))
+        let first = scope.spawn(|| frequencies(20, 0));
+        (first.join().unwrap(), frequencies(19, 1 << 40))
     });
     let worst = max_log_frequency_ratio(&first, &second, MIN_QUANTILE_COUNT);
     assert!(worst <= claimed + SLACK, "log ratio {worst} exceeds the claimed ε = {claimed}");
