@@ -276,6 +276,40 @@ fn marginal_trees_stay_within_their_share_of_epsilon() {
     assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
 }
 
+/// `--marginal-share`'s shape rule and its accounting: a shallow column is released flat at the column's
+/// whole ε·S/d (sensitivity 2 under replace), a deep one as a tree, and either claims no more than its share.
+#[test]
+fn shallow_marginals_are_flat_histograms_and_deep_ones_trees() {
+    use dpsynth::mechanism::pmm::marginals;
+    use dpsynth::options::PmmOptions;
+    let mut shapes = Vec::new();
+    for (epsilon, rows) in [(0.05, 300_000), (1.0, 1000), (0.5, 300_000), (10.0, 300_000)] {
+        let plan = MarginalPlan::new(&replace_inputs(3, epsilon, rows), 0.3, &PmmOptions::DEFAULT).unwrap();
+        let tree = plan.tree(None).unwrap();
+        let depth = tree.schedule.depth;
+        let seeds = RunSeeds::new(Some(1)).unwrap();
+        let released = plan.release_leaves(&tree, vec![vec![0; 1 << depth]; 3], &seeds).unwrap();
+        let per_column = epsilon * 0.3 / 3.0;
+        let spent = released.spends[0];
+        assert!(spent <= per_column && spent > per_column * (1.0 - 1e-6), "depth {depth}: {spent} of {per_column}");
+        match tree.shape {
+            MarginalShape::Flat { scale, floor } => {
+                assert!(depth <= marginals::FLAT_MARGINAL_MAX_DEPTH, "flat at depth {depth}");
+                // Replace moves a row between two cells: sensitivity 2.
+                assert!((scale.to_f64() * per_column / 2.0 - 1.0).abs() < 1e-6, "scale {scale:?}");
+                assert_eq!(floor, (marginals::FLAT_MARGINAL_PRUNE_SCALES * scale.to_f64()).ceil() as i64);
+                assert_eq!(released.parameters.release, "flat");
+            }
+            MarginalShape::Tree => {
+                assert!(depth > marginals::FLAT_MARGINAL_MAX_DEPTH, "a tree at depth {depth}");
+                assert_eq!(released.parameters.release, "tree");
+            }
+        }
+        shapes.push(released.parameters.release);
+    }
+    assert!(shapes.contains(&"flat") && shapes.contains(&"tree"), "both shapes were tried: {shapes:?}");
+}
+
 /// `--marginal-share`'s release at a shallow depth: a flat histogram of the column's leaves, on
 /// replace-neighbouring tables where one row moves from the first cell to the last (empty in the first
 /// table). The outcome is those two noisy cells (the floor set to 0: pruning is post-processing), against
@@ -412,8 +446,10 @@ fn the_quantile_partition_stays_within_its_marginal_and_joint_epsilon() {
     let joint = pmm.schedule().expect("the joint depth is given").clone();
     let composed = |low: u64, seed: u64| -> (Option<u64>, u64) {
         let seeds = RunSeeds::new(Some(seed)).unwrap();
+        // The marginal's cells of the rows at 0.1 and at 0.9.
         let mut true_leaves = vec![0; leaves];
-        (true_leaves[0], true_leaves[leaves - 1]) = (low, ROWS - low);
+        let cell = |x: f64| (x * leaves as f64) as usize;
+        (true_leaves[cell(0.1)], true_leaves[cell(0.9)]) = (low, ROWS - low);
         let marginal = marginals.release_leaves(&tree, vec![true_leaves], &seeds).unwrap();
         let joint = release_leaf_counts(
             vec![low, ROWS - low],

@@ -389,52 +389,6 @@ impl RowGenerator for CalibratedRows<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sampler::Placement;
-
-    /// `dims` columns of `rows` rows (public: replace) at `epsilon`.
-    fn public(dims: usize, epsilon: f64, rows: u64) -> PublicInputs<'static> {
-        PublicInputs {
-            dims,
-            epsilon,
-            neighbours: Neighbours::Replace,
-            file_rows: rows,
-            memory_limit: 1 << 30,
-            threads: 1,
-            placement: Placement::Uniform,
-            encoding: None,
-        }
-    }
-
-    #[test]
-    fn shallow_marginals_are_flat_histograms_and_deep_ones_trees() {
-        let mut shapes = Vec::new();
-        for (epsilon, rows) in [(0.05, 300_000), (1.0, 1000), (0.5, 300_000), (10.0, 300_000)] {
-            let plan = MarginalPlan::new(&public(3, epsilon, rows), 0.3, &PmmOptions::DEFAULT).unwrap();
-            let tree = plan.tree(None).unwrap();
-            let depth = tree.schedule.depth;
-            let seeds = RunSeeds::new(Some(1)).unwrap();
-            let released = plan.release_leaves(&tree, vec![vec![0; 1 << depth]; 3], &seeds).unwrap();
-            let per_column = epsilon * 0.3 / 3.0;
-            let spent = released.spends[0];
-            assert!(spent <= per_column && spent > per_column * (1.0 - 1e-6), "depth {depth}: {spent} of {per_column}");
-            match tree.shape {
-                MarginalShape::Flat { scale, floor } => {
-                    assert!(depth <= FLAT_MARGINAL_MAX_DEPTH, "flat at depth {depth}");
-                    // Replace moves a row between two cells: sensitivity 2.
-                    assert!((scale.to_f64() * per_column / 2.0 - 1.0).abs() < 1e-6, "scale {scale:?}");
-                    assert_eq!(floor, (FLAT_MARGINAL_PRUNE_SCALES * scale.to_f64()).ceil() as i64);
-                    assert_eq!(released.parameters.release, "flat");
-                }
-                MarginalShape::Tree => {
-                    assert!(depth > FLAT_MARGINAL_MAX_DEPTH, "a tree at depth {depth}");
-                    assert_eq!(released.parameters.release, "tree");
-                }
-            }
-            shapes.push(released.parameters.release);
-        }
-        assert!(shapes.contains(&"flat") && shapes.contains(&"tree"), "both shapes were tried: {shapes:?}");
-    }
-
     #[test]
     fn a_flat_histogram_noises_every_cell_empty_ones_included() {
         let scale = RationalScale::round_up(5.0).unwrap();
