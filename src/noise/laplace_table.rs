@@ -74,6 +74,12 @@ impl ScaleSampler {
             ScaleSampler::Direct(scale) => sample_discrete_laplace(rng, *scale),
         }
     }
+
+    /// Each of `counts` plus one draw, in order from `rng`: every cell noised, empty ones included (a flat
+    /// noisy histogram: the pair histograms, the flat 1-D marginals).
+    pub fn noisy_counts<R: Rng + ?Sized>(&self, counts: &[u64], rng: &mut R) -> Vec<i64> {
+        counts.iter().map(|&count| count as i64 + self.sample(rng)).collect()
+    }
 }
 
 /// The thresholds τ_m of one scale, bracketed in 2^−63 units, with a guide to search them.

@@ -211,7 +211,7 @@ impl MarginalPlan {
                     MarginalShape::Tree => tree.plan.release_leaves(leaves, &seeds, &mut Timings::default()),
                     MarginalShape::Flat { scale, floor } => Ok(flat_histogram(&leaves, scale, &seeds.noise)
                         .into_iter()
-                        .map(|count| if count < floor.max(0) { 0 } else { count as u64 })
+                        .map(|count| if count < floor || count < 0 { 0 } else { count as u64 })
                         .collect()),
                 }
             })
@@ -279,9 +279,7 @@ pub enum MarginalShape {
 /// column key's own stream. Under add-remove a row changes one cell by 1, under replace two cells by 1
 /// each, so the scale sensitivity/ε makes the histogram ε-DP.
 pub fn flat_histogram(leaves: &[u64], scale: RationalScale, key: &NoiseKey) -> Vec<i64> {
-    let sampler = ScaleSampler::new(scale);
-    let mut rng = key.stream(NoiseStream::MarginalHistogram, 0);
-    leaves.iter().map(|&count| count as i64 + sampler.sample(&mut rng)).collect()
+    ScaleSampler::new(scale).noisy_counts(leaves, &mut key.stream(NoiseStream::MarginalHistogram, 0))
 }
 
 /// What one tree spends: its levels below the root. The root is the public n (replace) or the joint

@@ -105,9 +105,8 @@ impl PairPlan {
     /// One pair's histogram with Lap_Z(σ) on every cell, empty ones included; negative counts are kept
     /// (the gate reads them unthresholded).
     pub fn noisy_histogram(&self, counts: &[u64], (parent, child): (usize, usize), key: &NoiseKey) -> Vec<i64> {
-        let sampler = ScaleSampler::new(self.scale);
         let mut rng = key.stream(NoiseStream::PairHistogram, (parent * self.dims + child) as u64);
-        counts.iter().map(|&count| count as i64 + sampler.sample(&mut rng)).collect()
+        ScaleSampler::new(self.scale).noisy_counts(counts, &mut rng)
     }
 
     /// Releases the pair histograms of the tree chosen from `joint` (drawn with `placement`) and fits
