@@ -2,7 +2,7 @@
 """Accuracy against theory: W1 of PMM's synthetic data against n, beside the proven bound.
 
 For d = 1, 2, 3 and several ε, on generated tables (`dpsynth generate`, a fixed law) of growing n:
-synthesise with `dpsynth synth` (PMM, default options), measure W1 with `dpsynth eval`, and read the
+synthesise with `dpsynth synth --mechanism pmm` (the textbook tree, default options), measure W1 with `dpsynth eval`, and read the
 bound the run report states (Theorem 3.9 for the schedule used, which with the optimal σ_j of eq. 3.7 is
 Theorem 3.10's (√2/(εn))·S² + 2^-⌊r/d⌋ form). Writes, under --out:
 
@@ -65,7 +65,7 @@ def one_run(work, dims, epsilon, rows, seed):
     synth = work / f"synth-d{dims}-e{epsilon}-n{rows}-s{seed}.parquet"
     report = synth.with_suffix(".report.json")
     evaluation = synth.with_suffix(".eval.json")
-    run([BINARY, "synth", data, "--config", schema, "--epsilon", epsilon, "--seed", seed,
+    run([BINARY, "synth", data, "--config", schema, "--mechanism", "pmm", "--epsilon", epsilon, "--seed", seed,
          "--output", synth, "--report", report, "--quiet"])
     run([BINARY, "eval", "--real", data, "--synth", synth, "--config", schema,
          "--json", evaluation, "--quiet"])

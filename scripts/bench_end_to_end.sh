@@ -5,7 +5,7 @@
 #     and the same ratio for the binning pass alone;
 #   - 2 threads against 1 (the same bench with DPSYNTH_BENCH_THREADS=1);
 #   - the phase split from the diagnostics: read and bin, merge, tree, noise, consistency, sample and encode, write;
-#   - peak memory of one `dpsynth synth` run (/usr/bin/time -v).
+#   - peak memory of one `dpsynth synth --mechanism pmm` run (/usr/bin/time -v; the bench runs PMM too).
 # Usage: scripts/bench_end_to_end.sh [ROWS ...]   (tables are cached in target/bench-data)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +28,7 @@ for rows in ${rows_list[@]}; do
       bounds=()
       for ((k = 0; k < dims; k++)); do bounds+=(--bounds "x$k=0:1"); done
       /usr/bin/time -f "d=$dims $compression: %e s wall, %M KiB peak RSS" \
-        target/release/dpsynth synth "$input" "${bounds[@]}" --epsilon 1 --device cpu --quiet \
+        target/release/dpsynth synth "$input" "${bounds[@]}" --mechanism pmm --epsilon 1 --device cpu --quiet \
         --output "$dir/synth-peak.parquet"
     done
   done

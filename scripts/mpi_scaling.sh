@@ -34,8 +34,8 @@ for ranks in $RANKS; do
       done
     fi
     started=$(date +%s.%N)
-    mpirun --oversubscribe -n "$ranks" "$BIN" synth "$input" --config "$OUT/bounds.toml" --epsilon 1 --threads "$THREADS" \
-      --output "$OUT/parts-$scaling-$ranks" --diagnostics "$OUT/diag-$scaling-$ranks.json" --quiet
+    mpirun --oversubscribe -n "$ranks" "$BIN" synth "$input" --config "$OUT/bounds.toml" --mechanism pmm --epsilon 1 \
+      --threads "$THREADS" --output "$OUT/parts-$scaling-$ranks" --diagnostics "$OUT/diag-$scaling-$ranks.json" --quiet
     ended=$(date +%s.%N)
     python3 - "$OUT/diag-$scaling-$ranks.json" "$scaling" "$ranks" "$started" "$ended" <<'PY'
 import json, sys

@@ -40,7 +40,8 @@ pub fn value_name<T: clap::ValueEnum>(value: &T) -> String {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mechanism {
-    /// Private Measure Mechanism: noisy counts on a dyadic tree (the default).
+    /// Private Measure Mechanism: noisy counts on a dyadic tree, as the dissertation gives it (with the
+    /// calibration flags you give).
     Pmm,
     /// Private Signed Measure Mechanism: noisy counts on m equal cubes, projected to a probability measure.
     Psmm,
@@ -53,11 +54,15 @@ pub enum Mechanism {
     Microagg,
     /// Damped covariance-loss microaggregation of Boolean/one-hot encoded columns: ε-DP under replace.
     Covloss,
-    /// PMM with the settings measured best at the table's width: plain at d ≤ 2, --marginal-share 0.3
-    /// at d = 3, --partition quantile at d ≥ 4 (--marginal-share 0.45 there with --pair-share; the
-    /// report's `parameters.auto` says which and why).
+    /// The default: PMM with the settings measured best at the table's width: plain at d ≤ 2,
+    /// --marginal-share 0.3 at d = 3, --partition quantile at d ≥ 4 (--marginal-share 0.45 there with
+    /// --pair-share; the report's `parameters.auto` says which and why). Where --marginal-share or
+    /// --partition is given, PMM with those.
     Auto,
 }
+
+/// What a run without `--mechanism` (or `mechanism` in its config) runs.
+pub const DEFAULT_MECHANISM: Mechanism = Mechanism::Auto;
 
 impl Mechanism {
     /// Whether the mechanism reads Boolean encodings of the columns (bits, categories, bins).
@@ -118,7 +123,7 @@ pub struct SynthArgs {
     /// A TOML file with any of these options, each under its flag's name (the command line wins).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Mechanism [default: pmm].
+    /// Mechanism [default: auto, which is PMM with settings chosen from the number of columns].
     #[arg(long, value_enum)]
     pub mechanism: Option<Mechanism>,
     /// psmm: number of equal cubes m [default: about εn as in the paper, at most 10^6].
@@ -169,7 +174,8 @@ pub struct SynthArgs {
     pub root_share: Option<f64>,
     /// pmm: share of ε spent on a fine 1-D marginal of each column (ε × share / d each), onto which each
     /// synthetic column is then mapped monotonically (post-processing; the joint keeps its ranks)
-    /// [default: 0, off].
+    /// [default: 0, off; the default `--mechanism auto` chooses it from the number of columns unless this
+    /// or --partition is given].
     #[arg(long, allow_negative_numbers = true)]
     pub marginal_share: Option<f64>,
     /// pmm and auto: share S of ε spent on the 2-way marginals of d − 1 column pairs (32 × 32 cells,
@@ -179,7 +185,8 @@ pub struct SynthArgs {
     pub pair_share: Option<f64>,
     /// pmm: where the tree cuts each axis: `midpoint` halves the public bounds, `quantile` cuts at the
     /// quantiles of the released 1-D marginals mixed half and half with equal widths (--marginal-share,
-    /// 0.3 unless given) [default: midpoint].
+    /// 0.3 unless given) [default: midpoint; `--mechanism auto` chooses it unless this or --marginal-share
+    /// is given].
     #[arg(long, value_enum)]
     pub partition: Option<Partition>,
     /// Output rows, at most 10^12 (default: the released row count).
@@ -336,6 +343,32 @@ pub struct AutoChoice {
 pub const PAIRED_MARGINAL_SHARE: f64 = 0.45;
 
 impl AutoChoice {
+    /// `--placement centre`: the maps need points spread inside their cells, so no calibration.
+    const CENTRED: AutoChoice = AutoChoice {
+        marginal_share: 0.0,
+        partition: Partition::Midpoint,
+        reason: "--mechanism auto with --placement centre: plain PMM (the marginal maps need points spread \
+                 uniformly in their cells)",
+    };
+
+    /// `--depth` under add-remove: no n̂ is released, and the marginal trees' depths follow n̂.
+    const FIXED_DEPTH: AutoChoice = AutoChoice {
+        marginal_share: 0.0,
+        partition: Partition::Midpoint,
+        reason: "--mechanism auto with --depth under add-remove: plain PMM at that depth (the released marginals' \
+                 depths follow the released n-hat, which --depth does without)",
+    };
+
+    /// `--marginal-share` or `--partition` given: PMM with those, as `--mechanism pmm` would run.
+    fn given(marginal_share: f64, partition: Partition) -> Self {
+        AutoChoice {
+            marginal_share,
+            partition,
+            reason: "--mechanism auto with --marginal-share or --partition given: PMM with the calibration given, \
+                     as --mechanism pmm",
+        }
+    }
+
     /// The settings for `dims` columns; `pairs`: the run releases 2-way marginals (`--pair-share`).
     pub fn for_columns(dims: usize, pairs: bool) -> Self {
         match dims {
@@ -460,7 +493,7 @@ impl PmmOptions {
 }
 
 impl SynthOptions {
-    /// PMM with every default, for ε and the public bounds.
+    /// PMM as `--mechanism pmm` runs it (no calibration), every default, for ε and the public bounds.
     pub fn new(epsilon: f64, bounds: Vec<ColumnBounds>) -> Self {
         SynthOptions {
             epsilon,
@@ -621,13 +654,7 @@ impl SynthArgs {
     /// The typed options alone (input and outputs aside): what a library caller with its own input and
     /// outputs runs.
     pub fn resolve_options(self) -> Result<SynthOptions> {
-        let requested = self.mechanism.unwrap_or(Mechanism::Pmm);
-        if requested == Mechanism::Auto && (self.marginal_share.is_some() || self.partition.is_some()) {
-            return Err(Error::bad_input(
-                "--mechanism auto sets --marginal-share and --partition from the number of columns; \
-                 use --mechanism pmm to set them yourself",
-            ));
-        }
+        let requested = self.mechanism.unwrap_or(DEFAULT_MECHANISM);
         let mechanism = match requested {
             Mechanism::Auto => Mechanism::Pmm,
             other => other,
@@ -780,22 +807,38 @@ impl SynthArgs {
                 "--prune-sigmas must be a finite number of at least 0, got {sigmas}"
             )));
         }
-        let auto = (requested == Mechanism::Auto)
-            .then(|| AutoChoice::for_columns(bounds.len(), self.pair_share.is_some_and(|share| share > 0.0)));
+        // PMM's calibration as given (or defaulted): what `--mechanism pmm` runs, and what auto runs when
+        // either flag is given; auto chooses only for runs that leave both unset.
+        let given = AutoChoice::given(
+            self.marginal_share.unwrap_or(match self.partition {
+                Some(Partition::Quantile) => DEFAULT_QUANTILE_MARGINAL_SHARE,
+                _ => 0.0,
+            }),
+            self.partition.unwrap_or(Partition::Midpoint),
+        );
+        let calibration_given = self.marginal_share.is_some() || self.partition.is_some();
+        let centred = self.placement == Some(Placement::Centre);
+        let fixed_depth = self.depth.is_some() && self.neighbours.unwrap_or(Neighbours::DEFAULT) == Neighbours::AddRemove;
+        let auto = (requested == Mechanism::Auto).then(|| {
+            if calibration_given {
+                given
+            } else if centred {
+                AutoChoice::CENTRED
+            } else if fixed_depth {
+                AutoChoice::FIXED_DEPTH
+            } else {
+                AutoChoice::for_columns(bounds.len(), self.pair_share.is_some_and(|share| share > 0.0))
+            }
+        });
+        let calibration = auto.unwrap_or(given);
         let pmm = PmmOptions {
             depth: self.depth,
             consistency: self.consistency.unwrap_or(DEFAULT_CONSISTENCY),
             prune_sigmas: self.prune_sigmas.unwrap_or(DEFAULT_PRUNE_SIGMAS),
             noisy_n_share: root_share.unwrap_or(DEFAULT_NOISY_N_SHARE),
             device: self.device.unwrap_or(DeviceChoice::Auto),
-            marginal_share: auto.map_or(
-                self.marginal_share.unwrap_or(match self.partition {
-                    Some(Partition::Quantile) => DEFAULT_QUANTILE_MARGINAL_SHARE,
-                    _ => 0.0,
-                }),
-                |auto| auto.marginal_share,
-            ),
-            partition: auto.map_or(self.partition.unwrap_or(Partition::Midpoint), |auto| auto.partition),
+            marginal_share: calibration.marginal_share,
+            partition: calibration.partition,
             pair_share: self.pair_share.unwrap_or(0.0),
             chosen_by: auto.map(|auto| auto.reason),
         };
@@ -966,8 +1009,12 @@ mod tests {
 
     #[test]
     fn each_mechanism_gets_its_own_options_with_their_defaults() {
-        let request = args(&["--bounds", "a=0:1"]).resolve().unwrap();
+        let request = args(&["--bounds", "a=0:1", "--mechanism", "pmm"]).resolve().unwrap();
         assert_eq!(request.options.mechanism, MechanismOptions::Pmm(PmmOptions::DEFAULT));
+        let MechanismOptions::Pmm(auto) = args(&["--bounds", "a=0:1"]).resolve().unwrap().options.mechanism else {
+            panic!("the default runs pmm");
+        };
+        assert_eq!(PmmOptions { chosen_by: None, ..auto }, PmmOptions::DEFAULT);
         let request = args(&["--bounds", "a=0:1", "--mechanism", "psmm", "--cells", "64"])
             .resolve()
             .unwrap();
@@ -1060,12 +1107,39 @@ mod tests {
             let d = columns.split(',').count();
             assert!(pmm.chosen_by.unwrap().contains(&format!("d {} ", if d <= 2 { "<=" } else if d == 3 { "=" } else { ">=" })));
         }
-        let plain = args(&["--bounds", "a=0:1"]).resolve_options().unwrap();
-        assert!(matches!(plain.mechanism, MechanismOptions::Pmm(PmmOptions { chosen_by: None, .. })));
-        let error = args(&["--mechanism", "auto", "--marginal-share", "0.1", "--bounds", "a=0:1"])
-            .resolve_options()
-            .unwrap_err();
-        assert!(error.to_string().contains("--mechanism auto sets --marginal-share"), "{error}");
+        let pmm = |words: &[&str]| match args(words).resolve_options().unwrap().mechanism {
+            MechanismOptions::Pmm(pmm) => pmm,
+            other => panic!("{words:?} runs {other:?}"),
+        };
+        let four = ["--columns", "a,b,c,d", "--bounds", "a=0:1", "--bounds", "b=0:1", "--bounds", "c=0:1", "--bounds", "d=0:1"];
+        // No --mechanism: auto's choice, and the report says so.
+        let default = pmm(&four);
+        assert_eq!((default.marginal_share, default.partition), (0.3, Partition::Quantile));
+        assert!(default.chosen_by.unwrap().contains("d >= 4"));
+        // --mechanism pmm: the textbook tree, nothing chosen.
+        let plain = pmm(&[&["--mechanism", "pmm"][..], &four].concat());
+        assert_eq!((plain.marginal_share, plain.partition, plain.chosen_by), (0.0, Partition::Midpoint, None));
+        // Centre placement cannot be mapped, and --depth under add-remove releases no n̂ to size the
+        // marginals by: auto runs the plain tree (under replace, --depth keeps auto's choice).
+        for plain in [&["--placement", "centre"][..], &["--depth", "9"][..]] {
+            let run = pmm(&[plain, &four].concat());
+            assert_eq!((run.marginal_share, run.partition), (0.0, Partition::Midpoint), "{plain:?}");
+            assert!(run.chosen_by.unwrap().contains(&plain[0][2..]), "{plain:?}");
+        }
+        let replace = pmm(&[&["--depth", "9", "--neighbours", "replace"][..], &four].concat());
+        assert_eq!((replace.marginal_share, replace.partition), (0.3, Partition::Quantile));
+        // A calibration given keeps its meaning with or without --mechanism: auto chooses nothing else.
+        for mechanism in [&[][..], &["--mechanism", "auto"][..], &["--mechanism", "pmm"][..]] {
+            for (given, share, partition) in [
+                (&["--marginal-share", "0.1"][..], 0.1, Partition::Midpoint),
+                (&["--partition", "midpoint"][..], 0.0, Partition::Midpoint),
+                (&["--partition", "quantile"][..], 0.3, Partition::Quantile),
+            ] {
+                let run = pmm(&[mechanism, given, &four].concat());
+                assert_eq!((run.marginal_share, run.partition), (share, partition), "{mechanism:?} {given:?}");
+                assert_eq!(run.chosen_by.is_some(), mechanism.is_empty() || mechanism[1] == "auto");
+            }
+        }
     }
 
     #[test]

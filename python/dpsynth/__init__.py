@@ -51,7 +51,7 @@ def synthesize(
     """One ``dpsynth synth`` run on ``data``: the synthetic table and the run report.
 
     Every keyword is the ``synth`` option of the same name (``root_share`` is ``--root-share``); one left
-    out (None) takes the command line's default (``mechanism`` pmm, ``neighbours`` add-remove, ``rows`` the
+    out (None) takes the command line's default (``mechanism`` auto, ``neighbours`` add-remove, ``rows`` the
     released count) or the value in ``config``. With ``seed`` the run is reproducible and its report says
     it is not fit for release. ``quiet`` turns off the progress bar (the logger still gets the phases).
 
@@ -106,7 +106,7 @@ class Synthesizer:
     ``sample`` returns the kind of table that was fitted (pandas, polars, else pyarrow).
     """
 
-    def __init__(self, mechanism: str = "pmm", *, epsilon: Optional[float] = None, quiet: bool = False,
+    def __init__(self, mechanism: str = "auto", *, epsilon: Optional[float] = None, quiet: bool = False,
                  **options: Any) -> None:
         self.mechanism = mechanism
         self.epsilon = epsilon
@@ -118,7 +118,7 @@ class Synthesizer:
         self.report: Optional[Dict[str, Any]] = None
 
     @classmethod
-    def create(cls, synth: str = "pmm", epsilon: Optional[float] = None, **options: Any) -> "Synthesizer":
+    def create(cls, synth: str = "auto", epsilon: Optional[float] = None, **options: Any) -> "Synthesizer":
         """smartnoise-synth's constructor: ``Synthesizer.create("pmm", epsilon=1.0, ...)``."""
         return cls(synth, epsilon=epsilon, **options)
 

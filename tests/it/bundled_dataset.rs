@@ -62,11 +62,16 @@ fn readme_main_job_runs_on_the_bundled_flights_table() {
         .iter()
         .map(|(phase, _, parts)| (phase.as_str(), parts.iter().map(|(part, _)| part.as_str()).collect()))
         .collect();
+    // The default at four columns is auto's quantile partition: n̂ and the marginals first, then the tree.
+    assert!(report["parameters"]["auto"].as_str().unwrap().contains("d >= 4"), "{}", report["parameters"]);
+    assert_eq!(report["parameters"]["marginal_calibration"]["partition"], "quantile");
     assert_eq!(
         outline,
         [
+            ("count and marginals", vec![]),
+            ("marginals", vec![]),
             ("bin", vec!["read and bin", "merge"]),
-            ("noise and consistency", vec!["coarsen", "tree", "noise", "consistency", "leaves"]),
+            ("noise and consistency", vec!["tree", "noise", "consistency", "leaves"]),
             ("sample and write", vec!["sample and encode", "write"]),
             ("close table", vec![]),
         ]

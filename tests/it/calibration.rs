@@ -27,6 +27,7 @@ fn write(path: &Path, columns: &[Vec<f64>]) {
 }
 
 /// `synth` with the table's bounds, `--seed 5`, the outputs in `dir` named `name`, and `extra`; the report.
+/// The mechanism is `pmm` (the flags' own meaning) unless `extra` names one.
 fn synth(dir: &Path, input: &Path, name: &str, extra: &[&str]) -> serde_json::Value {
     let (output, report) = (dir.join(format!("{name}.parquet")), dir.join(format!("{name}.json")));
     let mut args = vec![
@@ -40,6 +41,9 @@ fn synth(dir: &Path, input: &Path, name: &str, extra: &[&str]) -> serde_json::Va
         "--seed".to_string(),
         "5".to_string(),
     ];
+    if !extra.contains(&"--mechanism") {
+        args.extend(["--mechanism".to_string(), "pmm".to_string()]);
+    }
     args.extend(extra.iter().map(|word| word.to_string()));
     run_with_bounds(args);
     serde_json::from_str(&std::fs::read_to_string(report).unwrap()).unwrap()

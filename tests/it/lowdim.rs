@@ -133,7 +133,8 @@ fn on_a_two_flat_in_twenty_dimensions_lowdim_beats_pmm_on_all_columns() {
             &format!("lowdim{seed}"),
             &[&common[..], &["--mechanism", "lowdim", "--target-dim", "2"]].concat(),
         );
-        let (pmm_table, _) = synth(&input, dims, &format!("pmm{seed}"), &common);
+        let (pmm_table, _) =
+            synth(&input, dims, &format!("pmm{seed}"), &[&common[..], &["--mechanism", "pmm"]].concat());
         let (a, b) = (
             eval_w1(&input, &lowdim_table, dims),
             eval_w1(&input, &pmm_table, dims),
@@ -605,7 +606,7 @@ fn on_a_three_flat_lowdim_with_either_inner_mechanism_beats_pmm_on_all_columns()
         "lowdim_psmm",
         &[&lowdim[..], &["--inner-mechanism", "psmm"]].concat(),
     );
-    let pmm = w1("pmm", &[]);
+    let pmm = w1("pmm", &["--mechanism", "pmm"]);
     for (name, (whole, per_column)) in [("inner pmm", inner_pmm), ("inner psmm", inner_psmm)] {
         assert!(whole < 0.75 * pmm.0, "{name}: W1 {whole} vs pmm {}", pmm.0);
         assert!(

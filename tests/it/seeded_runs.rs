@@ -11,13 +11,14 @@ use std::process::Command;
 /// its output paths, a fixed memory limit (the depth cap would follow the machine) and `--epsilon 1`
 /// unless it gives its own or is microagg, which is not DP and refuses ε).
 const RUNS: &[(&str, &[&str])] = &[
+    ("default_auto", &[]),
     ("pmm_add_remove", &["--mechanism", "pmm"]),
     (
         "pmm_replace_proportional_centre",
-        &["--neighbours", "replace", "--consistency", "proportional", "--placement", "centre"],
+        &["--mechanism", "pmm", "--neighbours", "replace", "--consistency", "proportional", "--placement", "centre"],
     ),
-    ("pmm_depth_rows", &["--depth", "9", "--rows", "1000"]),
-    ("pmm_one_column", &["--columns", "x0"]),
+    ("pmm_depth_rows", &["--mechanism", "pmm", "--depth", "9", "--rows", "1000"]),
+    ("pmm_one_column", &["--mechanism", "pmm", "--columns", "x0"]),
     ("psmm_add_remove", &["--mechanism", "psmm"]),
     ("psmm_replace_cells", &["--mechanism", "psmm", "--neighbours", "replace", "--cells", "512"]),
     ("lowdim_replace", &["--mechanism", "lowdim", "--neighbours", "replace", "--epsilon", "4"]),
