@@ -161,7 +161,7 @@ def test_fit_spends_once_and_sampling_never_reads_the_data():
 def test_the_first_draw_is_the_cli_table(cli, tmp_path):
     data = table()
     expected, _, _ = cli_synth(cli, data, tmp_path, "--epsilon", "1", "--seed", "11", "--rows", "3000")
-    fitted = dpsynth.Synthesizer("pmm", epsilon=1.0, seed=11, quiet=True).fit(pl.from_arrow(data), bounds=BOUNDS)
+    fitted = dpsynth.Synthesizer(epsilon=1.0, seed=11, quiet=True).fit(pl.from_arrow(data), bounds=BOUNDS)
     # polars keeps the values and types; it does not keep Arrow's not-null flag.
     assert fitted.sample(3000).to_arrow().cast(expected.schema).equals(expected)
 
