@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # lowdim against PMM on all columns, on data near a 2-flat in d = 20, 50, 100 dimensions.
 # For each d and ε: `dpsynth generate --law subspace:2` (uniform on a box in a random 2-flat plus ±0.01
-# noise), then `synth --mechanism lowdim --target-dim 2` and plain PMM at the same ε (both under
-# --neighbours replace, the paper's relation), then `dpsynth eval` of each against the real table.
+# noise), then `synth --mechanism lowdim --target-dim 2`, plain PMM (`--mechanism pmm`) and the default
+# (`auto`) at the same ε (all under --neighbours replace, the paper's relation), then `dpsynth eval` of each
+# against the real table.
 # With ROWS ≤ 2000 eval computes W1 exactly (dense transport); beyond it reports a sandwich.
-# Output: CSV on stdout (and in out/lowdim_flat.csv): d, eps, seed, rows, method, W1 lowdim, W1 pmm.
+# Output: CSV on stdout (and in out/lowdim_flat.csv): d, eps, seed, rows, method, W1 of lowdim, PMM and the
+# default, lowdim's d'.
 # Usage: scripts/lowdim_flat.sh [ROWS] [SEEDS]     (defaults 2000 and 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +19,7 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p out
 w1() { python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["w1"]["method"], j["w1"]["value"])' "$1"; }
 {
-  echo "dims,epsilon,seed,rows,w1_method,w1_lowdim,w1_pmm,lowdim_target_dim"
+  echo "dims,epsilon,seed,rows,w1_method,w1_lowdim,w1_pmm,lowdim_target_dim,w1_default"
   for dims in 20 50 100; do
     for seed in $(seq 1 "$seeds"); do
       data="$work/flat-$dims-$seed.parquet"
@@ -27,15 +29,17 @@ w1() { python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["w1"
         common=(--config "$work/bounds-$dims.toml" --epsilon "$eps" --neighbours replace --seed "$seed" --quiet)
         "$bin" synth "$data" --output "$work/lowdim.parquet" --report "$work/lowdim.json" \
           --mechanism lowdim --target-dim 2 "${common[@]}"
-        "$bin" synth "$data" --output "$work/pmm.parquet" "${common[@]}"
-        "$bin" eval --real "$data" --synth "$work/lowdim.parquet" --config "$work/bounds-$dims.toml" \
-          --json "$work/eval-lowdim.json" --quiet
-        "$bin" eval --real "$data" --synth "$work/pmm.parquet" --config "$work/bounds-$dims.toml" \
-          --json "$work/eval-pmm.json" --quiet
+        "$bin" synth "$data" --output "$work/pmm.parquet" --mechanism pmm "${common[@]}"
+        "$bin" synth "$data" --output "$work/default.parquet" "${common[@]}"
+        for run in lowdim pmm default; do
+          "$bin" eval --real "$data" --synth "$work/$run.parquet" --config "$work/bounds-$dims.toml" \
+            --json "$work/eval-$run.json" --quiet
+        done
         read -r method lowdim < <(w1 "$work/eval-lowdim.json")
         read -r _ pmm < <(w1 "$work/eval-pmm.json")
+        read -r _ default < <(w1 "$work/eval-default.json")
         target=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["parameters"]["target_dim"])' "$work/lowdim.json")
-        echo "$dims,$eps,$seed,$rows,$method,$lowdim,$pmm,$target"
+        echo "$dims,$eps,$seed,$rows,$method,$lowdim,$pmm,$target,$default"
       done
     done
   done
