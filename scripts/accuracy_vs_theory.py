@@ -2,9 +2,10 @@
 """Accuracy against theory: W1 of PMM's synthetic data against n, beside the proven bound.
 
 For d = 1, 2, 3 and several ε, on generated tables (`dpsynth generate`, a fixed law) of growing n:
-synthesise with `dpsynth synth --mechanism pmm` (the textbook tree, default options), measure W1 with `dpsynth eval`, and read the
-bound the run report states (Theorem 3.9 for the schedule used, which with the optimal σ_j of eq. 3.7 is
-Theorem 3.10's (√2/(εn))·S² + 2^-⌊r/d⌋ form). Writes, under --out:
+synthesise with `dpsynth synth --mechanism pmm` (the textbook tree, whose bound the report proves; other
+options at their defaults), measure W1 with `dpsynth eval`, and read the bound the run report states
+(Theorem 3.9 for the schedule used, which with the optimal σ_j of eq. 3.7 is Theorem 3.10's
+(√2/(εn))·S² + 2^-⌊r/d⌋ form). Writes, under --out:
 
   accuracy.csv      one line per run: d, ε, n, seed, W1 (headline, lower, upper, method), bound
   slopes.csv        per (d, ε): fitted log-log slope of mean W1 against n, of the bound, and theory's slope
