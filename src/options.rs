@@ -816,15 +816,15 @@ impl SynthArgs {
             }),
             self.partition.unwrap_or(Partition::Midpoint),
         );
+        let (neighbours, placement) =
+            (self.neighbours.unwrap_or(Neighbours::DEFAULT), self.placement.unwrap_or(Placement::DEFAULT));
         let calibration_given = self.marginal_share.is_some() || self.partition.is_some();
-        let centred = self.placement == Some(Placement::Centre);
-        let fixed_depth = self.depth.is_some() && self.neighbours.unwrap_or(Neighbours::DEFAULT) == Neighbours::AddRemove;
         let auto = (requested == Mechanism::Auto).then(|| {
             if calibration_given {
                 given
-            } else if centred {
+            } else if placement == Placement::Centre {
                 AutoChoice::CENTRED
-            } else if fixed_depth {
+            } else if self.depth.is_some() && neighbours == Neighbours::AddRemove {
                 AutoChoice::FIXED_DEPTH
             } else {
                 AutoChoice::for_columns(bounds.len(), self.pair_share.is_some_and(|share| share > 0.0))
@@ -913,12 +913,12 @@ impl SynthArgs {
         Ok(SynthOptions {
             epsilon,
             bounds,
-            neighbours: self.neighbours.unwrap_or(Neighbours::DEFAULT),
+            neighbours,
             mechanism,
             rows: self.rows,
             seed: self.seed,
             nulls: self.nulls.unwrap_or(NullPolicy::DEFAULT),
-            placement: self.placement.unwrap_or(Placement::DEFAULT),
+            placement,
             threads: self.threads,
             memory_limit,
             hive_columns: self.hive_columns,
