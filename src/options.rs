@@ -123,7 +123,8 @@ pub struct SynthArgs {
     /// A TOML file with any of these options, each under its flag's name (the command line wins).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Mechanism [default: auto, which is PMM with settings chosen from the number of columns].
+    /// Mechanism [default: auto, which is PMM with settings chosen from the number of columns and, at
+    /// four or more, from ε·n̂ (ε·n under replace)].
     #[arg(long, value_enum)]
     pub mechanism: Option<Mechanism>,
     /// psmm: number of equal cubes m [default: about εn as in the paper, at most 10^6].
@@ -180,7 +181,8 @@ pub struct SynthArgs {
     pub marginal_share: Option<f64>,
     /// pmm and auto: share S of ε spent on the 2-way marginals of d − 1 column pairs (32 × 32 cells,
     /// ε × S / (d − 1) each; the rest of the run gets (1 − S)·ε), onto which the pairs the joint release
-    /// gets wrong are then mapped (post-processing; README, "2-way marginals") [default: 0, off].
+    /// gets wrong are then mapped (post-processing; README, "2-way marginals") [default: 0, off; the default
+    /// `--mechanism auto` takes 0.2 at d ≥ 4 once ε·n̂ reaches 2·10^4, unless this is given].
     #[arg(long, allow_negative_numbers = true)]
     pub pair_share: Option<f64>,
     /// pmm: where the tree cuts each axis: `midpoint` halves the public bounds, `quantile` cuts at the
@@ -203,7 +205,7 @@ pub struct SynthArgs {
     pub consistency: Option<ConsistencyRule>,
     /// pmm: noisy counts below K times their level's noise scale are taken as empty before consistency,
     /// and get nothing beside a kept sibling (post-processing; helps clustered tables, hurts smooth ones:
-    /// README, "Pruning") [default: 0, none].
+    /// README, "Pruning") [default: 0, none; 2 where the default `--mechanism auto` adds the pairs].
     #[arg(long, value_name = "K", allow_negative_numbers = true)]
     pub prune_sigmas: Option<f64>,
     /// Where points go in their cell [default: uniform].
@@ -322,17 +324,39 @@ pub struct PmmOptions {
     pub pair_share: f64,
     /// `--mechanism auto`: the rule that chose these settings, for the report.
     pub chosen_by: Option<&'static str>,
+    /// `--mechanism auto` at d ≥ 4: the settings it runs instead on a table large enough for them.
+    pub larger_table: Option<Box<LargerTable>>,
 }
+
+/// What `--mechanism auto` runs at d ≥ 4 instead of its own settings once ε·n reaches `from_epsilon_n`
+/// (n is n̂ under add-remove, released before the choice: docs/mechanisms/pmm.md, "auto on larger tables").
+#[derive(Clone, Debug, PartialEq)]
+pub struct LargerTable {
+    pub from_epsilon_n: f64,
+    pub options: PmmOptions,
+}
+
+/// From this ε·n on, `--mechanism auto` at d ≥ 4 adds the pair maps (`AUTO_PAIR_SHARE`, with the
+/// marginal share `PAIRED_MARGINAL_SHARE`). Below it the pair histograms are mostly noise and their share
+/// is missed by the rest of the run (generated mixtures at ε·n = 10^4 and 2·10^4: joint W1 +4-7%); from
+/// it on they pay on flights and cost a few per cent at most elsewhere (README, "`--mechanism auto`, the
+/// default").
+pub const AUTO_PAIRS_FROM_EPSILON_N: f64 = 3e4;
+
+/// `--mechanism auto`'s pair share on larger tables: the measured `--pair-share` (README, "2-way marginals").
+pub const AUTO_PAIR_SHARE: f64 = 0.2;
 
 /// What `--mechanism auto` runs: PMM, with the calibration and partition that did best at this number of
 /// columns on the bundled flights table (README, "`--mechanism auto`" under Accuracy, measured by
-/// scripts/accuracy_ablation.py), chosen from the public column count alone, and from whether
-/// `--pair-share` is given.
+/// scripts/accuracy_ablation.py), chosen from the public column count and from whether `--pair-share` is
+/// given; at d ≥ 4 it also switches on larger tables, which the plan decides from ε·n̂ ([`LargerTable`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AutoChoice {
     pub marginal_share: f64,
     pub partition: Partition,
     pub reason: &'static str,
+    /// Whether it switches to [`LargerTable`]'s settings from [`AUTO_PAIRS_FROM_EPSILON_N`] on.
+    pub larger_table: bool,
 }
 
 /// `--mechanism auto`'s marginal share at d ≥ 4 when `--pair-share` is given: the pair maps put each
@@ -342,6 +366,12 @@ pub struct AutoChoice {
 /// was level on average (README, "2-way marginals").
 pub const PAIRED_MARGINAL_SHARE: f64 = 0.45;
 
+/// The report's words for [`LargerTable`]'s settings.
+const LARGER_TABLE_REASON: &str = "--mechanism auto, d >= 4, epsilon * n-hat (n under replace) at least 3e4: PMM \
+    with --partition quantile --marginal-share 0.45 --pair-share 0.2 (on flights at d = 4-6, epsilon = 0.1 and 1, \
+    the 2-way marginals cut the joint W1 by 7-20% and the 2-way TV by 27-59%; below 3e4 their share cost \
+    generated tables up to 7%)";
+
 impl AutoChoice {
     /// `--placement centre`: the maps need points spread inside their cells, so no calibration.
     const CENTRED: AutoChoice = AutoChoice {
@@ -349,6 +379,7 @@ impl AutoChoice {
         partition: Partition::Midpoint,
         reason: "--mechanism auto with --placement centre: plain PMM (the marginal maps need points spread \
                  uniformly in their cells)",
+        larger_table: false,
     };
 
     /// `--depth` under add-remove: no n̂ is released, and the marginal trees' depths follow n̂.
@@ -357,6 +388,7 @@ impl AutoChoice {
         partition: Partition::Midpoint,
         reason: "--mechanism auto with --depth under add-remove: plain PMM at that depth (the released marginals' \
                  depths follow the released n-hat, which --depth does without)",
+        larger_table: false,
     };
 
     /// `--marginal-share` or `--partition` given: PMM with those, as `--mechanism pmm` would run.
@@ -366,6 +398,7 @@ impl AutoChoice {
             partition,
             reason: "--mechanism auto with --marginal-share or --partition given: PMM with the calibration given, \
                      as --mechanism pmm",
+            larger_table: false,
         }
     }
 
@@ -377,12 +410,14 @@ impl AutoChoice {
                 partition: Partition::Midpoint,
                 reason: "--mechanism auto, d <= 2: plain PMM (on flights at d = 2 a marginal share or the \
                          quantile partition only cost budget)",
+                larger_table: false,
             },
             3 => AutoChoice {
                 marginal_share: DEFAULT_QUANTILE_MARGINAL_SHARE,
                 partition: Partition::Midpoint,
                 reason: "--mechanism auto, d = 3: PMM with --marginal-share 0.3 (on flights at d = 3 it cut the \
                          joint W1 by 12-25% and the largest 1-D W1 2-7x; the quantile partition did no better)",
+                larger_table: false,
             },
             _ if pairs => AutoChoice {
                 marginal_share: PAIRED_MARGINAL_SHARE,
@@ -390,13 +425,15 @@ impl AutoChoice {
                 reason: "--mechanism auto, d >= 4 with --pair-share: PMM with --partition quantile \
                          --marginal-share 0.45 (the pair maps end on the released marginals: on flights at d = 4, \
                          5 the larger share cut the joint W1 by 4-6% and the 1-D W1 by a third at epsilon = 0.1)",
+                larger_table: false,
             },
             _ => AutoChoice {
                 marginal_share: DEFAULT_QUANTILE_MARGINAL_SHARE,
                 partition: Partition::Quantile,
-                reason: "--mechanism auto, d >= 4: PMM with --partition quantile --marginal-share 0.3 (on flights \
-                         at d = 4, 5 it cut the joint W1 by 23-38% against plain PMM and did better than the \
-                         marginal share alone)",
+                reason: "--mechanism auto, d >= 4, epsilon * n-hat (n under replace) below 3e4: PMM with \
+                         --partition quantile --marginal-share 0.3 (on flights at d = 4, 5 it cut the joint W1 by \
+                         23-38% against plain PMM and did better than the marginal share alone)",
+                larger_table: true,
             },
         }
     }
@@ -481,6 +518,7 @@ impl PmmOptions {
         partition: Partition::Midpoint,
         pair_share: 0.0,
         chosen_by: None,
+        larger_table: None,
     };
 
     /// The tree's top-down step: the rule and the pruning these options ask for.
@@ -841,6 +879,23 @@ impl SynthArgs {
             partition: calibration.partition,
             pair_share: self.pair_share.unwrap_or(0.0),
             chosen_by: auto.map(|auto| auto.reason),
+            larger_table: None,
+        };
+        let pmm = match auto {
+            // An explicit `--pair-share 0` keeps the pairs off on every table.
+            Some(auto) if auto.larger_table && self.pair_share.is_none() => PmmOptions {
+                larger_table: Some(Box::new(LargerTable {
+                    from_epsilon_n: AUTO_PAIRS_FROM_EPSILON_N,
+                    options: PmmOptions {
+                        marginal_share: PAIRED_MARGINAL_SHARE,
+                        pair_share: AUTO_PAIR_SHARE,
+                        chosen_by: Some(LARGER_TABLE_REASON),
+                        ..pmm.clone()
+                    },
+                })),
+                ..pmm
+            },
+            _ => pmm,
         };
         let psmm = PsmmOptions {
             cells: self.cells,
@@ -1128,6 +1183,24 @@ mod tests {
         }
         let replace = pmm(&[&["--depth", "9", "--neighbours", "replace"][..], &four].concat());
         assert_eq!((replace.marginal_share, replace.partition), (0.3, Partition::Quantile));
+        // At d ≥ 4 auto switches to the pairs and the larger marginal share from ε·n = 3·10^4 on, the rest
+        // as given; a given --pair-share (0 too) means no switch.
+        let larger = default.larger_table.clone().expect("auto at d >= 4 switches on larger tables");
+        assert_eq!(larger.from_epsilon_n, AUTO_PAIRS_FROM_EPSILON_N);
+        let switched = larger.options;
+        assert_eq!((switched.marginal_share, switched.partition), (PAIRED_MARGINAL_SHARE, Partition::Quantile));
+        assert_eq!((switched.pair_share, switched.larger_table.is_none()), (0.2, true));
+        assert!(switched.chosen_by.unwrap().contains("at least 3e4"));
+        let unswitched = PmmOptions { larger_table: None, chosen_by: None, ..default };
+        assert_eq!(PmmOptions { marginal_share: 0.3, pair_share: 0.0, chosen_by: None, ..switched }, unswitched);
+        let given_prune = pmm(&[&["--prune-sigmas", "1"][..], &four].concat()).larger_table.unwrap();
+        assert_eq!(given_prune.options.prune_sigmas, 1.0);
+        for share in ["0", "0.2"] {
+            assert_eq!(pmm(&[&["--pair-share", share][..], &four].concat()).larger_table, None, "{share}");
+        }
+        for fewer in ["a", "a,b", "a,b,c"] {
+            assert_eq!(pmm(&[&["--columns", fewer][..], &bounds].concat()).larger_table, None, "{fewer}");
+        }
         // A calibration given keeps its meaning with or without --mechanism: auto chooses nothing else.
         for mechanism in [&[][..], &["--mechanism", "auto"][..], &["--mechanism", "pmm"][..]] {
             for (given, share, partition) in [

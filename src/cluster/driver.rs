@@ -132,7 +132,7 @@ pub fn synthesize_across(
         None => leaf_value_cells(&geometry),
     };
     let placement = options.placement;
-    let pairs = match plan.pairs() {
+    let pairs = match release.plan.pairs() {
         Some(pairs) => Some(timings.time("pairs", || {
             rank_release.release_pairs(pairs, &release.part, geometry, maps.as_deref(), placement)
         })?),
@@ -158,9 +158,9 @@ pub fn synthesize_across(
     let root_count = release.part.root_count;
     let mut whole = match (release.marginals, maps) {
         (Some(marginals), Some(maps)) => {
-            plan.finish_calibrated(&release.schedule, joint, maps, marginals, root_count, scan, binning)
+            release.plan.finish_calibrated(&release.schedule, joint, maps, marginals, root_count, scan, binning)
         }
-        _ => plan.finish(&release.schedule, joint, root_count, scan, binning),
+        _ => release.plan.finish(&release.schedule, joint, root_count, scan, binning),
     };
     if let Some((pair_maps, parameters)) = pairs {
         whole = PmmPlan::with_pair_maps(whole, pair_maps, parameters);
@@ -217,7 +217,9 @@ fn open(input: &Path, directory: &Path, options: &SynthOptions) -> Result<(Sourc
 }
 
 /// What [`RankRelease::release`] gives a rank.
-struct RankPart {
+struct RankPart<'a> {
+    /// The plan that released it: the run's, or the one n̂ picked ([`PmmPlan::for_n_hat`]).
+    plan: &'a PmmPlan,
     /// Rows this rank read (the scan statistics returned beside are every rank's).
     rows_read: u64,
     schedule: LevelSchedule,
@@ -227,7 +229,9 @@ struct RankPart {
 }
 
 /// A rank's true leaf counts, before they go to their owners.
-struct RankCounts {
+struct RankCounts<'a> {
+    /// The plan the rest of the release follows (see [`RankPart`]).
+    plan: &'a PmmPlan,
     counts: LocalCounts,
     /// Rows this rank read, and the scan statistics of every rank summed.
     rows_read: u64,
@@ -250,17 +254,17 @@ struct RankRelease<'a> {
     exchange: Exchange,
 }
 
-impl RankRelease<'_> {
+impl<'a> RankRelease<'a> {
     /// Bins this rank's share, sums the row counts (n̂ and the depth follow from the total as on one
     /// machine), reduce-scatters the leaves to their owners and releases this rank's part of the tree.
     /// Returns it with the scan statistics summed over the ranks.
-    fn release(&self) -> Result<(RankPart, ScanStats, String)> {
+    fn release(&self) -> Result<(RankPart<'a>, ScanStats, String)> {
         let RankRelease { comm, pool, plan, seeds, .. } = *self;
         let binned = match plan.marginals().filter(|marginals| marginals.partition() == Partition::Quantile) {
             Some(marginals) => self.bin_on_quantiles(marginals)?,
             None => self.bin_on_midpoints()?,
         };
-        let RankCounts { counts, rows_read, scan, binning, schedule, n_hat, marginals } = binned;
+        let RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals } = binned;
         let ownership = Ownership::new(schedule.depth, comm.size());
         let own = counts.to_owners(comm, &ownership.leaf_starts());
         let rank = comm.rank();
@@ -270,12 +274,12 @@ impl RankRelease<'_> {
         let part = pool.install(|| {
             tree.release(top_counts, &schedule.scales, n_hat, &seeds.noise, plan.consistency(), seeds.consistency())
         });
-        Ok((RankPart { rows_read, schedule, part, marginals }, scan, binning))
+        Ok((RankPart { plan, rows_read, schedule, part, marginals }, scan, binning))
     }
 
     /// The midpoint partition: the joint leaves at the planned depth (binned again when n̂ asks for a
     /// deeper tree), then the marginals when the plan has them, as on one machine.
-    fn bin_on_midpoints(&self) -> Result<RankCounts> {
+    fn bin_on_midpoints(&self) -> Result<RankCounts<'a>> {
         let RankRelease { comm, pool, plan, data, seeds, exchange } = *self;
         let planned = plan.planned_depth();
         let bin = |depth| {
@@ -299,26 +303,29 @@ impl RankRelease<'_> {
             }
             None => None,
         };
-        Ok(RankCounts { counts, rows_read, scan, binning, schedule, n_hat, marginals })
+        Ok(RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals })
     }
 
     /// The quantile partition: n̂ first when the plan releases it (from a pass that also bins the
     /// marginals), the marginals, then the joint leaves with each axis cut at its released marginal's
     /// quantiles, as on one machine.
-    fn bin_on_quantiles(&self, marginals: &MarginalPlan) -> Result<RankCounts> {
+    fn bin_on_quantiles(&self, marginals: &MarginalPlan) -> Result<RankCounts<'a>> {
         let RankRelease { comm, pool, plan, data, seeds, exchange } = *self;
-        let (schedule, n_hat, binned) = match plan.releases_n_hat() {
+        let (plan, schedule, n_hat, binned) = match plan.releases_n_hat() {
             None => {
                 let schedule = plan.schedule().ok_or_else(|| Error::internal("a plan without n̂ knows its depth"))?;
-                (schedule.clone(), None, None)
+                (plan, schedule.clone(), None, None)
             }
             Some(row_count) => {
-                let planned = marginals.planned_depth(row_count)?;
+                let planned = plan.marginal_pass_depth(marginals, row_count)?;
                 let (leaves, scan) = agree(comm, pool.install(|| data.marginal_leaf_counts(planned)))?;
-                let (schedule, n_hat) = plan.schedule_for(summed(comm, scan).rows_binned, seeds)?;
-                (schedule, n_hat, Some(BinnedMarginals { depth: planned, leaves }))
+                let n_hat = row_count.release(summed(comm, scan).rows_binned, &seeds.noise);
+                let plan = plan.for_n_hat(n_hat);
+                let schedule = plan.schedule_for_n_hat(n_hat, row_count)?;
+                (plan, schedule, Some(n_hat), Some(BinnedMarginals { depth: planned, leaves }))
             }
         };
+        let marginals = plan.marginals().ok_or_else(|| Error::internal("auto's plans both have marginals"))?;
         let released = self.release_marginals(marginals, plan.released_row_count(n_hat), binned)?;
         let geometry = CellGeometry::new(plan.dims(), schedule.depth);
         let axes = data.axes(&geometry, Some(&released.warps()));
@@ -326,7 +333,7 @@ impl RankRelease<'_> {
             agree(comm, pool.install(|| LocalCounts::bin(data, geometry, &axes, plan.device(), exchange)))?;
         let rows_read = scan.rows_read;
         let scan = summed(comm, scan);
-        Ok(RankCounts { counts, rows_read, scan, binning, schedule, n_hat, marginals: Some(released) })
+        Ok(RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals: Some(released) })
     }
 
     /// The marginal trees of `plan` released from every rank's leaf counts summed (`binned`: this rank's

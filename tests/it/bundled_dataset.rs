@@ -62,9 +62,11 @@ fn readme_main_job_runs_on_the_bundled_flights_table() {
         .iter()
         .map(|(phase, _, parts)| (phase.as_str(), parts.iter().map(|(part, _)| part.as_str()).collect()))
         .collect();
-    // The default at four columns is auto's quantile partition: n̂ and the marginals first, then the tree.
+    // The default at four columns is auto's quantile partition: n̂ and the marginals first, then the tree;
+    // at ε·n̂ ≈ 3·10^5 the pair maps after it.
     assert!(report["parameters"]["auto"].as_str().unwrap().contains("d >= 4"), "{}", report["parameters"]);
     assert_eq!(report["parameters"]["marginal_calibration"]["partition"], "quantile");
+    assert_eq!(report["parameters"]["pair_marginals"]["share"], 0.2);
     assert_eq!(
         outline,
         [
@@ -72,6 +74,7 @@ fn readme_main_job_runs_on_the_bundled_flights_table() {
             ("marginals", vec![]),
             ("bin", vec!["read and bin", "merge"]),
             ("noise and consistency", vec!["tree", "noise", "consistency", "leaves"]),
+            ("pairs", vec![]),
             ("sample and write", vec!["sample and encode", "write"]),
             ("close table", vec![]),
         ]

@@ -270,19 +270,37 @@ fn the_quantile_partition_beats_midpoint_cells_on_skewed_and_clustered_tables() 
     }
 }
 
-/// `--mechanism auto` at d = 4: PMM with the quantile partition, and the report says so and why.
+/// `--mechanism auto` at d = 4: PMM with the quantile partition, and the report says so and why; from
+/// ε·n̂ = 3·10^4 on (`AUTO_PAIRS_FROM_EPSILON_N`) with the pair maps and the larger marginal share. Both
+/// settings release the same n̂ (the pairs' share off first: 0.8ε/16) and the rest of each stays within ε;
+/// a smaller table's plan that released n̂ at its own share, or planned its levels as if n̂ cost ε/16,
+/// would show here.
 #[test]
 fn auto_runs_the_quantile_partition_at_four_columns_and_says_why() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.parquet");
     write(&input, &skewed_columns(8));
-    let report = synth(dir.path(), &input, "auto", &["--epsilon", "1", "--mechanism", "auto"]);
-    assert_eq!(report["mechanism"], "pmm");
-    let parameters = &report["parameters"];
-    assert!(parameters["auto"].as_str().unwrap().contains("d >= 4"), "{}", parameters["auto"]);
-    assert_eq!(parameters["marginal_calibration"]["partition"], "quantile");
-    assert_eq!(parameters["marginal_calibration"]["share"], 0.3);
-    assert!(report["guarantee"]["epsilon_spent"].as_f64().unwrap() <= 1.0);
+    for (epsilon, larger) in [(0.5, false), (2.0, true)] {
+        let name = format!("auto-{epsilon}");
+        let report = synth(dir.path(), &input, &name, &["--epsilon", &epsilon.to_string(), "--mechanism", "auto"]);
+        assert_eq!(report["mechanism"], "pmm");
+        let parameters = &report["parameters"];
+        let reason = parameters["auto"].as_str().unwrap();
+        let side = if larger { "at least 3e4" } else { "below 3e4" };
+        assert!(reason.contains("d >= 4") && reason.contains(side), "{reason}");
+        assert_eq!(parameters["marginal_calibration"]["partition"], "quantile");
+        assert_eq!(parameters["marginal_calibration"]["share"], if larger { 0.45 } else { 0.3 });
+        assert_eq!(parameters["prune_sigmas"], 0.0);
+        assert_eq!(parameters["pair_marginals"].is_null(), !larger);
+        let n_hat = parameters["levels"][0]["epsilon"].as_f64().unwrap();
+        assert!((n_hat - 0.8 * epsilon / 16.0).abs() < 1e-6 * epsilon, "n̂ spent {n_hat} at ε = {epsilon}");
+        let (spent, levels, marginals, pairs) = spent_parts(&report);
+        let (share, pair_share) = if larger { (0.45, 0.2) } else { (0.3, 0.0) };
+        assert!((marginals - share * (1.0 - pair_share) * epsilon).abs() < 1e-6, "marginals {marginals}");
+        assert!((pairs - pair_share * epsilon).abs() < 1e-6, "pairs {pairs}");
+        assert!(levels <= (1.0 - share) * (1.0 - pair_share) * epsilon + 1e-12, "n̂ and levels {levels}");
+        assert!((spent - (levels + marginals + pairs)).abs() < 1e-6 && spent <= epsilon, "spent {spent} of {epsilon}");
+    }
 }
 
 /// `synth` on the bundled flights table's four default columns (its bounds file), `--seed 5`, `extra`
@@ -317,14 +335,17 @@ fn two_way_tv(evaluation: &serde_json::Value) -> f64 {
 }
 
 /// The ε a report says was spent, and the parts it is made of: the joint tree's levels (n̂ included), the
-/// marginal trees and the pair histograms.
+/// marginal trees and the pair histograms (0 without them).
 fn spent_parts(report: &serde_json::Value) -> (f64, f64, f64, f64) {
     let parameters = &report["parameters"];
     let levels = parameters["levels"].as_array().unwrap().iter().map(|level| level["epsilon"].as_f64().unwrap()).sum();
     let columns = report["input"]["columns"].as_array().unwrap().len() as f64;
     let marginals = parameters["marginal_calibration"]["epsilon_per_column"].as_f64().map_or(0.0, |per_column| columns * per_column);
     let pairs = &parameters["pair_marginals"];
-    let pairs = pairs["epsilon_per_pair"].as_f64().unwrap() * pairs["pairs"].as_array().unwrap().len() as f64;
+    let pairs = match pairs["pairs"].as_array() {
+        Some(tree) => pairs["epsilon_per_pair"].as_f64().unwrap() * tree.len() as f64,
+        None => 0.0,
+    };
     (report["guarantee"]["epsilon_spent"].as_f64().unwrap(), levels, marginals, pairs)
 }
 
@@ -338,7 +359,8 @@ fn spent_parts(report: &serde_json::Value) -> (f64, f64, f64, f64) {
 fn pair_maps_close_the_two_way_gap_on_flights() {
     let dir = tempfile::tempdir().unwrap();
     let base = ["--epsilon", "1", "--mechanism", "auto", "--prune-sigmas", "2"];
-    let (_, auto) = synth_flights(dir.path(), "auto", &base);
+    // `--pair-share 0`: auto's settings without the pairs it would add at this ε·n̂.
+    let (_, auto) = synth_flights(dir.path(), "auto", &[&base[..], &["--pair-share", "0"]].concat());
     let (report, pairs) = synth_flights(dir.path(), "pairs", &[&base[..], &["--pair-share", "0.2"]].concat());
     let (auto_tv, pairs_tv) = (two_way_tv(&auto), two_way_tv(&pairs));
     let joint_w1 = |evaluation: &serde_json::Value| evaluation["subsample_transport"]["w1"]["mean"].as_f64().unwrap();

@@ -13,7 +13,7 @@ use crate::common::*;
 use dpsynth::cluster::driver::{part_path, synthesize_across, PartsOutput};
 use dpsynth::cluster::local::run_local;
 use dpsynth::geometry::bounds::ColumnBounds;
-use dpsynth::options::{AutoChoice, MechanismOptions, Partition, PmmOptions, PsmmOptions};
+use dpsynth::options::{AutoChoice, LargerTable, MechanismOptions, Partition, PmmOptions, PsmmOptions};
 use dpsynth::privacy::Neighbours;
 use dpsynth::progress::Progress;
 use dpsynth::synth::{synthesize, OutputPaths};
@@ -239,6 +239,22 @@ fn released_marginals_and_pairs_across_ranks_give_the_single_machine_table() {
     let input = dataset(dir.path());
     let progress = Progress::hidden();
     let auto = AutoChoice::for_columns(3, false);
+    // What auto runs at d ≥ 4: the quantile partition, and pairs from ε·n̂ = `from_epsilon_n` on (the
+    // choice is made on the n̂ the ranks release together).
+    let switching = |from_epsilon_n| PmmOptions {
+        marginal_share: 0.3,
+        partition: Partition::Quantile,
+        larger_table: Some(Box::new(LargerTable {
+            from_epsilon_n,
+            options: PmmOptions {
+                marginal_share: 0.45,
+                partition: Partition::Quantile,
+                pair_share: 0.2,
+                ..PmmOptions::DEFAULT
+            },
+        })),
+        ..PmmOptions::DEFAULT
+    };
     let variants = [
         (
             "auto at d = 3",
@@ -255,6 +271,8 @@ fn released_marginals_and_pairs_across_ranks_give_the_single_machine_table() {
             PmmOptions { marginal_share: 0.3, partition: Partition::Quantile, pair_share: 0.2, ..PmmOptions::DEFAULT },
         ),
         ("pairs alone", PmmOptions { pair_share: 0.3, ..PmmOptions::DEFAULT }),
+        ("auto's switch to pairs, taken", switching(0.0)),
+        ("auto's switch to pairs, not taken", switching(f64::INFINITY)),
     ];
     // The gate maps b onto a (b = 0.7a + 0.3u) in some of the pair runs and keeps it in others: both ways.
     let mut runs_with_a_mapped_pair = 0;
@@ -274,6 +292,9 @@ fn released_marginals_and_pairs_across_ranks_give_the_single_machine_table() {
                 let expected = rows_of(&[single.table.clone()]);
                 let expected_report = report_json(single.report.as_ref().unwrap());
                 let parameters = &expected_report["parameters"];
+                if let Some(larger) = &pmm.larger_table {
+                    assert_eq!(parameters["pair_marginals"].is_null(), larger.from_epsilon_n > 0.0, "{case}");
+                }
                 if pmm.pair_share > 0.0 {
                     let pairs = parameters["pair_marginals"]["pairs"].as_array().unwrap();
                     runs_with_a_mapped_pair += usize::from(pairs.iter().any(|pair| pair["mapped"] == true));

@@ -98,33 +98,75 @@ pub struct PmmPlan {
     pairs: Option<PairPlan>,
     /// `--mechanism auto`: the rule that chose the settings.
     chosen_by: Option<&'static str>,
+    /// `--mechanism auto` at d ≥ 4 under add-remove: the plan run instead when ε·n̂ is large enough.
+    larger: Option<Larger>,
+}
+
+/// The plan `--mechanism auto` switches to once the released n̂ is known to be large enough. It releases
+/// the same n̂ (one release, one spend) and spends the rest of ε its own way.
+#[derive(Clone, Debug)]
+struct Larger {
+    from_epsilon_n: f64,
+    plan: Box<PmmPlan>,
 }
 
 impl PmmPlan {
     /// PMM on the input's columns: the public inputs and `--root-share` decide the size it plans from.
-    /// `--pair-share` S takes S·ε first; the rest is planned at (1 − S)·ε as without it.
+    /// `--pair-share` S takes S·ε first; the rest is planned at (1 − S)·ε as without it. With auto's
+    /// [`LargerTable`] settings, under replace the public n picks the settings now; under add-remove
+    /// both plans release the same n̂ first and the release picks by it ([`Self::for_n_hat`]).
     pub fn new(public: &PublicInputs, options: &PmmOptions) -> Result<Self> {
+        let Some(larger) = &options.larger_table else {
+            return Self::without_switch(public, options, None);
+        };
+        let smaller = PmmOptions { larger_table: None, ..options.clone() };
+        let large = Self::without_switch(public, &larger.options, None)?;
+        let row_count = match (public.neighbours, large.releases_n_hat()) {
+            (Neighbours::Replace, _) => {
+                let large_enough = public.epsilon * public.file_rows as f64 >= larger.from_epsilon_n;
+                return if large_enough { Ok(large) } else { Self::without_switch(public, &smaller, None) };
+            }
+            (Neighbours::AddRemove, None) => return Self::without_switch(public, &smaller, None),
+            (Neighbours::AddRemove, Some(row_count)) => row_count,
+        };
+        // The n̂ the larger table's plan releases, at the ε it planned for it (the pairs' share off first).
+        let n_hat_epsilon = public.epsilon * (1.0 - larger.options.pair_share) * larger.options.noisy_n_share;
+        let mut plan = Self::without_switch(public, &smaller, Some(n_hat_epsilon))?;
+        if plan.releases_n_hat().map(|own| own.scale) != Some(row_count.scale) {
+            return Err(Error::internal("auto's two plans must release the same n̂"));
+        }
+        plan.larger = Some(Larger { from_epsilon_n: larger.from_epsilon_n, plan: Box::new(large) });
+        Ok(plan)
+    }
+
+    /// [`Self::new`] for one set of settings; `n_hat_epsilon`: the ε of n̂ when it is not `--root-share`'s
+    /// share (the larger table's n̂, which the smaller table's plan releases too).
+    fn without_switch(public: &PublicInputs, options: &PmmOptions, n_hat_epsilon: Option<f64>) -> Result<Self> {
         let pairs = if options.pair_share > 0.0 { Some(PairPlan::new(public, options.pair_share)?) } else { None };
         let epsilon = public.epsilon;
         let public = &PublicInputs { epsilon: epsilon * (1.0 - options.pair_share), ..*public };
+        let share_of_n_hat = public.epsilon * options.noisy_n_share;
         let size = match (options.depth, public.neighbours) {
             (_, Neighbours::Replace) => TreeSize::Public(public.file_rows),
             (Some(_), Neighbours::AddRemove) => TreeSize::NotNeeded,
-            (None, Neighbours::AddRemove) => TreeSize::ReleasedFirst(NoisyRowCount::plan(
-                public.epsilon * options.noisy_n_share,
-            )?),
+            (None, Neighbours::AddRemove) => {
+                TreeSize::ReleasedFirst(NoisyRowCount::plan(n_hat_epsilon.unwrap_or(share_of_n_hat))?)
+            }
         };
-        let n_hat_share = match size {
-            TreeSize::ReleasedFirst(_) => options.noisy_n_share,
-            _ => 0.0,
+        let tree_share = 1.0 - options.marginal_share;
+        let level_epsilon = match (size, n_hat_epsilon) {
+            (TreeSize::ReleasedFirst(_), Some(n_hat_epsilon)) => public.epsilon * tree_share - n_hat_epsilon,
+            (TreeSize::ReleasedFirst(_), None) => {
+                public.epsilon * (1.0 - options.noisy_n_share - options.marginal_share)
+            }
+            _ => public.epsilon * tree_share,
         };
-        if n_hat_share + options.marginal_share >= 1.0 {
+        if level_epsilon <= 0.0 {
             return Err(Error::bad_input(format!(
                 "--root-share {} and --marginal-share {} leave nothing of ε for the tree",
                 options.noisy_n_share, options.marginal_share
             )));
         }
-        let level_epsilon = public.epsilon * (1.0 - n_hat_share - options.marginal_share);
         let mut plan = Self::with_size(public, public.dims, level_epsilon, size, options, "")?;
         plan.epsilon = epsilon;
         if options.marginal_share > 0.0 {
@@ -132,6 +174,25 @@ impl PmmPlan {
         }
         plan.pairs = pairs;
         Ok(plan)
+    }
+
+    /// The plan the release runs once n̂ is known: the larger table's when ε·n̂ reaches its threshold.
+    /// Reads the released n̂ only.
+    pub fn for_n_hat(&self, n_hat: u64) -> &PmmPlan {
+        match &self.larger {
+            Some(larger) if self.epsilon * n_hat as f64 >= larger.from_epsilon_n => &larger.plan,
+            _ => self,
+        }
+    }
+
+    /// The depth the count-and-marginals pass bins the marginals at before n̂ is released (add-remove,
+    /// quantile partition): deep enough for whichever plan n̂ then picks.
+    pub fn marginal_pass_depth(&self, marginals: &MarginalPlan, row_count: NoisyRowCount) -> Result<u32> {
+        let larger = match self.larger.as_ref().and_then(|larger| larger.plan.marginals.as_ref()) {
+            Some(marginals) => marginals.planned_depth(row_count)?,
+            None => 0,
+        };
+        Ok(marginals.planned_depth(row_count)?.max(larger))
     }
 
     /// PMM in `dims` dimensions with `level_epsilon` for its levels, for a size known to the caller
@@ -218,6 +279,7 @@ impl PmmPlan {
             marginals: None,
             pairs: None,
             chosen_by: options.chosen_by,
+            larger: None,
         })
     }
 
@@ -241,10 +303,10 @@ impl PmmPlan {
     /// Bins the data, releases n̂ when the plan says so, noises the tree and makes it consistent; then
     /// the marginals and the pairs the plan has.
     pub fn release(&self, data: &DataPass, seeds: &RunSeeds, timings: &mut Timings) -> Result<Release> {
-        let release = self.release_joint(data, seeds, timings)?;
-        match &self.pairs {
+        let (release, plan) = self.release_joint(data, seeds, timings)?;
+        match &plan.pairs {
             None => Ok(release),
-            Some(pairs) => timings.time("pairs", || self.pair_mapped(pairs, release, data, seeds)),
+            Some(pairs) => timings.time("pairs", || plan.pair_mapped(pairs, release, data, seeds)),
         }
     }
 
@@ -265,8 +327,9 @@ impl PmmPlan {
         release
     }
 
-    /// The joint tree, with the marginals' maps when the plan has them.
-    fn release_joint(&self, data: &DataPass, seeds: &RunSeeds, timings: &mut Timings) -> Result<Release> {
+    /// The joint tree, with the marginals' maps when the plan has them; and the plan that released it
+    /// (this one, or the one n̂ picked: [`Self::for_n_hat`]).
+    fn release_joint(&self, data: &DataPass, seeds: &RunSeeds, timings: &mut Timings) -> Result<(Release, &Self)> {
         if let Some(marginals) = self.marginals.as_ref().filter(|m| m.partition() == Partition::Quantile) {
             return self.release_on_quantiles(marginals, data, seeds, timings);
         }
@@ -288,46 +351,51 @@ impl PmmPlan {
         let root_count: u64 = counts.iter().sum();
         let geometry = CellGeometry::new(self.dims, schedule.depth);
         let Some(marginals) = &self.marginals else {
-            return Ok(self.finish(&schedule, ReleasedMeasure::Leaves { geometry, counts }, root_count, scan, binning));
+            let leaves = ReleasedMeasure::Leaves { geometry, counts };
+            return Ok((self.finish(&schedule, leaves, root_count, scan, binning), self));
         };
         let marginals =
             timings.time("marginals", || marginals.release(data, self.released_row_count(n_hat), None, seeds))?;
-        Ok(self.calibrated(&schedule, counts, marginals, scan, binning))
+        Ok((self.calibrated(&schedule, counts, marginals, scan, binning), self))
     }
 
     /// The quantile partition (`--partition quantile`): n̂ first when the plan releases it (from a pass
     /// that only counts), then the marginals, then the joint tree binned with each axis cut at its
-    /// released marginal's quantiles and noised as usual, mapped back through the marginals.
+    /// released marginal's quantiles and noised as usual, mapped back through the marginals. Returns the
+    /// plan n̂ picked with the release.
     fn release_on_quantiles(
         &self,
         marginals: &MarginalPlan,
         data: &DataPass,
         seeds: &RunSeeds,
         timings: &mut Timings,
-    ) -> Result<Release> {
-        let (schedule, n_hat, binned) = match self.releases_n_hat() {
+    ) -> Result<(Release, &Self)> {
+        let (plan, schedule, n_hat, binned) = match self.releases_n_hat() {
             None => {
                 let schedule = self.schedule().ok_or_else(|| Error::internal("a plan without n̂ knows its depth"))?;
-                (schedule.clone(), None, None)
+                (self, schedule.clone(), None, None)
             }
             Some(row_count) => {
                 // One pass counts the rows for n̂ and bins the marginals at the depth planned for n̂'s
                 // headroom; once n̂ fixes the trees' depth, their leaves are coarsened to it.
-                let planned = marginals.planned_depth(row_count)?;
+                let planned = self.marginal_pass_depth(marginals, row_count)?;
                 let (leaves, scan) = timings.time("count and marginals", || data.marginal_leaf_counts(planned))?;
-                let (schedule, n_hat) = self.schedule_for(scan.rows_binned, seeds)?;
-                (schedule, n_hat, Some(BinnedMarginals { depth: planned, leaves }))
+                let n_hat = row_count.release(scan.rows_binned, &seeds.noise);
+                let plan = self.for_n_hat(n_hat);
+                let schedule = plan.schedule_for_n_hat(n_hat, row_count)?;
+                (plan, schedule, Some(n_hat), Some(BinnedMarginals { depth: planned, leaves }))
             }
         };
+        let marginals = plan.marginals.as_ref().ok_or_else(|| Error::internal("auto's plans both have marginals"))?;
         let marginals = timings
-            .time("marginals", || marginals.release(data, self.released_row_count(n_hat), binned, seeds))?;
-        let geometry = CellGeometry::new(self.dims, schedule.depth);
+            .time("marginals", || marginals.release(data, plan.released_row_count(n_hat), binned, seeds))?;
+        let geometry = CellGeometry::new(plan.dims, schedule.depth);
         let (leaves, scan, binning) = timings.time_in_parts("bin", |parts| {
-            data.warped_leaf_counts(geometry, &marginals.warps(), self.device, parts)
+            data.warped_leaf_counts(geometry, &marginals.warps(), plan.device, parts)
         })?;
         let counts = timings
-            .time_in_parts("noise and consistency", |parts| self.release_with(&schedule, leaves, n_hat, seeds, parts));
-        Ok(self.calibrated(&schedule, counts, marginals, scan, binning))
+            .time_in_parts("noise and consistency", |parts| plan.release_with(&schedule, leaves, n_hat, seeds, parts));
+        Ok((plan.calibrated(&schedule, counts, marginals, scan, binning), plan))
     }
 
     /// `--pair-share`'s histograms, when the plan has them.
@@ -413,25 +481,24 @@ impl PmmPlan {
             (Depth::Known(schedule), _) => Ok((schedule.clone(), None)),
             (Depth::FromReleasedNHat { .. }, TreeSize::ReleasedFirst(row_count)) => {
                 let n_hat = row_count.release(rows_binned, &seeds.noise);
-                let depth = depth_within_memory(
-                    Neighbours::AddRemove,
-                    self.level_epsilon,
-                    self.dims,
-                    n_hat as f64,
-                    Some(row_count.scale.to_f64()),
-                    self.memory_depth,
-                );
-                let schedule = LevelSchedule::new(
-                    Neighbours::AddRemove,
-                    self.level_epsilon,
-                    self.dims,
-                    depth,
-                    RootNoise::Released(row_count.scale),
-                )?;
-                Ok((schedule, Some(n_hat)))
+                Ok((self.schedule_for_n_hat(n_hat, row_count)?, Some(n_hat)))
             }
             (Depth::FromReleasedNHat { .. }, _) => Err(Error::internal("n̂ is released by the plan that planned it")),
         }
+    }
+
+    /// The schedule for the released `n_hat` (released with `row_count`'s noise): the depth follows it.
+    pub fn schedule_for_n_hat(&self, n_hat: u64, row_count: NoisyRowCount) -> Result<LevelSchedule> {
+        let depth = depth_within_memory(
+            Neighbours::AddRemove,
+            self.level_epsilon,
+            self.dims,
+            n_hat as f64,
+            Some(row_count.scale.to_f64()),
+            self.memory_depth,
+        );
+        let root = RootNoise::Released(row_count.scale);
+        LevelSchedule::new(Neighbours::AddRemove, self.level_epsilon, self.dims, depth, root)
     }
 
     pub fn dims(&self) -> usize {
