@@ -182,7 +182,7 @@ pub struct SynthArgs {
     /// pmm and auto: share S of ε spent on the 2-way marginals of d − 1 column pairs (32 × 32 cells,
     /// ε × S / (d − 1) each; the rest of the run gets (1 − S)·ε), onto which the pairs the joint release
     /// gets wrong are then mapped (post-processing; README, "2-way marginals") [default: 0, off; the default
-    /// `--mechanism auto` takes 0.2 at d ≥ 4 once ε·n̂ reaches 2·10^4, unless this is given].
+    /// `--mechanism auto` takes 0.2 at d ≥ 4 once ε·n̂ reaches 3·10^4, unless this is given].
     #[arg(long, allow_negative_numbers = true)]
     pub pair_share: Option<f64>,
     /// pmm: where the tree cuts each axis: `midpoint` halves the public bounds, `quantile` cuts at the
@@ -205,7 +205,7 @@ pub struct SynthArgs {
     pub consistency: Option<ConsistencyRule>,
     /// pmm: noisy counts below K times their level's noise scale are taken as empty before consistency,
     /// and get nothing beside a kept sibling (post-processing; helps clustered tables, hurts smooth ones:
-    /// README, "Pruning") [default: 0, none; 2 where the default `--mechanism auto` adds the pairs].
+    /// README, "Pruning") [default: 0, none].
     #[arg(long, value_name = "K", allow_negative_numbers = true)]
     pub prune_sigmas: Option<f64>,
     /// Where points go in their cell [default: uniform].
