@@ -180,8 +180,9 @@ pub struct SynthArgs {
     #[arg(long, allow_negative_numbers = true)]
     pub marginal_share: Option<f64>,
     /// pmm and auto: share S of ε spent on the 2-way marginals of d − 1 column pairs (32 × 32 cells,
-    /// ε × S / (d − 1) each; the rest of the run gets (1 − S)·ε), onto which the pairs the joint release
-    /// gets wrong are then mapped (post-processing; README, "2-way marginals") [default: 0, off; the default
+    /// 0.9 × ε × S / (d − 1) each, the pairs chosen by noisy scores from the other tenth; the rest of the
+    /// run gets (1 − S)·ε), onto which the pairs the joint release gets wrong are then mapped
+    /// (post-processing; README, "2-way marginals") [default: 0, off; the default
     /// `--mechanism auto` takes 0.2 at d ≥ 4 once ε·n̂ reaches 3·10^4, unless this is given].
     #[arg(long, allow_negative_numbers = true)]
     pub pair_share: Option<f64>,

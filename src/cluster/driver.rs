@@ -373,14 +373,14 @@ impl<'a> RankRelease<'a> {
             pool.install(|| drawn.sample_rows(0, drawn.total_rows() as usize, &mut columns));
         }
         let sum = |counts: &mut [u64]| comm.sum(counts);
-        let pair_counts = |tree: &[(usize, usize)]| -> Result<Vec<Vec<u64>>> {
-            let (mut counts, _) = agree(comm, pool.install(|| data.pair_counts(tree, PAIR_BITS)))?;
+        let pair_counts = |pairs: &[(usize, usize)]| -> Result<Vec<Vec<u64>>> {
+            let (mut counts, _) = agree(comm, pool.install(|| data.pair_counts(pairs, PAIR_BITS)))?;
             for histogram in &mut counts {
                 comm.sum(histogram);
             }
             Ok(counts)
         };
-        pairs.release_on(DrawnRows { columns, sum: &sum }, pair_counts, seeds)
+        pairs.release_on(DrawnRows { columns, released_rows: part.root_count, sum: &sum }, pair_counts, seeds)
     }
 }
 

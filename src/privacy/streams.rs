@@ -45,6 +45,8 @@ pub enum NoiseStream {
     /// One column pair's 2-D histogram (`--pair-share`; chunk = parent · d + child, its cells drawn in
     /// order from that one stream).
     PairHistogram,
+    /// The noisy scores that choose `--pair-share`'s pairs (chunk 0: every pair's score in order).
+    PairSelection,
     /// One cell of the online tree (chunk = the cell's heap index 2^depth + code): its thresholds,
     /// checks, Binary Mechanism and level totals, drawn in order and resumed from a saved position.
     OnlineCell,
@@ -70,6 +72,7 @@ impl NoiseStream {
             NoiseStream::PmmMarginalKey => 130,
             NoiseStream::PairHistogram => 131,
             NoiseStream::MarginalHistogram => 132,
+            NoiseStream::PairSelection => 133,
         }
     }
 
@@ -90,6 +93,7 @@ impl NoiseStream {
             NoiseStream::PmmMarginalKey,
             NoiseStream::PairHistogram,
             NoiseStream::MarginalHistogram,
+            NoiseStream::PairSelection,
         ])
     }
 }

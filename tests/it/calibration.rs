@@ -335,7 +335,7 @@ fn two_way_tv(evaluation: &serde_json::Value) -> f64 {
 }
 
 /// The ε a report says was spent, and the parts it is made of: the joint tree's levels (n̂ included), the
-/// marginal trees and the pair histograms (0 without them).
+/// marginal trees and the pairs (their scores and histograms; 0 without them).
 fn spent_parts(report: &serde_json::Value) -> (f64, f64, f64, f64) {
     let parameters = &report["parameters"];
     let levels = parameters["levels"].as_array().unwrap().iter().map(|level| level["epsilon"].as_f64().unwrap()).sum();
@@ -343,7 +343,10 @@ fn spent_parts(report: &serde_json::Value) -> (f64, f64, f64, f64) {
     let marginals = parameters["marginal_calibration"]["epsilon_per_column"].as_f64().map_or(0.0, |per_column| columns * per_column);
     let pairs = &parameters["pair_marginals"];
     let pairs = match pairs["pairs"].as_array() {
-        Some(tree) => pairs["epsilon_per_pair"].as_f64().unwrap() * tree.len() as f64,
+        Some(tree) => {
+            let histograms = pairs["epsilon_per_pair"].as_f64().unwrap() * tree.len() as f64;
+            histograms + pairs["selection_epsilon"].as_f64().unwrap()
+        }
         None => 0.0,
     };
     (report["guarantee"]["epsilon_spent"].as_f64().unwrap(), levels, marginals, pairs)

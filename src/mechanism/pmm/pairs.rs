@@ -1,8 +1,9 @@
 //! 2-way marginals by conditional mapping (`--pair-share`, docs/mechanisms/pmm.md). At d ≥ 4 the joint
 //! tree has a few cells per axis, and how pairs of columns move together is what it loses first. A
 //! declared share of ε releases d − 1 pair histograms (32 × 32 equal cells on the public bounds) for
-//! the pairs of a tree chosen from the joint release itself: the maximum spanning tree of the pairs'
-//! mutual information in rows drawn from it (post-processing, so choosing costs nothing). Then, pair by
+//! the pairs of a tree chosen where the joint release is most wrong: every pair's ℓ1 distance between
+//! the data's histogram and the one of rows drawn from the joint release, released with noise (a tenth
+//! of the share), and the maximum spanning tree of those noisy scores. Then, pair by
 //! pair from column 0 outwards, each synthetic child value is moved, order kept, within its parent's
 //! cell onto that row of the released histogram (x ↦ G_b⁻¹(F_b(x))), and the column is put back onto its
 //! own 1-D marginal keeping its new ranks. A pair is mapped only where its released rows disagree with
@@ -31,13 +32,28 @@ const PAIR_CELLS: usize = 1 << PAIR_BITS;
 /// Released counts below this many noise scales are taken as empty before rows are mapped onto them.
 pub const PAIR_PRUNE_SCALES: f64 = 3.0;
 
-/// A pair is mapped only where the median over its parent's cells of the disagreement z-score
+/// A pair is mapped where the median over its parent's cells of the disagreement z-score
 /// ([`disagreement`]) exceeds this: at 5 the mapping kept its gains on flights and cost 0.5–6% of joint
 /// W1 on generated tables whose pairs the joint release already gets right (ungated: up to 29%).
 pub const PAIR_GATE_Z: f64 = 5.0;
 
+/// ... or where the median over the rows does (each row counting with its parent cell's z): a long-tailed
+/// parent has many thin cells where the release is mostly noise, and their median can hide a pair the
+/// joint release gets wrong where the rows are (flights' delays: z over the cells 1.3–2.8 in two seeds of
+/// five, 2-way TV 0.09 unmapped). At 5 over the rows the gate also mapped pairs of a skewed table at z =
+/// 5–6, which cost it 4% of joint W1; the flights pairs that gain score 31–500 (docs/mechanisms/pmm.md).
+pub const PAIR_ROWS_GATE_Z: f64 = 20.0;
+
 /// Rows drawn from the joint release to choose the pairs and fit the maps on.
 pub const PAIR_SAMPLE_ROWS: usize = 1 << 20;
+
+/// The part of the pairs' share spent on the noisy scores that choose the tree. The tree used to be the
+/// mutual information of the drawn rows, free but blind to what the joint release had lost: on flights
+/// at d = 6 hour against distance and air time came out independent (2-way TV 0.10–0.14) and were never
+/// chosen. 0.05 had the noisiest scores at ε = 0.1 (2-way TV 5% worse at d = 5), 0.25 left the
+/// histograms less (4% worse overall; docs/mechanisms/pmm.md, "Choosing the pairs where the joint
+/// release is wrong").
+pub const PAIR_SELECTION_FRACTION: f64 = 0.1;
 
 /// Equal cells of the fitted CDFs: the child's within one parent cell, and its whole 1-D marginal.
 const CONDITIONAL_CELLS: usize = 1 << 10;
@@ -48,12 +64,15 @@ const MARGINAL_CELLS: usize = 1 << 12;
 /// joint W1 and 2-way TV on flights within 2% of the exact maps (docs/mechanisms/pmm.md).
 pub const MAP_KNOTS: usize = 1 << 12;
 
-/// The pair histograms' share of ε, split evenly over the d − 1 pairs of the tree.
+/// The pair histograms' share of ε: [`PAIR_SELECTION_FRACTION`] of it on the scores of all d(d − 1)/2
+/// pairs, the rest split evenly over the d − 1 pairs of the tree.
 #[derive(Clone, Debug)]
 pub struct PairPlan {
     share: f64,
     scale: RationalScale,
-    /// A row's ℓ1 effect on one histogram under the run's neighbouring relation.
+    /// The scores' scale; `None` at d = 2, where the one pair is the tree.
+    selection_scale: Option<RationalScale>,
+    /// A row's ℓ1 effect on one histogram (and on one score) under the run's neighbouring relation.
     sensitivity: f64,
     dims: usize,
 }
@@ -63,12 +82,16 @@ pub struct PairPlan {
 pub struct PairParameters {
     pub share: f64,
     pub epsilon_per_pair: f64,
+    /// What the noisy scores that chose the tree spent (0 at d = 2), and their Laplace scale.
+    pub selection_epsilon: f64,
+    pub selection_sigma: f64,
     pub cells_per_axis: usize,
     /// The Laplace scale of every cell of every pair histogram.
     pub sigma: f64,
     /// Released counts below it were taken as empty.
     pub prune_floor: f64,
     pub gate_z: f64,
+    pub gate_z_over_rows: f64,
     pub sample_rows: usize,
     /// The tree's pairs in the order they were mapped (columns numbered in the run's column order).
     pub pairs: Vec<PairInfo>,
@@ -80,26 +103,54 @@ pub struct PairParameters {
 pub struct PairInfo {
     pub parent: usize,
     pub child: usize,
-    /// The median z-score of the released rows against the synthetic conditionals ([`PAIR_GATE_Z`]).
+    /// The released ℓ1 distance between the data's histogram of the pair and the drawn rows' (in rows;
+    /// none at d = 2, where nothing is chosen).
+    pub noisy_score: Option<i64>,
+    /// The median over the parent's cells of the z-score of the released rows against the synthetic
+    /// conditionals ([`PAIR_GATE_Z`]).
     pub disagreement_z: f64,
+    /// The same z-scores' median over the rows ([`PAIR_ROWS_GATE_Z`]).
+    pub disagreement_z_over_rows: f64,
     pub mapped: bool,
 }
 
 impl PairPlan {
-    /// `share` of `public.epsilon` over the d − 1 pairs.
+    /// `share` of `public.epsilon`: the scores, then the d − 1 pairs.
     pub fn new(public: &PublicInputs, share: f64) -> Result<Self> {
         if public.dims < 2 {
             return Err(Error::bad_input("--pair-share releases pairs of columns: it needs at least 2 columns"));
         }
         let sensitivity = public.neighbours.histogram_sensitivity();
-        let epsilon_per_pair = public.epsilon * share / (public.dims - 1) as f64;
+        let selection_scale = match candidate_pairs(public.dims).len() {
+            1 => None,
+            // A row moves every pair's score by at most the sensitivity: ℓ1 sensitivity P·Δ for P scores.
+            candidates => {
+                let epsilon = public.epsilon * share * PAIR_SELECTION_FRACTION;
+                Some(noise_scale(candidates as f64 * sensitivity / epsilon, "the pair scores (--pair-share)")?)
+            }
+        };
+        let histograms = if selection_scale.is_some() { 1.0 - PAIR_SELECTION_FRACTION } else { 1.0 };
+        let epsilon_per_pair = public.epsilon * share * histograms / (public.dims - 1) as f64;
         let scale = noise_scale(sensitivity / epsilon_per_pair, "a pair histogram (--pair-share)")?;
-        Ok(PairPlan { share, scale, sensitivity, dims: public.dims })
+        Ok(PairPlan { share, scale, selection_scale, sensitivity, dims: public.dims })
     }
 
     /// What each pair histogram spends: its sensitivity over its (rounded-up) scale.
     pub fn epsilon_per_pair(&self) -> f64 {
         self.sensitivity / self.scale.to_f64()
+    }
+
+    /// What the scores spend together: their ℓ1 sensitivity over their (rounded-up) scale.
+    pub fn selection_epsilon(&self) -> f64 {
+        let candidates = candidate_pairs(self.dims).len() as f64;
+        self.selection_scale.map_or(0.0, |scale| candidates * self.sensitivity / scale.to_f64())
+    }
+
+    /// The scores of [`candidate_pairs`] with Lap_Z(σ) each, from one stream in that order (`None` at
+    /// d = 2, which releases no score).
+    pub fn noisy_scores(&self, scores: &[u64], key: &NoiseKey) -> Option<Vec<i64>> {
+        let scale = self.selection_scale?;
+        Some(ScaleSampler::new(scale).noisy_counts(scores, &mut key.stream(NoiseStream::PairSelection, 0)))
     }
 
     /// One pair's histogram with Lap_Z(σ) on every cell, empty ones included; negative counts are kept
@@ -123,12 +174,13 @@ impl PairPlan {
             let rows = joint.rows(Some(PAIR_SAMPLE_ROWS as u64), placement, seeds.pair_sample())?;
             rows.sample_rows(0, PAIR_SAMPLE_ROWS, &mut columns);
         }
-        let drawn = DrawnRows { columns, sum: &on_one_machine };
-        self.release_on(drawn, |tree| Ok(data.pair_counts(tree, PAIR_BITS)?.0), seeds)
+        let drawn = DrawnRows { columns, released_rows: joint.total(), sum: &on_one_machine };
+        self.release_on(drawn, |pairs| Ok(data.pair_counts(pairs, PAIR_BITS)?.0), seeds)
     }
 
     /// [`release`](Self::release) from the rows drawn from the joint release (`drawn`, seeded by
-    /// [`RunSeeds::pair_sample`]) and the data's histograms of the tree's pairs (`pair_counts`).
+    /// [`RunSeeds::pair_sample`]) and the data's histograms of the pairs it is given (`pair_counts`; it is
+    /// given [`candidate_pairs`]).
     pub fn release_on(
         &self,
         mut drawn: DrawnRows,
@@ -136,15 +188,32 @@ impl PairPlan {
         seeds: &RunSeeds,
     ) -> Result<(Vec<PairMap>, PairParameters)> {
         let mut cells: Vec<Vec<u32>> = drawn.columns.iter().map(|values| pair_cells(values)).collect();
-        let tree = spanning_tree(&cells, drawn.sum);
-        let counts = pair_counts(&tree)?;
+        let candidates = candidate_pairs(self.dims);
+        let counts = pair_counts(&candidates)?;
+        let noisy_scores = self.selection_scale.and_then(|_| {
+            let scores: Vec<u64> = candidates
+                .iter()
+                .zip(&counts)
+                .map(|(&(a, b), counts)| {
+                    let synthetic = drawn.histogram(pair_histogram(&cells[a], &cells[b]));
+                    distance_to_drawn(counts, &synthetic, drawn.released_rows)
+                })
+                .collect();
+            self.noisy_scores(&scores, &seeds.noise)
+        });
+        let tree = match &noisy_scores {
+            Some(noisy) => spanning_tree(self.dims, |a, b| noisy[candidate_index(self.dims, a, b)]),
+            None => candidates.clone(),
+        };
         let sigma = self.scale.to_f64();
         let (mut maps, mut pairs) = (Vec::new(), Vec::new());
-        for (&(parent, child), counts) in tree.iter().zip(&counts) {
-            let noisy = self.noisy_histogram(counts, (parent, child), &seeds.noise);
+        for &(parent, child) in &tree {
+            let index = candidate_index(self.dims, parent, child);
+            let counts = if parent < child { counts[index].clone() } else { transposed(&counts[index]) };
+            let noisy = self.noisy_histogram(&counts, (parent, child), &seeds.noise);
             let synthetic = drawn.histogram(pair_histogram(&cells[parent], &cells[child]));
-            let disagreement_z = disagreement(&synthetic, &noisy, sigma);
-            let mapped = disagreement_z > PAIR_GATE_Z;
+            let (disagreement_z, disagreement_z_over_rows) = disagreement(&synthetic, &noisy, sigma);
+            let mapped = disagreement_z > PAIR_GATE_Z || disagreement_z_over_rows > PAIR_ROWS_GATE_Z;
             if mapped {
                 let floor = PAIR_PRUNE_SCALES * sigma;
                 let released: Vec<u64> =
@@ -154,19 +223,24 @@ impl PairPlan {
                 cells[child] = pair_cells(&drawn.columns[child]);
                 maps.push(map);
             }
-            pairs.push(PairInfo { parent, child, disagreement_z, mapped });
+            let noisy_score = noisy_scores.as_ref().map(|noisy| noisy[index]);
+            pairs.push(PairInfo { parent, child, noisy_score, disagreement_z, disagreement_z_over_rows, mapped });
         }
         let parameters = PairParameters {
             share: self.share,
             epsilon_per_pair: self.epsilon_per_pair(),
+            selection_epsilon: self.selection_epsilon(),
+            selection_sigma: self.selection_scale.map_or(0.0, |scale| scale.to_f64()),
             cells_per_axis: PAIR_CELLS,
             sigma,
             prune_floor: PAIR_PRUNE_SCALES * sigma,
             gate_z: PAIR_GATE_Z,
+            gate_z_over_rows: PAIR_ROWS_GATE_Z,
             sample_rows: PAIR_SAMPLE_ROWS,
             pairs,
-            tree: "maximum spanning tree of the pairs' mutual information (32 x 32 cells) in rows drawn from the \
-                   joint release, grown from column 0; post-processing",
+            tree: "maximum spanning tree of the noisy scores, grown from column 0; a pair's score is the l1 distance \
+                   between the data's 32 x 32 histogram of it and that of rows drawn from the joint release (scaled to \
+                   its released rows), with Laplace noise",
             map: "in tree order, where the gate lets a pair through: x -> G_b^-1(F_b(x)) on the child, b the \
                   parent's cell, F_b the synthetic child's CDF in it, G_b the released row's (pruned, uniform \
                   within cells); then the child back onto its own 1-D marginal keeping its new ranks; \
@@ -181,6 +255,8 @@ impl PairPlan {
 /// that every rank chooses, gates and fits from the same counts as one machine would.
 pub struct DrawnRows<'a> {
     pub columns: Vec<Vec<f64>>,
+    /// The joint release's total (released, so the scores may scale the drawn rows to it).
+    pub released_rows: u64,
     pub sum: &'a dyn Fn(&mut [u64]),
 }
 
@@ -196,8 +272,11 @@ impl DrawnRows<'_> {
 pub fn on_one_machine(_: &mut [u64]) {}
 
 impl PairParameters {
-    /// Adds every pair histogram to `budget`, mapped or not: all of them were released.
+    /// Adds the scores and every pair histogram to `budget`, mapped or not: all of them were released.
     pub fn spend(&self, budget: &mut Budget) {
+        if self.selection_epsilon > 0.0 {
+            budget.spend("pair scores (choosing the pairs)", self.selection_epsilon);
+        }
         for pair in &self.pairs {
             budget.spend(format!("pair marginal of columns {} and {}", pair.parent, pair.child), self.epsilon_per_pair);
         }
@@ -331,49 +410,47 @@ fn pair_histogram(first: &[u32], second: &[u32]) -> Vec<u64> {
     counts
 }
 
-/// The mutual information (natural log) of a pair histogram's two columns.
-fn mutual_information(joint: &[u64]) -> f64 {
-    let total = joint.iter().sum::<u64>() as f64;
-    let (mut rows, mut columns) = (vec![0u64; PAIR_CELLS], vec![0u64; PAIR_CELLS]);
-    for (cell, &count) in joint.iter().enumerate() {
-        rows[cell / PAIR_CELLS] += count;
-        columns[cell % PAIR_CELLS] += count;
-    }
-    joint
-        .iter()
-        .enumerate()
-        .filter(|(_, &count)| count > 0)
-        .map(|(cell, &count)| {
-            let share = count as f64 / total;
-            let product = rows[cell / PAIR_CELLS] as f64 * columns[cell % PAIR_CELLS] as f64 / (total * total);
-            share * (share / product).ln()
-        })
-        .sum()
+/// Every pair (a, b) of `dims` columns with a < b, in order: the pairs the scores are released for.
+pub fn candidate_pairs(dims: usize) -> Vec<(usize, usize)> {
+    (0..dims).flat_map(|a| (a + 1..dims).map(move |b| (a, b))).collect()
+}
+
+/// The position of the pair {a, b} in [`candidate_pairs`].
+fn candidate_index(dims: usize, a: usize, b: usize) -> usize {
+    let (a, b) = (a.min(b), a.max(b));
+    a * dims - a * (a + 1) / 2 + (b - a - 1)
+}
+
+/// A pair histogram with its two columns swapped (cell `second · PAIR_CELLS + first`).
+fn transposed(counts: &[u64]) -> Vec<u64> {
+    (0..PAIR_CELLS * PAIR_CELLS).map(|cell| counts[(cell % PAIR_CELLS) * PAIR_CELLS + cell / PAIR_CELLS]).collect()
+}
+
+/// A pair's score: Σ_c |counts_c − round(T · synthetic_c / Σ synthetic)|, the data's histogram against the
+/// drawn rows' scaled to the joint release's `released_rows` T (both public once released). One row
+/// more or less moves one data count by one: the score moves by at most 1 (2 under replace).
+fn distance_to_drawn(counts: &[u64], synthetic: &[u64], released_rows: u64) -> u64 {
+    let drawn: u64 = synthetic.iter().sum();
+    let expected = |count: u64| match drawn {
+        0 => 0,
+        _ => ((u128::from(released_rows) * u128::from(count) + u128::from(drawn / 2)) / u128::from(drawn)) as u64,
+    };
+    counts.iter().zip(synthetic).map(|(&count, &synthetic)| count.abs_diff(expected(synthetic))).sum()
 }
 
 /// The tree's pairs (parent, child) in the order Prim's algorithm adds them from column 0: the
-/// maximum spanning tree of the mutual information of the columns whose pair cells are `cells` (their
-/// histograms summed by `sum`, [`DrawnRows::sum`]). Ties go to the last pair in (parent, child) order.
-fn spanning_tree(cells: &[Vec<u32>], sum: &dyn Fn(&mut [u64])) -> Vec<(usize, usize)> {
-    let dims = cells.len();
-    let mut weight = vec![vec![0.0; dims]; dims];
-    for a in 0..dims {
-        for b in a + 1..dims {
-            let mut joint = pair_histogram(&cells[a], &cells[b]);
-            sum(&mut joint);
-            weight[a][b] = mutual_information(&joint);
-            weight[b][a] = weight[a][b];
-        }
-    }
+/// maximum spanning tree of `weight(a, b)` over `dims` columns. Ties go to the last pair in (parent,
+/// child) order.
+fn spanning_tree(dims: usize, weight: impl Fn(usize, usize) -> i64) -> Vec<(usize, usize)> {
     let mut reached = vec![false; dims];
     reached[0] = true;
     let mut tree = Vec::with_capacity(dims - 1);
     for _ in 1..dims {
-        let mut best = (f64::NEG_INFINITY, 0, 0);
+        let mut best = (i64::MIN, 0, 0);
         for parent in (0..dims).filter(|&parent| reached[parent]) {
             for child in (0..dims).filter(|&child| !reached[child]) {
-                if weight[parent][child] >= best.0 {
-                    best = (weight[parent][child], parent, child);
+                if weight(parent, child) >= best.0 {
+                    best = (weight(parent, child), parent, child);
                 }
             }
         }
@@ -386,11 +463,12 @@ fn spanning_tree(cells: &[Vec<u32>], sum: &dyn Fn(&mut [u64])) -> Vec<(usize, us
 /// How far a released pair histogram (`noisy`, unthresholded, Laplace scale `sigma`) is from the
 /// synthetic table's own conditionals (its pair histogram `synthetic`): per parent cell b
 /// with synthetic rows, χ² = Σ_c (R_c − T·q_c)² / (2σ² + T·q_c), R the released row, T its total (at
-/// least 0), q the synthetic conditional, as a z-score (χ² − B)/√(2B); the median over those cells.
-/// Near 0 where the release only repeats what the synthetic table says; 0 with no synthetic rows.
-fn disagreement(synthetic: &[u64], noisy: &[i64], sigma: f64) -> f64 {
+/// least 0), q the synthetic conditional, as a z-score (χ² − B)/√(2B); the median over those cells, and
+/// the median over the synthetic rows (each row counting with its cell's z). Near 0 where the release
+/// only repeats what the synthetic table says; 0 with no synthetic rows.
+fn disagreement(synthetic: &[u64], noisy: &[i64], sigma: f64) -> (f64, f64) {
     let cells = PAIR_CELLS as f64;
-    let mut z_scores: Vec<f64> = synthetic
+    let mut z_scores: Vec<(f64, u64)> = synthetic
         .chunks_exact(PAIR_CELLS)
         .zip(noisy.chunks_exact(PAIR_CELLS))
         .filter_map(|(synthetic, released)| {
@@ -407,10 +485,11 @@ fn disagreement(synthetic: &[u64], noisy: &[i64], sigma: f64) -> f64 {
                     (released as f64 - expected).powi(2) / (2.0 * sigma * sigma + expected)
                 })
                 .sum();
-            Some((chi2 - cells) / (2.0 * cells).sqrt())
+            Some(((chi2 - cells) / (2.0 * cells).sqrt(), rows))
         })
         .collect();
-    median(&mut z_scores)
+    let mut over_cells: Vec<f64> = z_scores.iter().map(|&(z, _)| z).collect();
+    (median(&mut over_cells), weighted_median(&mut z_scores))
 }
 
 /// The median (the mean of the middle two for an even count; 0 for none).
@@ -427,6 +506,21 @@ fn median(values: &mut [f64]) -> f64 {
     }
 }
 
+/// The median of `values` each counted `weight` times (the lower one where the weights split evenly; 0
+/// for none).
+fn weighted_median(values: &mut [(f64, u64)]) -> f64 {
+    values.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total: u64 = values.iter().map(|&(_, weight)| weight).sum();
+    let mut seen = 0;
+    for &(value, weight) in values.iter() {
+        seen += weight;
+        if 2 * seen >= total {
+            return value;
+        }
+    }
+    0.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -439,23 +533,40 @@ mod tests {
     }
 
     #[test]
-    fn the_tree_links_the_dependent_columns_first() {
-        let mut rng = case_rng(1);
-        let x = uniform(&mut rng, 50_000);
-        let near_x: Vec<f64> = x.iter().map(|&x| (x + 0.02 * rng.random::<f64>()).min(1.0)).collect();
-        let loose: Vec<f64> = x.iter().map(|&x| 0.5 * x + 0.5 * rng.random::<f64>()).collect();
-        let noise = uniform(&mut rng, 50_000);
-        // Columns: independent noise, loosely tied to x, x, tied to x.
-        let tree = spanning_tree(&[noise, loose, x, near_x].map(|values| pair_cells(&values)), &on_one_machine);
-        assert_eq!(tree.len(), 3);
-        let linked = |a: usize, b: usize| tree.iter().any(|&pair| pair == (a, b) || pair == (b, a));
-        assert!(linked(2, 3) && (linked(1, 2) || linked(1, 3)), "{tree:?}");
-        // Grown from column 0: every parent is reached before its child.
-        let mut reached = vec![0];
-        for &(parent, child) in &tree {
-            assert!(reached.contains(&parent) && !reached.contains(&child), "{tree:?}");
-            reached.push(child);
+    fn the_tree_is_the_maximum_spanning_tree_of_the_scores_grown_from_column_0() {
+        // Four columns; the heaviest scores form the path 3 - 1 - 2, and 0 joins through its best pair (0, 2).
+        let scores = [[0, 5, 7, 1], [5, 0, 40, 30], [7, 40, 0, 2], [1, 30, 2, 0]];
+        let tree = spanning_tree(4, |a, b| scores[a][b]);
+        assert_eq!(tree, [(0, 2), (2, 1), (1, 3)]);
+        // Every pair has its place among the candidates.
+        let candidates = candidate_pairs(4);
+        for (index, &(a, b)) in candidates.iter().enumerate() {
+            assert_eq!((candidate_index(4, a, b), candidate_index(4, b, a)), (index, index));
         }
+    }
+
+    #[test]
+    fn a_score_is_the_distance_to_the_scaled_drawn_rows_and_one_row_moves_it_by_at_most_one() {
+        let mut rng = case_rng(1);
+        let synthetic: Vec<u64> = (0..PAIR_CELLS * PAIR_CELLS).map(|_| rng.random_range(0..50)).collect();
+        // The data twice as many rows as drawn, in the same shape: nothing to tell apart.
+        let doubled: Vec<u64> = synthetic.iter().map(|&count| 2 * count).collect();
+        let released_rows = doubled.iter().sum();
+        assert_eq!(distance_to_drawn(&doubled, &synthetic, released_rows), 0);
+        let counts: Vec<u64> = (0..PAIR_CELLS * PAIR_CELLS).map(|_| rng.random_range(0..100)).collect();
+        let score = distance_to_drawn(&counts, &synthetic, released_rows);
+        for _ in 0..1000 {
+            let (cell, other) = (rng.random_range(0..counts.len()), rng.random_range(0..counts.len()));
+            let mut added = counts.clone();
+            added[cell] += 1;
+            assert!(distance_to_drawn(&added, &synthetic, released_rows).abs_diff(score) <= 1, "add-remove");
+            added[other] = added[other].saturating_sub(1);
+            assert!(distance_to_drawn(&added, &synthetic, released_rows).abs_diff(score) <= 2, "replace");
+        }
+        // A transposed histogram swaps its columns' roles.
+        let transposed_counts = transposed(&counts);
+        assert_eq!(transposed_counts[3 * PAIR_CELLS + 5], counts[5 * PAIR_CELLS + 3]);
+        assert_eq!(transposed(&transposed_counts), counts);
     }
 
     /// The synthetic pair's own histogram, as the release would give it without noise.
@@ -474,13 +585,42 @@ mod tests {
         let noisy: Vec<i64> =
             independent.iter().map(|&count| count as i64 + ((rng.random::<f64>() - 0.5) * 4.0 * sigma) as i64).collect();
         let agreeing = disagreement(&synthetic, &noisy, sigma);
-        assert!(agreeing < PAIR_GATE_Z, "an agreeing release scored {agreeing}");
+        assert!(agreeing.0 < PAIR_GATE_Z && agreeing.1 < PAIR_ROWS_GATE_Z, "an agreeing release scored {agreeing:?}");
         // The release of a pair on the diagonal: every row far from the synthetic conditional.
         let diagonal: Vec<i64> = own_histogram(&parent, &parent).iter().map(|&count| count as i64).collect();
         let disagreeing = disagreement(&synthetic, &diagonal, sigma);
-        assert!(disagreeing > 100.0 * PAIR_GATE_Z, "a disagreeing release scored {disagreeing}");
+        assert!(disagreeing.0 > 100.0 * PAIR_GATE_Z, "a disagreeing release scored {disagreeing:?}");
         let empty = vec![0; PAIR_CELLS * PAIR_CELLS];
-        assert_eq!(disagreement(&empty, &diagonal, sigma), 0.0, "no synthetic rows, nothing to compare");
+        assert_eq!(disagreement(&empty, &diagonal, sigma), (0.0, 0.0), "no synthetic rows, nothing to compare");
+    }
+
+    #[test]
+    fn the_gate_weighs_the_parent_cells_by_their_rows() {
+        // A long-tailed parent: nine rows in ten in its first two cells, the rest thin over the other 30.
+        let mut rng = case_rng(5);
+        let rows = 100_000;
+        let parent: Vec<f64> = (0..rows)
+            .map(|_| match rng.random::<f64>() < 0.9 {
+                true => rng.random::<f64>() * 2.0 / PAIR_CELLS as f64,
+                false => (2.0 + rng.random::<f64>() * 30.0) / PAIR_CELLS as f64,
+            })
+            .collect();
+        let child = uniform(&mut rng, rows);
+        let synthetic = own_histogram(&parent, &child);
+        // The release says the child follows the parent in the two heavy cells and agrees elsewhere.
+        let heavy = 2 * PAIR_CELLS;
+        let released: Vec<i64> = own_histogram(&parent, &parent)[..heavy]
+            .iter()
+            .chain(&synthetic[heavy..])
+            .map(|&count| count as i64)
+            .collect();
+        // 30 of 32 cells agree, so the median cell does; the median row is in a heavy cell that does not.
+        let (over_cells, over_rows) = disagreement(&synthetic, &released, 20.0);
+        assert!(over_cells < PAIR_GATE_Z, "the thin cells' median scored {over_cells}");
+        assert!(over_rows > 100.0 * PAIR_ROWS_GATE_Z, "the heavy cells' disagreement scored {over_rows}");
+        assert_eq!(weighted_median(&mut [(3.0, 1), (1.0, 5), (2.0, 1)]), 1.0);
+        assert_eq!(weighted_median(&mut [(3.0, 5), (1.0, 1), (2.0, 1)]), 3.0);
+        assert_eq!(weighted_median(&mut []), 0.0);
     }
 
     #[test]
@@ -489,7 +629,8 @@ mod tests {
         let rows = PAIR_SAMPLE_ROWS;
         let (parent, child) = (uniform(&mut rng, rows), uniform(&mut rng, rows));
         let released = own_histogram(&parent, &parent);
-        let mut drawn = DrawnRows { columns: vec![parent.clone(), child.clone()], sum: &on_one_machine };
+        let columns = vec![parent.clone(), child.clone()];
+        let mut drawn = DrawnRows { columns, released_rows: rows as u64, sum: &on_one_machine };
         let map = PairMap::fit((0, 1), &pair_cells(&parent), &drawn, &released);
         map.apply(&mut drawn.columns);
         let mapped = &drawn.columns[1];
@@ -540,7 +681,8 @@ mod tests {
         // The release says what the synthetic rows say (an independent pair): the map should change nothing
         // but the order within each parent cell, and each value keeps its share.
         let released = own_histogram(&parent, &child);
-        let mut drawn = DrawnRows { columns: vec![parent.clone(), child.clone()], sum: &on_one_machine };
+        let columns = vec![parent.clone(), child.clone()];
+        let mut drawn = DrawnRows { columns, released_rows: rows as u64, sum: &on_one_machine };
         let map = PairMap::fit((0, 1), &pair_cells(&parent), &drawn, &released);
         map.apply(&mut drawn.columns);
         let (before, after) = (shares(&child), shares(&drawn.columns[1]));
@@ -549,7 +691,7 @@ mod tests {
     }
 
     #[test]
-    fn the_plan_splits_its_share_over_the_pairs_with_the_relations_sensitivity() {
+    fn the_plan_splits_its_share_over_the_scores_and_the_pairs_with_the_relations_sensitivity() {
         use crate::privacy::Neighbours;
         use crate::sampler::Placement;
         let public = |neighbours| PublicInputs {
@@ -564,10 +706,20 @@ mod tests {
         };
         for (neighbours, sensitivity) in [(Neighbours::AddRemove, 1.0), (Neighbours::Replace, 2.0)] {
             let plan = PairPlan::new(&public(neighbours), 0.4).unwrap();
-            // ε·S/(d − 1) = 0.2 per pair, four pairs: 0.8 in all.
-            assert!((plan.epsilon_per_pair() - 0.2).abs() < 1e-8 && plan.epsilon_per_pair() <= 0.2);
-            assert!((plan.scale.to_f64() - sensitivity / 0.2).abs() < 1e-6);
+            // ε·S = 0.8: a tenth, 0.08, on the ten scores (scale 10·Δ/0.08), then 0.18 on each of four pairs.
+            assert!((plan.selection_epsilon() - 0.08).abs() < 1e-8 && plan.selection_epsilon() <= 0.08);
+            assert!((plan.selection_scale.unwrap().to_f64() - 10.0 * sensitivity / 0.08).abs() < 1e-4);
+            assert!((plan.epsilon_per_pair() - 0.18).abs() < 1e-8 && plan.epsilon_per_pair() <= 0.18);
+            assert!((plan.scale.to_f64() - sensitivity / 0.18).abs() < 1e-6);
+            let spent = plan.selection_epsilon() + 4.0 * plan.epsilon_per_pair();
+            assert!(spent <= 0.8 && spent > 0.8 - 1e-6, "{spent}");
         }
+        // Two columns: one pair, nothing to choose; it gets the whole share.
+        let two = PairPlan::new(&PublicInputs { dims: 2, ..public(Neighbours::AddRemove) }, 0.4).unwrap();
+        assert!(two.selection_scale.is_none() && two.selection_epsilon() == 0.0);
+        // ... and releases no score: an un-noised one would be the data's distance itself.
+        assert!(two.noisy_scores(&[5], &crate::privacy::NoiseKey::from_user_seed(1)).is_none());
+        assert!((two.epsilon_per_pair() - 0.8).abs() < 1e-8 && two.epsilon_per_pair() <= 0.8);
         let one_column = PublicInputs { dims: 1, ..public(Neighbours::AddRemove) };
         assert!(PairPlan::new(&one_column, 0.4).is_err());
     }
