@@ -18,7 +18,7 @@ each epsilon and each seed, it runs every variant through `dpsynth synth` and sc
   - any extra variant given as NAME='--flag value ...'.
 
 Scores (from the eval JSON): exact l-infinity transport on 1000-row subsamples (mean of 5, and its ratio
-to the real-vs-real floor), mean pairwise 2-D W1, the largest 1-D W1, the mean 2-way TV on a 64-cell
+to the real-vs-real floor), mean pairwise 2-D W1, the largest 1-D W1, the mean 2-way TV on a 32 x 32
 grid, the largest mean error and the Frobenius correlation error (normalised units).
 
 Usage: scripts/accuracy_ablation.py [--epsilons 0.1,1] [--seeds 5] [--shares 0.1,0.2,0.3] [--quantile-shares 0.3]
