@@ -121,7 +121,7 @@ impl PairPlan {
             return Err(Error::bad_input("--pair-share releases pairs of columns: it needs at least 2 columns"));
         }
         let sensitivity = public.neighbours.histogram_sensitivity();
-        let selection_scale = match candidate_pairs(public.dims).len() {
+        let selection_scale = match candidate_count(public.dims) {
             1 => None,
             // A row moves every pair's score by at most the sensitivity: ℓ1 sensitivity P·Δ for P scores.
             candidates => {
@@ -142,15 +142,8 @@ impl PairPlan {
 
     /// What the scores spend together: their ℓ1 sensitivity over their (rounded-up) scale.
     pub fn selection_epsilon(&self) -> f64 {
-        let candidates = candidate_pairs(self.dims).len() as f64;
+        let candidates = candidate_count(self.dims) as f64;
         self.selection_scale.map_or(0.0, |scale| candidates * self.sensitivity / scale.to_f64())
-    }
-
-    /// The scores of [`candidate_pairs`] with Lap_Z(σ) each, from one stream in that order (`None` at
-    /// d = 2, which releases no score).
-    pub fn noisy_scores(&self, scores: &[u64], key: &NoiseKey) -> Option<Vec<i64>> {
-        let scale = self.selection_scale?;
-        Some(ScaleSampler::new(scale).noisy_counts(scores, &mut key.stream(NoiseStream::PairSelection, 0)))
     }
 
     /// One pair's histogram with Lap_Z(σ) on every cell, empty ones included; negative counts are kept
@@ -158,6 +151,13 @@ impl PairPlan {
     pub fn noisy_histogram(&self, counts: &[u64], (parent, child): (usize, usize), key: &NoiseKey) -> Vec<i64> {
         let mut rng = key.stream(NoiseStream::PairHistogram, (parent * self.dims + child) as u64);
         ScaleSampler::new(self.scale).noisy_counts(counts, &mut rng)
+    }
+
+    /// The scores of [`candidate_pairs`] with Lap_Z(σ) each, from one stream in that order (`None` at
+    /// d = 2, which releases no score).
+    pub fn noisy_scores(&self, scores: &[u64], key: &NoiseKey) -> Option<Vec<i64>> {
+        let scale = self.selection_scale?;
+        Some(ScaleSampler::new(scale).noisy_counts(scores, &mut key.stream(NoiseStream::PairSelection, 0)))
     }
 
     /// Releases the pair histograms of the tree chosen from `joint` (drawn with `placement`) and fits
@@ -190,27 +190,28 @@ impl PairPlan {
         let mut cells: Vec<Vec<u32>> = drawn.columns.iter().map(|values| pair_cells(values)).collect();
         let candidates = candidate_pairs(self.dims);
         let counts = pair_counts(&candidates)?;
-        let noisy_scores = self.selection_scale.and_then(|_| {
-            let scores: Vec<u64> = candidates
-                .iter()
-                .zip(&counts)
-                .map(|(&(a, b), counts)| {
-                    let synthetic = drawn.histogram(pair_histogram(&cells[a], &cells[b]));
-                    distance_to_drawn(counts, &synthetic, drawn.released_rows)
-                })
-                .collect();
-            self.noisy_scores(&scores, &seeds.noise)
-        });
+        let scores: Vec<u64> = candidates
+            .iter()
+            .zip(&counts)
+            .map(|(&(a, b), counts)| {
+                let synthetic = drawn.histogram(pair_histogram(&cells[a], &cells[b]));
+                distance_to_drawn(counts, &synthetic, drawn.released_rows)
+            })
+            .collect();
+        let noisy_scores = self.noisy_scores(&scores, &seeds.noise);
         let tree = match &noisy_scores {
             Some(noisy) => spanning_tree(self.dims, |a, b| noisy[candidate_index(self.dims, a, b)]),
-            None => candidates.clone(),
+            None => candidates,
         };
         let sigma = self.scale.to_f64();
         let (mut maps, mut pairs) = (Vec::new(), Vec::new());
         for &(parent, child) in &tree {
             let index = candidate_index(self.dims, parent, child);
-            let counts = if parent < child { counts[index].clone() } else { transposed(&counts[index]) };
-            let noisy = self.noisy_histogram(&counts, (parent, child), &seeds.noise);
+            let noisy = if parent < child {
+                self.noisy_histogram(&counts[index], (parent, child), &seeds.noise)
+            } else {
+                self.noisy_histogram(&transposed(&counts[index]), (parent, child), &seeds.noise)
+            };
             let synthetic = drawn.histogram(pair_histogram(&cells[parent], &cells[child]));
             let (disagreement_z, disagreement_z_over_rows) = disagreement(&synthetic, &noisy, sigma);
             let mapped = disagreement_z > PAIR_GATE_Z || disagreement_z_over_rows > PAIR_ROWS_GATE_Z;
@@ -413,6 +414,11 @@ fn pair_histogram(first: &[u32], second: &[u32]) -> Vec<u64> {
 /// Every pair (a, b) of `dims` columns with a < b, in order: the pairs the scores are released for.
 pub fn candidate_pairs(dims: usize) -> Vec<(usize, usize)> {
     (0..dims).flat_map(|a| (a + 1..dims).map(move |b| (a, b))).collect()
+}
+
+/// How many pairs [`candidate_pairs`] lists: d(d − 1)/2.
+fn candidate_count(dims: usize) -> usize {
+    dims * dims.saturating_sub(1) / 2
 }
 
 /// The position of the pair {a, b} in [`candidate_pairs`].
