@@ -31,7 +31,7 @@ use crate::mechanism::pmm::pairs::{
 };
 use crate::mechanism::pmm::schedule::LevelSchedule;
 use crate::mechanism::pmm::PmmPlan;
-use crate::mechanism::{calibrated_value_cells, leaf_value_cells, PublicInputs, ReleasedMeasure};
+use crate::mechanism::{leaf_value_cells, PublicInputs, ReleasedMeasure};
 use crate::options::{MechanismOptions, SynthOptions};
 use crate::privacy::{NoisyRowCount, RunSeeds};
 use crate::progress::{PhaseTiming, Progress, Timings};
@@ -127,9 +127,9 @@ pub fn synthesize_across(
         marginals.maps_from(&axes)
     });
     // The cells each column's values are spread over (the same on every rank): see value_cells.
-    let value_cells = match &maps {
-        Some(maps) => calibrated_value_cells(maps),
-        None => leaf_value_cells(&geometry),
+    let value_cells = match (&release.marginals, &maps) {
+        (Some(marginals), Some(maps)) => marginals.value_cells(maps),
+        _ => leaf_value_cells(&geometry),
     };
     let placement = options.placement;
     let pairs = match release.plan.pairs() {

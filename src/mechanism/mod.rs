@@ -149,10 +149,12 @@ pub enum ReleasedMeasure {
         rows: u64,
     },
     /// A measure whose rows have each column mapped onto a released marginal (`--marginal-share`):
-    /// `maps[k]` for column k, none where nothing was released.
+    /// `maps[k]` for column k, none where nothing was released; `value_cells[k]`: the cells of the
+    /// marginal column k is mapped onto ([`pmm::marginals::ReleasedMarginals::value_cells`]).
     Calibrated {
         inner: Box<ReleasedMeasure>,
         maps: Vec<Option<MonotoneMap>>,
+        value_cells: Vec<Option<u64>>,
     },
     /// A measure whose rows have the child of each mapped column pair moved onto a released 2-way
     /// marginal (`--pair-share`), in tree order.
@@ -189,7 +191,7 @@ impl ReleasedMeasure {
         match self {
             ReleasedMeasure::Leaves { geometry, .. } => leaf_value_cells(geometry),
             ReleasedMeasure::Grid { grid, .. } => vec![Some(u64::from(grid.cells_per_axis())); dims],
-            ReleasedMeasure::Calibrated { maps, .. } => calibrated_value_cells(maps),
+            ReleasedMeasure::Calibrated { value_cells, .. } => value_cells.clone(),
             // A mapped child is put back onto its own released marginal.
             ReleasedMeasure::PairMapped { inner, .. } => inner.value_cells(dims),
             ReleasedMeasure::Lifted { .. } | ReleasedMeasure::Points { .. } | ReleasedMeasure::Encoded { .. } => {
@@ -229,7 +231,7 @@ impl ReleasedMeasure {
                 points,
                 rows: released,
             } => Box::new(pe::PointRows::new(*dims, points, rows.unwrap_or(*released))),
-            ReleasedMeasure::Calibrated { inner, maps } => Box::new(CalibratedRows {
+            ReleasedMeasure::Calibrated { inner, maps, .. } => Box::new(CalibratedRows {
                 inner: inner.rows(rows, placement, seed)?,
                 maps,
             }),
@@ -247,12 +249,6 @@ impl ReleasedMeasure {
 /// [`ReleasedMeasure::value_cells`] of the leaves of `geometry`: 2^{h_k(r)} cells on axis k.
 pub fn leaf_value_cells(geometry: &CellGeometry) -> Vec<Option<u64>> {
     (0..geometry.dims()).map(|axis| Some(1u64 << geometry.axis_bits(axis))).collect()
-}
-
-/// [`ReleasedMeasure::value_cells`] of rows mapped by `maps` onto released marginals: their cells. A
-/// column without a map keeps coordinates that may be warped (the quantile partition), so `None`.
-pub fn calibrated_value_cells(maps: &[Option<MonotoneMap>]) -> Vec<Option<u64>> {
-    maps.iter().map(|map| map.as_ref().map(|map| map.to.cells() as u64)).collect()
 }
 
 /// What each cell is sampled with: the released counts themselves, unless `--rows` asks for another total
@@ -376,11 +372,12 @@ mod tests {
         assert_eq!(leaves().value_cells(2), [Some(8), Some(4)]);
         let grid = ReleasedMeasure::Grid { grid: RegularGrid::new(2, 10).unwrap(), counts: vec![1; 100] };
         assert_eq!(grid.value_cells(2), [Some(10), Some(10)]);
-        // A column mapped onto a released marginal of 64 cells takes its cells; one without a map, none.
+        // A column mapped onto a released marginal takes the cells it gives.
         let (from, to) = (CellCdf::from_counts(&[1; 8]).unwrap(), CellCdf::from_counts(&[1; 64]).unwrap());
         let map = MonotoneMap { from, to };
-        let calibrated = ReleasedMeasure::Calibrated { inner: Box::new(leaves()), maps: vec![Some(map), None] };
-        assert_eq!(calibrated.value_cells(2), [Some(64), None]);
+        let maps = vec![Some(map), None];
+        let calibrated = ReleasedMeasure::Calibrated { inner: Box::new(leaves()), maps, value_cells: vec![Some(4), None] };
+        assert_eq!(calibrated.value_cells(2), [Some(4), None]);
         let points = ReleasedMeasure::Points { dims: 2, points: vec![0.5; 4], rows: 2 };
         assert_eq!(points.value_cells(2), [None, None]);
     }

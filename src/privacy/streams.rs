@@ -47,6 +47,9 @@ pub enum NoiseStream {
     PairHistogram,
     /// The noisy scores that choose `--pair-share`'s pairs (chunk 0: every pair's score in order).
     PairSelection,
+    /// One column's finer histogram of its flat marginal's heavy cells, under that column's key, the
+    /// heavy cells' sub-cells drawn in order.
+    MarginalRefinement,
     /// One cell of the online tree (chunk = the cell's heap index 2^depth + code): its thresholds,
     /// checks, Binary Mechanism and level totals, drawn in order and resumed from a saved position.
     OnlineCell,
@@ -73,6 +76,7 @@ impl NoiseStream {
             NoiseStream::PairHistogram => 131,
             NoiseStream::MarginalHistogram => 132,
             NoiseStream::PairSelection => 133,
+            NoiseStream::MarginalRefinement => 134,
         }
     }
 
@@ -94,6 +98,7 @@ impl NoiseStream {
             NoiseStream::PairHistogram,
             NoiseStream::MarginalHistogram,
             NoiseStream::PairSelection,
+            NoiseStream::MarginalRefinement,
         ])
     }
 }

@@ -11,7 +11,7 @@ use dpsynth::mechanism::covloss::moments::{pair_counts, second_moment};
 use dpsynth::mechanism::covloss::partition::SpectralPartition;
 use dpsynth::mechanism::covloss::{CovlossPlan, CovlossSettings, Damping};
 use dpsynth::mechanism::pmm::consistency::{Consistency, ConsistencyRule};
-use dpsynth::mechanism::pmm::marginals::{MarginalPlan, MarginalShape, MarginalTree};
+use dpsynth::mechanism::pmm::marginals::{release_flat, MarginalPlan, MarginalShape, MarginalTree};
 use dpsynth::mechanism::pmm::release_leaf_counts;
 use dpsynth::mechanism::pmm::schedule::{LevelSchedule, RootNoise};
 use dpsynth::noise::discrete_laplace::RationalScale;
@@ -276,29 +276,47 @@ fn marginal_trees_stay_within_their_share_of_epsilon() {
     assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
 }
 
-/// `--marginal-share`'s shape rule and its accounting: a shallow column is released flat at the column's
-/// whole ε·S/d (sensitivity 2 under replace), a deep one as a tree, and either claims no more than its share.
+/// `--marginal-share`'s shape rule and its accounting: a shallow column is released flat, its cells and
+/// their heavy cells' sub-cells together at the column's whole ε·S/d (sensitivity 2 under replace), the
+/// sub-cells at [`marginals::FLAT_REFINE_SHARE`] of it, or the cells alone where n could not fill
+/// [`marginals::FLAT_REFINE_MIN_HEAVY_CELLS`] heavy cells; a deep one as a tree; either claims no more than
+/// its share.
 #[test]
 fn shallow_marginals_are_flat_histograms_and_deep_ones_trees() {
     use dpsynth::mechanism::pmm::marginals;
     use dpsynth::options::PmmOptions;
-    let mut shapes = Vec::new();
-    for (epsilon, rows) in [(0.05, 300_000), (1.0, 1000), (0.5, 300_000), (10.0, 300_000)] {
+    let (mut shapes, mut refinements) = (Vec::new(), Vec::new());
+    for (epsilon, rows) in [(0.05, 300_000), (0.1, 300_000), (1.0, 1000), (0.5, 300_000), (10.0, 300_000)] {
         let plan = MarginalPlan::new(&replace_inputs(3, epsilon, rows), 0.3, &PmmOptions::DEFAULT).unwrap();
         let tree = plan.tree(None).unwrap();
         let depth = tree.schedule.depth;
         let seeds = RunSeeds::new(Some(1)).unwrap();
-        let released = plan.release_leaves(&tree, vec![vec![0; 1 << depth]; 3], &seeds).unwrap();
+        let released = plan.release_leaves(&tree, vec![vec![0; 1 << tree.leaf_depth()]; 3], &seeds).unwrap();
         let per_column = epsilon * 0.3 / 3.0;
         let spent = released.spends[0];
         assert!(spent <= per_column && spent > per_column * (1.0 - 1e-6), "depth {depth}: {spent} of {per_column}");
         match tree.shape {
-            MarginalShape::Flat { scale, floor } => {
+            MarginalShape::Flat { scale, floor, refinement } => {
                 assert!(depth <= marginals::FLAT_MARGINAL_MAX_DEPTH, "flat at depth {depth}");
-                // Replace moves a row between two cells: sensitivity 2.
-                assert!((scale.to_f64() * per_column / 2.0 - 1.0).abs() < 1e-6, "scale {scale:?}");
                 assert_eq!(floor, (marginals::FLAT_MARGINAL_PRUNE_SCALES * scale.to_f64()).ceil() as i64);
                 assert_eq!(released.parameters.release, "flat");
+                // Replace moves a row between two cells (and two sub-cells): sensitivity 2.
+                let sub_cells = per_column * marginals::FLAT_REFINE_SHARE;
+                let cells = match refinement {
+                    Some(refinement) => {
+                        assert!(rows >= marginals::FLAT_REFINE_MIN_HEAVY_CELLS * refinement.threshold(), "n = {rows}");
+                        assert!((refinement.scale.to_f64() * sub_cells / 2.0 - 1.0).abs() < 1e-6, "{refinement:?}");
+                        let refined = released.parameters.flat_refinement.as_ref().expect("the sub-cells reported");
+                        assert!((refined.epsilon - 2.0 / refinement.scale.to_f64()).abs() < 1e-12);
+                        per_column - sub_cells
+                    }
+                    None => {
+                        assert!(released.parameters.flat_refinement.is_none());
+                        per_column
+                    }
+                };
+                assert!((scale.to_f64() * cells / 2.0 - 1.0).abs() < 1e-6, "scale {scale:?}");
+                refinements.push(refinement.is_some());
             }
             MarginalShape::Tree => {
                 assert!(depth > marginals::FLAT_MARGINAL_MAX_DEPTH, "a tree at depth {depth}");
@@ -308,13 +326,16 @@ fn shallow_marginals_are_flat_histograms_and_deep_ones_trees() {
         shapes.push(released.parameters.release);
     }
     assert!(shapes.contains(&"flat") && shapes.contains(&"tree"), "both shapes were tried: {shapes:?}");
+    assert!(refinements.contains(&true) && refinements.contains(&false), "flat with and without: {refinements:?}");
 }
 
-/// `--marginal-share`'s release at a shallow depth: a flat histogram of the column's leaves, on
+/// `--marginal-share`'s release at a shallow depth: a flat histogram of the column's cells, on
 /// replace-neighbouring tables where one row moves from the first cell to the last (empty in the first
 /// table). The outcome is those two noisy cells (the floor set to 0: pruning is post-processing), against
-/// what the histogram claims; a scale not doubled for replace, or a share not split over the columns,
-/// doubles the log ratio. (That empty cells are noised: `a_flat_histogram_noises_every_cell_empty_ones_included`.)
+/// what the cells claim (16 rows cannot fill heavy cells, so the cells have the column's whole ε: the
+/// sub-cells are the next test); a scale not doubled for replace, or a share not split over the columns,
+/// doubles the log ratio. (That empty cells are noised:
+/// `a_flat_histogram_noises_every_cell_empty_ones_included`.)
 #[test]
 fn flat_marginals_stay_within_their_share_of_epsilon() {
     use dpsynth::options::PmmOptions;
@@ -323,29 +344,78 @@ fn flat_marginals_stay_within_their_share_of_epsilon() {
     let public = replace_inputs(1, 4.0, ROWS);
     let plan = MarginalPlan::new(&public, 0.5, &PmmOptions::DEFAULT).unwrap();
     let tree = plan.tree(None).unwrap();
-    let MarginalShape::Flat { scale, .. } = tree.shape else { panic!("a shallow marginal is released flat") };
-    let tree = MarginalTree { shape: MarginalShape::Flat { scale, floor: 0 }, ..tree };
-    let leaves = 1usize << tree.schedule.depth;
+    let MarginalShape::Flat { scale, refinement, .. } = tree.shape else { panic!("a shallow marginal is flat") };
+    let leaves = 1usize << tree.leaf_depth();
     let column = |moved: u64| {
         let mut counts = vec![0u64; leaves];
         counts[0] = ROWS - moved;
         counts[leaves - 1] = moved;
-        vec![counts]
+        counts
     };
-    let frequencies = |table: &Vec<Vec<u64>>, seed_base: u64| {
+    let frequencies = |leaves: &[u64], seed_base: u64| {
         let mut frequencies: HashMap<Vec<u64>, u64> = HashMap::new();
         for run in 0..RUNS {
             let seeds = RunSeeds::new(Some(seed_base + run)).unwrap();
-            let counts = &plan.release_leaves(&tree, table.clone(), &seeds).unwrap().counts[0];
-            *frequencies.entry(vec![counts[0], counts[leaves - 1]]).or_insert(0) += 1;
+            let flat = release_flat(leaves, tree.schedule.depth, (scale, 0), refinement, &seeds.noise);
+            assert!(refinement.is_none() && flat.heavy.is_empty(), "{ROWS} rows make no heavy cell");
+            *frequencies.entry(vec![flat.cells[0], *flat.cells.last().unwrap()]).or_insert(0) += 1;
         }
         frequencies
     };
     let seeds = RunSeeds::new(Some(0)).unwrap();
-    let claimed: f64 = plan.release_leaves(&tree, column(0), &seeds).unwrap().spends.iter().sum();
-    assert!(claimed <= 2.0 + 1e-9 && claimed > 2.0 - 1e-6, "one histogram of ε·share = 2 claims {claimed}");
+    let spent: f64 = plan.release_leaves(&tree, vec![column(0)], &seeds).unwrap().spends.iter().sum();
+    assert!(spent <= 2.0 + 1e-9 && spent > 2.0 - 1e-6, "one column of ε·share = 2 claims {spent}");
+    let claimed = 2.0 / scale.to_f64();
+    assert!((claimed - spent).abs() < 1e-12, "the cells claim {claimed} of the column's {spent}");
     let worst = max_log_frequency_ratio(&frequencies(&column(0), 0), &frequencies(&column(1), 1 << 40), MIN_COUNT);
-    assert!(worst <= claimed + SLACK, "log ratio {worst} exceeds the histogram's ε = {claimed}");
+    assert!(worst <= claimed + SLACK, "log ratio {worst} exceeds the cells' ε = {claimed}");
+    assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
+}
+
+/// A flat marginal's heavy cells: on replace-neighbouring tables where a heavy first cell's rows all lie
+/// in its first sub-cell, or all but one, moved to its second. The outcome is those two noisy sub-cells
+/// (unpruned: pruning and the sharing out are post-processing), against what the sub-cells claim: their
+/// share [`FLAT_REFINE_SHARE`] of the column's ε. A scale not doubled for replace, or the column's whole ε
+/// spent on them, doubles the log ratio or more.
+#[test]
+fn flat_marginal_sub_cells_stay_within_their_share_of_epsilon() {
+    use dpsynth::mechanism::pmm::marginals::{self, FLAT_REFINE_SHARE};
+    use dpsynth::options::PmmOptions;
+    const ROWS: u64 = 400;
+
+    // ε·share = 10 for the one column: 8 for its cells, 2 for the sub-cells (Lap_Z of scale 1 under replace).
+    let public = replace_inputs(1, 20.0, ROWS);
+    let plan = MarginalPlan::new(&public, 0.5, &PmmOptions::DEFAULT).unwrap();
+    let tree = plan.tree(None).unwrap();
+    let MarginalShape::Flat { scale, floor, refinement: Some(refinement) } = tree.shape else {
+        panic!("a shallow marginal of {ROWS} rows is flat, with sub-cells")
+    };
+    assert!(ROWS >= marginals::FLAT_REFINE_MIN_HEAVY_CELLS * refinement.threshold(), "the first cell is heavy");
+    let column = |moved: u64| {
+        let mut counts = vec![0u64; 1 << tree.leaf_depth()];
+        counts[0] = ROWS - moved;
+        counts[1] = moved;
+        counts
+    };
+    let frequencies = |leaves: &[u64], seed_base: u64| {
+        let mut frequencies: HashMap<Vec<i64>, u64> = HashMap::new();
+        for run in 0..RUNS {
+            let seeds = RunSeeds::new(Some(seed_base + run)).unwrap();
+            let flat = release_flat(leaves, tree.schedule.depth, (scale, floor), Some(refinement), &seeds.noise);
+            assert_eq!(flat.heavy, [0], "the first cell, and only it, is heavy");
+            *frequencies.entry(flat.sub_cells[..2].to_vec()).or_insert(0) += 1;
+        }
+        frequencies
+    };
+    let claimed = 2.0 / refinement.scale.to_f64();
+    assert!((claimed - 10.0 * FLAT_REFINE_SHARE).abs() < 1e-6, "the sub-cells claim {claimed}");
+    let cells = 2.0 / scale.to_f64();
+    assert!((cells + claimed - 10.0).abs() < 1e-6, "the cells claim {cells}, the rest of the column's 10");
+    let seeds = RunSeeds::new(Some(0)).unwrap();
+    let spent: f64 = plan.release_leaves(&tree, vec![column(0)], &seeds).unwrap().spends.iter().sum();
+    assert!((spent - cells - claimed).abs() < 1e-12, "the column spends {spent}");
+    let worst = max_log_frequency_ratio(&frequencies(&column(0), 0), &frequencies(&column(1), 1 << 40), MIN_COUNT);
+    assert!(worst <= claimed + SLACK, "log ratio {worst} exceeds the sub-cells' ε = {claimed}");
     assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
 }
 
@@ -452,7 +522,7 @@ fn the_quantile_partition_stays_within_its_marginal_and_joint_epsilon() {
     // The released marginal's mass below the middle, in rows (none when it released no mass).
     let rows_below = |marginal: &CellCdf| (marginal.value(0.5) * ROWS as f64).round() as u64;
     let outcome = |source: &Source, seed: u64| -> (Option<u64>, u64) {
-        let ReleasedMeasure::Calibrated { inner, maps } = release(source, seed).measure else {
+        let ReleasedMeasure::Calibrated { inner, maps, .. } = release(source, seed).measure else {
             panic!("the quantile partition releases a calibrated measure");
         };
         let ReleasedMeasure::Leaves { counts, .. } = *inner else { panic!("the joint tree releases leaves") };
@@ -468,7 +538,7 @@ fn the_quantile_partition_stays_within_its_marginal_and_joint_epsilon() {
 
     let marginals = MarginalPlan::new(&public, 0.5, &options).unwrap();
     let tree = marginals.tree(None).unwrap();
-    let leaves = 1usize << tree.schedule.depth;
+    let leaves = 1usize << tree.leaf_depth();
     let Plan::Pmm(pmm) = &plan else { panic!("a PMM plan") };
     let joint = pmm.schedule().expect("the joint depth is given").clone();
     let composed = |low: u64, seed: u64| -> (Option<u64>, u64) {

@@ -453,7 +453,8 @@ impl PmmPlan {
         scan: ScanStats,
         binning: String,
     ) -> Release {
-        let measure = ReleasedMeasure::Calibrated { inner: Box::new(joint), maps };
+        let value_cells = marginals.value_cells(&maps);
+        let measure = ReleasedMeasure::Calibrated { inner: Box::new(joint), maps, value_cells };
         let mut release = self.finish(schedule, measure, root_count, scan, binning);
         marginals.spend(&mut release.budget);
         release.accuracy.formula = match marginals.parameters.partition {
