@@ -382,12 +382,15 @@ pub fn release_flat(
     key: &NoiseKey,
 ) -> FlatRelease {
     let levels = if refinement.is_some() { FLAT_REFINE_LEVELS } else { 0 };
-    let cells = coarsen_leaves(leaves.to_vec(), depth + levels, depth);
-    let cells: Vec<u64> = flat_histogram(&cells, scale, key).into_iter().map(|count| pruned(count, floor)).collect();
+    assert_eq!(leaves.len(), 1 << (depth + levels), "the leaves lie at the cells' depth plus the refinement's");
     let Some(refinement) = refinement else {
+        let cells = flat_histogram(leaves, scale, key).into_iter().map(|count| pruned(count, floor)).collect();
         return FlatRelease { cells, heavy: Vec::new(), sub_cells: Vec::new(), refinement: None };
     };
     let per_cell = 1usize << levels;
+    let true_cells: Vec<u64> = leaves.chunks_exact(per_cell).map(|sub_cells| sub_cells.iter().sum()).collect();
+    let cells: Vec<u64> =
+        flat_histogram(&true_cells, scale, key).into_iter().map(|count| pruned(count, floor)).collect();
     let heavy: Vec<usize> = (0..cells.len()).filter(|&cell| cells[cell] >= refinement.threshold()).collect();
     let inside: Vec<u64> =
         heavy.iter().flat_map(|&cell| &leaves[cell * per_cell..(cell + 1) * per_cell]).copied().collect();
@@ -409,18 +412,18 @@ impl FlatRelease {
     /// The column's counts at the leaves' depth: without a refinement the cells'; with one, each heavy
     /// cell's count shared out over its sub-cells in proportion to their release pruned below the
     /// refinement's floor (evenly where all of them fell below it), a light cell's evenly. Post-processing.
-    pub fn leaf_counts(&self) -> Vec<u64> {
-        let Some(refinement) = self.refinement else { return self.cells.clone() };
-        let even = vec![1u64; 1 << FLAT_REFINE_LEVELS];
-        let mut heavy = self.heavy.iter().zip(self.sub_cells.chunks_exact(even.len())).peekable();
-        let mut counts = Vec::with_capacity(self.cells.len() * even.len());
+    pub fn leaf_counts(self) -> Vec<u64> {
+        let Some(refinement) = self.refinement else { return self.cells };
+        const UNWEIGHTED: [u64; 1 << FLAT_REFINE_LEVELS] = [0; 1 << FLAT_REFINE_LEVELS];
+        let mut heavy = self.heavy.iter().zip(self.sub_cells.chunks_exact(UNWEIGHTED.len())).peekable();
+        let mut counts = Vec::with_capacity(self.cells.len() * UNWEIGHTED.len());
         for (cell, &count) in self.cells.iter().enumerate() {
             match heavy.next_if(|&(&heavy_cell, _)| heavy_cell == cell) {
                 Some((_, noisy)) => {
                     let weights: Vec<u64> = noisy.iter().map(|&count| pruned(count, refinement.floor)).collect();
                     counts.extend(apportion(count, &weights));
                 }
-                None => counts.extend(apportion(count, &even)),
+                None => counts.extend(apportion(count, &UNWEIGHTED)),
             }
         }
         counts
@@ -438,19 +441,14 @@ fn pruned(count: i64, floor: i64) -> u64 {
 /// `total` shared out in proportion to `weights` (evenly where they are all 0), in whole counts that sum
 /// to `total`: each part is the rounded-down cumulative share minus the ones before it.
 fn apportion(total: u64, weights: &[u64]) -> Vec<u64> {
-    let even;
-    let weights = if weights.iter().all(|&weight| weight == 0) {
-        even = vec![1u64; weights.len()];
-        &even
-    } else {
-        weights
-    };
     let sum: u128 = weights.iter().map(|&weight| u128::from(weight)).sum();
+    let evenly = sum == 0;
+    let sum = if evenly { weights.len() as u128 } else { sum };
     let (mut cumulative, mut given) = (0u128, 0u64);
     weights
         .iter()
         .map(|&weight| {
-            cumulative += u128::from(weight);
+            cumulative += if evenly { 1 } else { u128::from(weight) };
             let upto = (u128::from(total) * cumulative / sum) as u64;
             let part = upto - given;
             given = upto;
@@ -621,13 +619,14 @@ mod tests {
             assert_eq!(flat.heavy, [0]);
             assert_eq!(flat.sub_cells.len(), sub_cells, "the sub-cells of the heavy cell only");
             empty_noise.extend(flat.sub_cells[..sub_cells - 1].iter().copied());
+            let cells = flat.cells.clone();
             let counts = flat.leaf_counts();
             assert_eq!(counts.len(), leaves.len());
-            assert_eq!(counts[..sub_cells].iter().sum::<u64>(), flat.cells[0]);
+            assert_eq!(counts[..sub_cells].iter().sum::<u64>(), cells[0]);
             // Rarely an empty sub-cell's noise clears the floor and takes a share.
-            assert!(counts[sub_cells - 1] as f64 >= 0.99 * flat.cells[0] as f64, "its rows go where its sub-cells say");
+            assert!(counts[sub_cells - 1] as f64 >= 0.99 * cells[0] as f64, "its rows go where its sub-cells say");
             let light = &counts[sub_cells..2 * sub_cells];
-            assert_eq!(light.iter().sum::<u64>(), flat.cells[1]);
+            assert_eq!(light.iter().sum::<u64>(), cells[1]);
             assert!(light.iter().max().unwrap() - light.iter().min().unwrap() <= 1, "a light cell spread evenly");
         }
         // Lap_Z(3) on the empty sub-cells: E|Z| ≈ 3, so they are noised, not skipped.
