@@ -129,7 +129,8 @@ struct GenerateArgs {
     rows: u64,
     #[arg(long)]
     dims: usize,
-    /// uniform, mixture, skewed, subspace:K or ball:R (uniform in a ball of radius R/2 at the cube's centre).
+    /// uniform, mixture, skewed, heavy-tailed, subspace:K, latent-class:K or ball:R (uniform in a ball of
+    /// radius R/2 at the cube's centre).
     #[arg(long, default_value = "mixture")]
     law: Law,
     #[arg(long, default_value_t = 0)]

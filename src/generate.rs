@@ -44,6 +44,12 @@ pub const MIXTURE_CENTRE_MARGIN: f64 = 5.0 * MIXTURE_SPREAD;
 /// [`Law::Skewed`] draws each coordinate as u^SKEWED_POWER with u uniform: a Beta(1/p, 1) law whose
 /// density grows like x^(1/p − 1) near 0; with p = 4 half the mass lies below 1/16.
 pub const SKEWED_POWER: i32 = 4;
+/// [`Law::HeavyTailed`]'s tail index α: each coordinate is a Lomax (Pareto II) law of index α, truncated
+/// to [0, 1]; at 1.5 its variance would be infinite without the truncation.
+pub const HEAVY_TAILED_INDEX: f64 = 1.5;
+/// [`Law::HeavyTailed`]'s Lomax scale: half the mass lies below 0.0059, 1% above 0.19, and the tail
+/// reaches 1 (density ∝ (1 + x/scale)^−(α+1)), as delays do within wide public bounds.
+pub const HEAVY_TAILED_SCALE: f64 = 0.01;
 /// Half-width of the uniform noise added to every coordinate of [`Law::Subspace`] points: the points
 /// lie within this distance (per coordinate) of the flat.
 pub const SUBSPACE_NOISE: f64 = 0.01;
@@ -59,6 +65,10 @@ pub enum Law {
     Mixture,
     /// Independent coordinates u^[`SKEWED_POWER`]: heavy concentration near 0, long thin tail to 1.
     Skewed,
+    /// Truncated Lomax coordinates ([`HEAVY_TAILED_INDEX`], [`HEAVY_TAILED_SCALE`]): most mass in a sliver
+    /// near 0, a polynomial tail to 1. Each coordinate's uniform is max(u₀, u_k)², u₀ shared by the row:
+    /// still uniform, but large values come together (upper-tail dependence, as the delays of one flight).
+    HeavyTailed,
     /// Uniform points on a box in a random `dim`-dimensional affine flat through the cube, plus
     /// uniform noise of half-width [`SUBSPACE_NOISE`]: data for the low-dimensional mechanism.
     /// Needs `1 <= dim < dims`.
@@ -150,13 +160,14 @@ impl std::error::Error for GenerateError {
 impl FromStr for Law {
     type Err = GenerateError;
 
-    /// Parses `uniform`, `mixture`, `skewed`, `subspace:DIM` or `ball:R`.
+    /// Parses `uniform`, `mixture`, `skewed`, `heavy-tailed`, `subspace:DIM`, `latent-class:K` or `ball:R`.
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let name = text.trim().to_ascii_lowercase();
         match name.as_str() {
             "uniform" => Ok(Law::Uniform),
             "mixture" => Ok(Law::Mixture),
             "skewed" => Ok(Law::Skewed),
+            "heavy-tailed" => Ok(Law::HeavyTailed),
             _ if name.starts_with("latent-class:") => {
                 match name["latent-class:".len()..].trim().parse::<usize>() {
                     Ok(classes) if classes >= 1 => Ok(Law::LatentClass { classes }),
@@ -174,7 +185,8 @@ impl FromStr for Law {
             _ => {
                 let dim = name.strip_prefix("subspace:").ok_or_else(|| {
                     GenerateError::InvalidSpec(format!(
-                        "unknown law '{text}': expected uniform, mixture, skewed, subspace:DIM, latent-class:K or ball:R"
+                        "unknown law '{text}': expected uniform, mixture, skewed, heavy-tailed, subspace:DIM, latent-class:K or \
+                         ball:R"
                     ))
                 })?;
                 match dim.trim().parse::<usize>() {
@@ -194,6 +206,7 @@ impl fmt::Display for Law {
             Law::Uniform => f.write_str("uniform"),
             Law::Mixture => f.write_str("mixture"),
             Law::Skewed => f.write_str("skewed"),
+            Law::HeavyTailed => f.write_str("heavy-tailed"),
             Law::Subspace { dim } => write!(f, "subspace:{dim}"),
             Law::LatentClass { classes } => write!(f, "latent-class:{classes}"),
             Law::Ball { radius } => write!(f, "ball:{radius}"),
@@ -389,6 +402,9 @@ enum Sampler {
     Skewed {
         dims: usize,
     },
+    HeavyTailed {
+        dims: usize,
+    },
     Subspace {
         centre: Vec<f64>,
         basis: Vec<Vec<f64>>,
@@ -420,6 +436,7 @@ impl Sampler {
         Ok(match spec.law {
             Law::Uniform => Sampler::Uniform { dims },
             Law::Skewed => Sampler::Skewed { dims },
+            Law::HeavyTailed => Sampler::HeavyTailed { dims },
             Law::Ball { radius } => Sampler::Ball { dims, radius },
             Law::Mixture => {
                 let centres = (0..MIXTURE_CLUSTERS)
@@ -515,6 +532,12 @@ impl Sampler {
             Sampler::Skewed { dims } => {
                 column_wise(*dims, rows, || unit(&mut rng).powi(SKEWED_POWER))
             }
+            Sampler::HeavyTailed { dims } => row_wise(*dims, rows, |row| {
+                let shared = unit(&mut rng);
+                for value in row.iter_mut() {
+                    *value = truncated_lomax(shared.max(unit(&mut rng)).powi(2));
+                }
+            }),
             Sampler::Mixture {
                 centres,
                 cumulative_weights,
@@ -587,6 +610,14 @@ impl Sampler {
             .collect();
         Ok(RecordBatch::try_new(schema.clone(), arrays)?)
     }
+}
+
+/// The truncated Lomax law of [`Law::HeavyTailed`] at the uniform `u`: its inverse CDF,
+/// F(x) = (1 − (1 + x/s)^−α) / (1 − (1 + 1/s)^−α) on [0, 1].
+fn truncated_lomax(u: f64) -> f64 {
+    let (index, scale) = (HEAVY_TAILED_INDEX, HEAVY_TAILED_SCALE);
+    let mass = 1.0 - (1.0 + 1.0 / scale).powf(-index);
+    (scale * ((1.0 - u * mass).powf(-1.0 / index) - 1.0)).clamp(0.0, 1.0)
 }
 
 /// `dims` columns of `rows` independent draws, one column after the other.
@@ -767,6 +798,7 @@ mod tests {
             Law::Uniform,
             Law::Mixture,
             Law::Skewed,
+            Law::HeavyTailed,
             Law::Subspace { dim: 2 },
         ] {
             // 7 row groups: more than one batch in flight for both pools, and a short last group.
@@ -803,6 +835,7 @@ mod tests {
             Law::Uniform,
             Law::Mixture,
             Law::Skewed,
+            Law::HeavyTailed,
             Law::Subspace { dim: 1 },
         ] {
             let columns = generate_columns(&spec(n, 3, law));
@@ -823,6 +856,26 @@ mod tests {
             let below = column.iter().filter(|&&v| v < 1.0 / 16.0).count() as f64 / n as f64;
             assert!((below - 0.5).abs() < 0.02);
         }
+    }
+
+    #[test]
+    fn heavy_tailed_columns_have_their_quantiles_and_large_values_together() {
+        let n = 20_000;
+        let columns = generate_columns(&spec(n, 2, Law::HeavyTailed));
+        let share = |keep: &dyn Fn(usize) -> bool| (0..n as usize).filter(|&row| keep(row)).count() as f64 / n as f64;
+        // The truncated Lomax law's median and its mass beyond 0.2, from its CDF.
+        let (index, scale) = (HEAVY_TAILED_INDEX, HEAVY_TAILED_SCALE);
+        let mass = 1.0 - (1.0 + 1.0 / scale).powf(-index);
+        let median = scale * ((1.0 - 0.5 * mass).powf(-1.0 / index) - 1.0);
+        let beyond = ((1.0 + 0.2 / scale).powf(-index) - (1.0 + 1.0 / scale).powf(-index)) / mass;
+        for column in &columns {
+            assert!((share(&|row| column[row] < median) - 0.5).abs() < 0.02);
+            assert!((share(&|row| column[row] > 0.2) - beyond).abs() < 0.004, "the tail's mass, {beyond} expected");
+        }
+        // max(u₀, u_k)² above ½ in both columns: (1 − m) + m(1 − m)² with m = √½, against ¼ if independent.
+        let m = 0.5f64.sqrt();
+        let both = share(&|row| columns[0][row] > median && columns[1][row] > median);
+        assert!((both - ((1.0 - m) + m * (1.0 - m).powi(2))).abs() < 0.02, "both above the median: {both}");
     }
 
     #[test]
@@ -1027,6 +1080,7 @@ mod tests {
             Law::Uniform,
             Law::Mixture,
             Law::Skewed,
+            Law::HeavyTailed,
             Law::Subspace { dim: 3 },
         ] {
             assert_eq!(law.to_string().parse::<Law>().unwrap(), law);
