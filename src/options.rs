@@ -327,6 +327,8 @@ pub struct PmmOptions {
     pub chosen_by: Option<&'static str>,
     /// `--mechanism auto` at d ≥ 4: the settings it runs instead on a table large enough for them.
     pub larger_table: Option<Box<LargerTable>>,
+    /// `--mechanism auto` at d ≥ 3: the settings it runs instead on a table too small for the marginals.
+    pub smaller_table: Option<Box<SmallerTable>>,
 }
 
 /// What `--mechanism auto` runs at d ≥ 4 instead of its own settings once ε·n reaches `from_epsilon_n`
@@ -335,6 +337,46 @@ pub struct PmmOptions {
 pub struct LargerTable {
     pub from_epsilon_n: f64,
     pub options: PmmOptions,
+}
+
+/// What `--mechanism auto` at d = 3–5 runs instead of its own settings while ε·n is below `below_epsilon_n`
+/// (n̂ under add-remove, released before the choice, as for [`LargerTable`]): plain PMM.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SmallerTable {
+    pub below_epsilon_n: f64,
+    pub options: PmmOptions,
+}
+
+/// Below these ε·n, `--mechanism auto` at d = 3, 4 and 5 runs plain PMM ([`SmallerTable`]), with the
+/// report's words. Each column's marginal then gets 0.3·ε/d, too little to place its rows better than the
+/// joint tree's own marginal: on generated tables (mixture, skewed, heavy-tailed; n = 10^4, and 10^3) the
+/// calibration cost the joint W1 up to 2.6× below these and saved up to 38% just above them (README,
+/// "`--mechanism auto`, the default"). From d = 6 on the joint tree's own marginals are too coarse: there
+/// the calibration was level with plain PMM at ε·n = 300 (0.91–1.04×) and auto keeps its settings.
+pub const AUTO_PLAIN_BELOW_EPSILON_N: [(usize, f64, &str); 3] = [
+    (
+        3,
+        4e3,
+        "--mechanism auto, d = 3, epsilon * n-hat (n under replace) below 4e3: plain PMM (on generated tables \
+         there the marginals' share cost the joint W1 up to 2.6x)",
+    ),
+    (
+        4,
+        5e2,
+        "--mechanism auto, d = 4, epsilon * n-hat (n under replace) below 500: plain PMM (on generated tables \
+         there the quantile partition cost the joint W1 up to 2x)",
+    ),
+    (
+        5,
+        6e2,
+        "--mechanism auto, d = 5, epsilon * n-hat (n under replace) below 600: plain PMM (on generated tables \
+         there the quantile partition cost the joint W1 up to 1.2x)",
+    ),
+];
+
+/// [`AUTO_PLAIN_BELOW_EPSILON_N`]'s threshold and words at `dims` columns, if it has them.
+fn plain_below(dims: usize) -> Option<(f64, &'static str)> {
+    AUTO_PLAIN_BELOW_EPSILON_N.iter().find(|(at, ..)| *at == dims).map(|&(_, below, reason)| (below, reason))
 }
 
 /// From this ε·n on, `--mechanism auto` at d ≥ 4 adds the pair maps (`AUTO_PAIR_SHARE`, with the
@@ -358,6 +400,8 @@ pub struct AutoChoice {
     pub reason: &'static str,
     /// Whether it switches to [`LargerTable`]'s settings from [`AUTO_PAIRS_FROM_EPSILON_N`] on.
     pub larger_table: bool,
+    /// Below which ε·n it switches to [`SmallerTable`]'s settings, with the report's words.
+    pub smaller_table: Option<(f64, &'static str)>,
 }
 
 /// `--mechanism auto`'s marginal share at d ≥ 4 when `--pair-share` is given: the pair maps put each
@@ -381,6 +425,7 @@ impl AutoChoice {
         reason: "--mechanism auto with --placement centre: plain PMM (the marginal maps need points spread \
                  uniformly in their cells)",
         larger_table: false,
+        smaller_table: None,
     };
 
     /// `--depth` under add-remove: no n̂ is released, and the marginal trees' depths follow n̂.
@@ -390,6 +435,7 @@ impl AutoChoice {
         reason: "--mechanism auto with --depth under add-remove: plain PMM at that depth (the released marginals' \
                  depths follow the released n-hat, which --depth does without)",
         larger_table: false,
+        smaller_table: None,
     };
 
     /// `--marginal-share` or `--partition` given: PMM with those, as `--mechanism pmm` would run.
@@ -400,6 +446,7 @@ impl AutoChoice {
             reason: "--mechanism auto with --marginal-share or --partition given: PMM with the calibration given, \
                      as --mechanism pmm",
             larger_table: false,
+            smaller_table: None,
         }
     }
 
@@ -412,6 +459,7 @@ impl AutoChoice {
                 reason: "--mechanism auto, d <= 2: plain PMM (on flights at d = 2 a marginal share or the \
                          quantile partition only cost budget)",
                 larger_table: false,
+                smaller_table: None,
             },
             3 => AutoChoice {
                 marginal_share: DEFAULT_QUANTILE_MARGINAL_SHARE,
@@ -419,6 +467,7 @@ impl AutoChoice {
                 reason: "--mechanism auto, d = 3: PMM with --marginal-share 0.3 (on flights at d = 3 it cut the \
                          joint W1 by 12-25% and the largest 1-D W1 2-7x; the quantile partition did no better)",
                 larger_table: false,
+                smaller_table: plain_below(dims),
             },
             _ if pairs => AutoChoice {
                 marginal_share: PAIRED_MARGINAL_SHARE,
@@ -427,6 +476,7 @@ impl AutoChoice {
                          --marginal-share 0.45 (the pair maps end on the released marginals: on flights at d = 4, \
                          5 the larger share cut the joint W1 by 4-6% and the 1-D W1 by a third at epsilon = 0.1)",
                 larger_table: false,
+                smaller_table: None,
             },
             _ => AutoChoice {
                 marginal_share: DEFAULT_QUANTILE_MARGINAL_SHARE,
@@ -435,6 +485,7 @@ impl AutoChoice {
                          --partition quantile --marginal-share 0.3 (on flights at d = 4, 5 it cut the joint W1 by \
                          23-38% against plain PMM and did better than the marginal share alone)",
                 larger_table: true,
+                smaller_table: plain_below(dims),
             },
         }
     }
@@ -520,6 +571,7 @@ impl PmmOptions {
         pair_share: 0.0,
         chosen_by: None,
         larger_table: None,
+        smaller_table: None,
     };
 
     /// The tree's top-down step: the rule and the pruning these options ask for.
@@ -881,23 +933,33 @@ impl SynthArgs {
             pair_share: self.pair_share.unwrap_or(0.0),
             chosen_by: auto.map(|auto| auto.reason),
             larger_table: None,
+            smaller_table: None,
         };
-        let pmm = match auto {
-            // An explicit `--pair-share 0` keeps the pairs off on every table.
-            Some(auto) if auto.larger_table && self.pair_share.is_none() => PmmOptions {
-                larger_table: Some(Box::new(LargerTable {
-                    from_epsilon_n: AUTO_PAIRS_FROM_EPSILON_N,
-                    options: PmmOptions {
-                        marginal_share: PAIRED_MARGINAL_SHARE,
-                        pair_share: AUTO_PAIR_SHARE,
-                        chosen_by: Some(LARGER_TABLE_REASON),
-                        ..pmm.clone()
-                    },
-                })),
-                ..pmm
-            },
-            _ => pmm,
-        };
+        // An explicit `--pair-share` (0 too) keeps auto's settings on every table.
+        let switches = auto.filter(|_| self.pair_share.is_none());
+        let larger_table = switches.filter(|auto| auto.larger_table).map(|_| {
+            Box::new(LargerTable {
+                from_epsilon_n: AUTO_PAIRS_FROM_EPSILON_N,
+                options: PmmOptions {
+                    marginal_share: PAIRED_MARGINAL_SHARE,
+                    pair_share: AUTO_PAIR_SHARE,
+                    chosen_by: Some(LARGER_TABLE_REASON),
+                    ..pmm.clone()
+                },
+            })
+        });
+        let smaller_table = switches.and_then(|auto| auto.smaller_table).map(|(below_epsilon_n, reason)| {
+            Box::new(SmallerTable {
+                below_epsilon_n,
+                options: PmmOptions {
+                    marginal_share: 0.0,
+                    partition: Partition::Midpoint,
+                    chosen_by: Some(reason),
+                    ..pmm.clone()
+                },
+            })
+        });
+        let pmm = PmmOptions { larger_table, smaller_table, ..pmm };
         let psmm = PsmmOptions {
             cells: self.cells,
             noisy_n_share: root_share.unwrap_or(DEFAULT_NOISY_N_SHARE),
@@ -1192,7 +1254,7 @@ mod tests {
         assert_eq!((switched.marginal_share, switched.partition), (PAIRED_MARGINAL_SHARE, Partition::Quantile));
         assert_eq!((switched.pair_share, switched.larger_table.is_none()), (0.2, true));
         assert!(switched.chosen_by.unwrap().contains("at least 3e4"));
-        let unswitched = PmmOptions { larger_table: None, chosen_by: None, ..default };
+        let unswitched = PmmOptions { larger_table: None, smaller_table: None, chosen_by: None, ..default };
         assert_eq!(PmmOptions { marginal_share: 0.3, pair_share: 0.0, chosen_by: None, ..switched }, unswitched);
         let given_prune = pmm(&[&["--prune-sigmas", "1"][..], &four].concat()).larger_table.unwrap();
         assert_eq!(given_prune.options.prune_sigmas, 1.0);
@@ -1201,6 +1263,33 @@ mod tests {
         }
         for fewer in ["a", "a,b", "a,b,c"] {
             assert_eq!(pmm(&[&["--columns", fewer][..], &bounds].concat()).larger_table, None, "{fewer}");
+        }
+        // At d = 3–5 auto runs plain PMM below its ε·n, the rest as given; not at d ≤ 2 or d ≥ 6, and not
+        // when --pair-share is given.
+        let wider = |columns: &'static str| {
+            let extra = ["--bounds", "e=0:1", "--bounds", "f=0:1"];
+            [&["--columns", columns][..], &extra, &bounds].concat()
+        };
+        let below = |dims: usize| AUTO_PLAIN_BELOW_EPSILON_N.iter().find(|(at, ..)| *at == dims).map(|(_, below, _)| *below);
+        for (words, below) in [
+            (&[&["--columns", "a,b,c"][..], &bounds].concat(), below(3)),
+            (&four.to_vec(), below(4)),
+            (&[&["--prune-sigmas", "1"][..], &four].concat(), below(4)),
+            (&wider("a,b,c,d,e"), below(5)),
+            (&[&["--columns", "a,b"][..], &bounds].concat(), None),
+            (&wider("a,b,c,d,e,f"), None),
+            (&[&["--pair-share", "0"][..], &four].concat(), None),
+            (&[&["--mechanism", "pmm"][..], &four].concat(), None),
+        ] {
+            let run = pmm(words);
+            assert_eq!(run.smaller_table.as_ref().map(|smaller| smaller.below_epsilon_n), below, "{words:?}");
+            if let Some(smaller) = run.smaller_table {
+                let plain = smaller.options;
+                assert_eq!((plain.marginal_share, plain.partition, plain.pair_share), (0.0, Partition::Midpoint, 0.0));
+                assert!(plain.chosen_by.unwrap().contains("plain PMM"), "{words:?}");
+                assert_eq!((plain.larger_table, plain.smaller_table), (None, None));
+                assert_eq!(plain.prune_sigmas, run.prune_sigmas, "{words:?}");
+            }
         }
         // A calibration given keeps its meaning with or without --mechanism: auto chooses nothing else.
         for mechanism in [&[][..], &["--mechanism", "auto"][..], &["--mechanism", "pmm"][..]] {

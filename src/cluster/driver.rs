@@ -291,7 +291,7 @@ impl<'a> RankRelease<'a> {
         let (mut counts, scan, binning) = bin(planned)?;
         let rows_read = scan.rows_read;
         let scan = summed(comm, scan);
-        let (schedule, n_hat) = plan.schedule_for(scan.rows_binned, seeds)?;
+        let (plan, schedule, n_hat) = plan.plan_for_rows(scan.rows_binned, seeds)?;
         if schedule.depth <= planned {
             counts = pool.install(|| counts.coarsen(planned, schedule.depth));
         } else {
@@ -325,7 +325,16 @@ impl<'a> RankRelease<'a> {
                 (plan, schedule, Some(n_hat), Some(BinnedMarginals { depth: planned, leaves }))
             }
         };
-        let marginals = plan.marginals().ok_or_else(|| Error::internal("auto's plans both have marginals"))?;
+        let Some(marginals) = plan.marginals() else {
+            // The smaller table's plain tree: midpoint cells at the depth n̂ gave.
+            let geometry = CellGeometry::new(plan.dims(), schedule.depth);
+            let axes = data.axes(&geometry, None);
+            let (counts, scan, binning) =
+                agree(comm, pool.install(|| LocalCounts::bin(data, geometry, &axes, plan.device(), exchange)))?;
+            let rows_read = scan.rows_read;
+            let scan = summed(comm, scan);
+            return Ok(RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals: None });
+        };
         let released = self.release_marginals(marginals, plan.released_row_count(n_hat), binned)?;
         let geometry = CellGeometry::new(plan.dims(), schedule.depth);
         let axes = data.axes(&geometry, Some(&released.warps()));

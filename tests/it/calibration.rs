@@ -303,6 +303,42 @@ fn auto_runs_the_quantile_partition_at_four_columns_and_says_why() {
     }
 }
 
+/// `--mechanism auto` at d = 3 and 4 on a table too small for its marginals (ε·n̂ below
+/// `AUTO_PLAIN_BELOW_EPSILON_N`): plain PMM, and the report says so and why. At d = 3 it
+/// is `--mechanism pmm`'s run, byte for byte; at d = 4 it releases the n̂ of auto's other plans (the pairs'
+/// share off first: 0.8ε/16) and gives the tree the rest of ε. A plan that released n̂ at its own share
+/// fails the run, and one that planned its levels as if n̂ were free overspends ε.
+#[test]
+fn auto_runs_plain_pmm_on_tables_too_small_for_its_marginals() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.parquet");
+    write(&input, &skewed_columns(9));
+    for (columns, epsilon, relation) in
+        [("x,y,z", "0.1", "add-remove"), ("x,y,z,w", "0.01", "add-remove"), ("x,y,z,w", "0.01", "replace")]
+    {
+        let common = ["--columns", columns, "--epsilon", epsilon, "--neighbours", relation];
+        let name = format!("auto-{}-{relation}", columns.len());
+        let report = synth(dir.path(), &input, &name, &[&common[..], &["--mechanism", "auto"]].concat());
+        let parameters = &report["parameters"];
+        let reason = parameters["auto"].as_str().unwrap();
+        let d = columns.split(',').count();
+        assert!(reason.contains(&format!("d = {d}")) && reason.contains("plain PMM"), "{reason}");
+        assert!(parameters["marginal_calibration"].is_null() && parameters["pair_marginals"].is_null());
+        let epsilon: f64 = epsilon.parse().unwrap();
+        let (spent, levels, marginals, pairs) = spent_parts(&report);
+        assert_eq!((marginals, pairs), (0.0, 0.0));
+        assert!((spent - levels).abs() < 1e-9 && spent <= epsilon && spent > 0.999 * epsilon, "spent {spent} of {epsilon}");
+        if d == 3 {
+            synth(dir.path(), &input, "pmm-3", &common);
+            let read = |name: &str| std::fs::read(dir.path().join(format!("{name}.parquet"))).unwrap();
+            assert!(read(&name) == read("pmm-3"), "auto's small-table run is --mechanism pmm's");
+        } else if relation == "add-remove" {
+            let n_hat = parameters["levels"][0]["epsilon"].as_f64().unwrap();
+            assert!((n_hat - 0.8 * epsilon / 16.0).abs() < 1e-6 * epsilon, "n̂ spent {n_hat}");
+        }
+    }
+}
+
 /// `synth` on the bundled flights table's four default columns (its bounds file), `--seed 5`, `extra`
 /// added; the report, and eval's JSON of the output against the table.
 fn synth_flights(dir: &Path, name: &str, extra: &[&str]) -> (serde_json::Value, serde_json::Value) {

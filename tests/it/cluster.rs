@@ -13,7 +13,9 @@ use crate::common::*;
 use dpsynth::cluster::driver::{part_path, synthesize_across, PartsOutput};
 use dpsynth::cluster::local::run_local;
 use dpsynth::geometry::bounds::ColumnBounds;
-use dpsynth::options::{AutoChoice, LargerTable, MechanismOptions, Partition, PmmOptions, PsmmOptions};
+use dpsynth::options::{
+    AutoChoice, LargerTable, MechanismOptions, Partition, PmmOptions, PsmmOptions, SmallerTable,
+};
 use dpsynth::privacy::Neighbours;
 use dpsynth::progress::Progress;
 use dpsynth::synth::{synthesize, OutputPaths};
@@ -255,16 +257,15 @@ fn released_marginals_and_pairs_across_ranks_give_the_single_machine_table() {
         })),
         ..PmmOptions::DEFAULT
     };
+    let calibrated_at_d3 = |auto: &AutoChoice| PmmOptions {
+        marginal_share: auto.marginal_share,
+        partition: auto.partition,
+        chosen_by: Some(auto.reason),
+        ..PmmOptions::DEFAULT
+    };
+    let plain_below = || Some(Box::new(SmallerTable { below_epsilon_n: f64::INFINITY, options: PmmOptions::DEFAULT }));
     let variants = [
-        (
-            "auto at d = 3",
-            PmmOptions {
-                marginal_share: auto.marginal_share,
-                partition: auto.partition,
-                chosen_by: Some(auto.reason),
-                ..PmmOptions::DEFAULT
-            },
-        ),
+        ("auto at d = 3", calibrated_at_d3(&auto)),
         ("quantile", PmmOptions { marginal_share: 0.3, partition: Partition::Quantile, ..PmmOptions::DEFAULT }),
         (
             "quantile and pairs",
@@ -273,6 +274,10 @@ fn released_marginals_and_pairs_across_ranks_give_the_single_machine_table() {
         ("pairs alone", PmmOptions { pair_share: 0.3, ..PmmOptions::DEFAULT }),
         ("auto's switch to pairs, taken", switching(0.0)),
         ("auto's switch to pairs, not taken", switching(f64::INFINITY)),
+        // Below ε·n̂ = `below_epsilon_n` auto at d = 3, 4 runs plain PMM: after the midpoint tree's pass at
+        // d = 3, after the pass that counts and bins the marginals under the quantile partition.
+        ("auto's switch to plain PMM at d = 3, taken", PmmOptions { smaller_table: plain_below(), ..calibrated_at_d3(&auto) }),
+        ("auto's switch to plain PMM, taken", PmmOptions { smaller_table: plain_below(), ..switching(f64::INFINITY) }),
     ];
     // The gate maps b onto a (b = 0.7a + 0.3u) in some of the pair runs and keeps it in others: both ways.
     let mut runs_with_a_mapped_pair = 0;
@@ -295,7 +300,9 @@ fn released_marginals_and_pairs_across_ranks_give_the_single_machine_table() {
                 if let Some(larger) = &pmm.larger_table {
                     assert_eq!(parameters["pair_marginals"].is_null(), larger.from_epsilon_n > 0.0, "{case}");
                 }
-                if pmm.pair_share > 0.0 {
+                if pmm.smaller_table.is_some() {
+                    assert!(parameters["marginal_calibration"].is_null(), "{case}: plain PMM");
+                } else if pmm.pair_share > 0.0 {
                     let pairs = parameters["pair_marginals"]["pairs"].as_array().unwrap();
                     runs_with_a_mapped_pair += usize::from(pairs.iter().any(|pair| pair["mapped"] == true));
                 } else {

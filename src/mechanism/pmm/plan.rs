@@ -99,43 +99,66 @@ pub struct PmmPlan {
     /// `--mechanism auto`: the rule that chose the settings.
     chosen_by: Option<&'static str>,
     /// `--mechanism auto` at d ≥ 4 under add-remove: the plan run instead when ε·n̂ is large enough.
-    larger: Option<Larger>,
+    larger: Option<Switch>,
+    /// `--mechanism auto` at d ≥ 3 under add-remove: the plan run instead when ε·n̂ is too small.
+    smaller: Option<Switch>,
 }
 
-/// The plan `--mechanism auto` switches to once the released n̂ is known to be large enough. It releases
-/// the same n̂ (one release, one spend) and spends the rest of ε its own way.
+/// A plan `--mechanism auto` switches to once the released n̂ is known, from (larger) or below (smaller)
+/// `epsilon_n`. It releases the same n̂ (one release, one spend) and spends the rest of ε its own way.
 #[derive(Clone, Debug)]
-struct Larger {
-    from_epsilon_n: f64,
+struct Switch {
+    epsilon_n: f64,
     plan: Box<PmmPlan>,
 }
 
 impl PmmPlan {
     /// PMM on the input's columns: the public inputs and `--root-share` decide the size it plans from.
     /// `--pair-share` S takes S·ε first; the rest is planned at (1 − S)·ε as without it. With auto's
-    /// [`LargerTable`] settings, under replace the public n picks the settings now; under add-remove
-    /// both plans release the same n̂ first and the release picks by it ([`Self::for_n_hat`]).
+    /// [`LargerTable`] or [`SmallerTable`] settings, under replace the public n picks the settings now;
+    /// under add-remove every plan releases the same n̂ first and the release picks by it
+    /// ([`Self::for_n_hat`]).
     pub fn new(public: &PublicInputs, options: &PmmOptions) -> Result<Self> {
-        let Some(larger) = &options.larger_table else {
+        if options.larger_table.is_none() && options.smaller_table.is_none() {
             return Self::without_switch(public, options, None);
-        };
-        let smaller = PmmOptions { larger_table: None, ..options.clone() };
-        let large = Self::without_switch(public, &larger.options, None)?;
-        let row_count = match (public.neighbours, large.releases_n_hat()) {
-            (Neighbours::Replace, _) => {
-                let large_enough = public.epsilon * public.file_rows as f64 >= larger.from_epsilon_n;
-                return if large_enough { Ok(large) } else { Self::without_switch(public, &smaller, None) };
-            }
-            (Neighbours::AddRemove, None) => return Self::without_switch(public, &smaller, None),
-            (Neighbours::AddRemove, Some(row_count)) => row_count,
-        };
-        // The n̂ the larger table's plan releases, at the ε it planned for it (the pairs' share off first).
-        let n_hat_epsilon = public.epsilon * (1.0 - larger.options.pair_share) * larger.options.noisy_n_share;
-        let mut plan = Self::without_switch(public, &smaller, Some(n_hat_epsilon))?;
-        if plan.releases_n_hat().map(|own| own.scale) != Some(row_count.scale) {
-            return Err(Error::internal("auto's two plans must release the same n̂"));
         }
-        plan.larger = Some(Larger { from_epsilon_n: larger.from_epsilon_n, plan: Box::new(large) });
+        let own = PmmOptions { larger_table: None, smaller_table: None, ..options.clone() };
+        let larger = options.larger_table.as_deref().map(|larger| (larger.from_epsilon_n, &larger.options));
+        let smaller = options.smaller_table.as_deref().map(|smaller| (smaller.below_epsilon_n, &smaller.options));
+        if public.neighbours == Neighbours::Replace {
+            let epsilon_n = public.epsilon * public.file_rows as f64;
+            let picked = match (smaller, larger) {
+                (Some((below, smaller)), _) if epsilon_n < below => smaller,
+                (_, Some((from, larger))) if epsilon_n >= from => larger,
+                _ => &own,
+            };
+            return Self::without_switch(public, picked, None);
+        }
+        // Every plan releases the n̂ of the plan that plans the most (the larger table's, else this one's),
+        // at the ε that plan gives it (the pairs' share off first).
+        let top = larger.map_or(&own, |(_, larger)| larger);
+        let top_plan = Self::without_switch(public, top, None)?;
+        let Some(row_count) = top_plan.releases_n_hat() else {
+            return Self::without_switch(public, &own, None);
+        };
+        let n_hat_epsilon = public.epsilon * (1.0 - top.pair_share) * top.noisy_n_share;
+        let with_top_n_hat = |options: &PmmOptions| -> Result<PmmPlan> {
+            let plan = Self::without_switch(public, options, Some(n_hat_epsilon))?;
+            if plan.releases_n_hat().map(|own| own.scale) != Some(row_count.scale) {
+                return Err(Error::internal("auto's plans must release the same n̂"));
+            }
+            Ok(plan)
+        };
+        let mut plan = match larger {
+            Some((from, _)) => PmmPlan {
+                larger: Some(Switch { epsilon_n: from, plan: Box::new(top_plan) }),
+                ..with_top_n_hat(&own)?
+            },
+            None => top_plan,
+        };
+        if let Some((below, smaller)) = smaller {
+            plan.smaller = Some(Switch { epsilon_n: below, plan: Box::new(with_top_n_hat(smaller)?) });
+        }
         Ok(plan)
     }
 
@@ -176,11 +199,13 @@ impl PmmPlan {
         Ok(plan)
     }
 
-    /// The plan the release runs once n̂ is known: the larger table's when ε·n̂ reaches its threshold.
-    /// Reads the released n̂ only.
+    /// The plan the release runs once n̂ is known: the smaller table's while ε·n̂ is below its threshold,
+    /// the larger table's from its threshold on, else this one. Reads the released n̂ only.
     pub fn for_n_hat(&self, n_hat: u64) -> &PmmPlan {
-        match &self.larger {
-            Some(larger) if self.epsilon * n_hat as f64 >= larger.from_epsilon_n => &larger.plan,
+        let epsilon_n = self.epsilon * n_hat as f64;
+        match (&self.smaller, &self.larger) {
+            (Some(smaller), _) if epsilon_n < smaller.epsilon_n => &smaller.plan,
+            (_, Some(larger)) if epsilon_n >= larger.epsilon_n => &larger.plan,
             _ => self,
         }
     }
@@ -280,6 +305,7 @@ impl PmmPlan {
             pairs: None,
             chosen_by: options.chosen_by,
             larger: None,
+            smaller: None,
         })
     }
 
@@ -337,26 +363,26 @@ impl PmmPlan {
         let (mut leaves, scan, binning) = timings.time_in_parts("bin", |parts| {
             data.leaf_counts(CellGeometry::new(self.dims, planned), self.device, parts)
         })?;
-        let (counts, schedule, n_hat) = timings.time_in_parts("noise and consistency", |parts| {
-            let (schedule, n_hat) = self.schedule_for(scan.rows_binned, seeds)?;
+        let (plan, counts, schedule, n_hat) = timings.time_in_parts("noise and consistency", |parts| {
+            let (plan, schedule, n_hat) = self.plan_for_rows(scan.rows_binned, seeds)?;
             if schedule.depth <= planned {
                 leaves = parts.time("coarsen", || coarsen_leaves(std::mem::take(&mut leaves), planned, schedule.depth));
             } else {
                 let geometry = CellGeometry::new(self.dims, schedule.depth);
                 leaves = data.leaf_counts(geometry, self.device, parts)?.0;
             }
-            let counts = self.release_with(&schedule, std::mem::take(&mut leaves), n_hat, seeds, parts);
-            Ok((counts, schedule, n_hat))
+            let counts = plan.release_with(&schedule, std::mem::take(&mut leaves), n_hat, seeds, parts);
+            Ok((plan, counts, schedule, n_hat))
         })?;
         let root_count: u64 = counts.iter().sum();
         let geometry = CellGeometry::new(self.dims, schedule.depth);
-        let Some(marginals) = &self.marginals else {
+        let Some(marginals) = &plan.marginals else {
             let leaves = ReleasedMeasure::Leaves { geometry, counts };
-            return Ok((self.finish(&schedule, leaves, root_count, scan, binning), self));
+            return Ok((plan.finish(&schedule, leaves, root_count, scan, binning), plan));
         };
         let marginals =
-            timings.time("marginals", || marginals.release(data, self.released_row_count(n_hat), None, seeds))?;
-        Ok((self.calibrated(&schedule, counts, marginals, scan, binning), self))
+            timings.time("marginals", || marginals.release(data, plan.released_row_count(n_hat), None, seeds))?;
+        Ok((plan.calibrated(&schedule, counts, marginals, scan, binning), plan))
     }
 
     /// The quantile partition (`--partition quantile`): n̂ first when the plan releases it (from a pass
@@ -386,7 +412,17 @@ impl PmmPlan {
                 (plan, schedule, Some(n_hat), Some(BinnedMarginals { depth: planned, leaves }))
             }
         };
-        let marginals = plan.marginals.as_ref().ok_or_else(|| Error::internal("auto's plans both have marginals"))?;
+        let Some(marginals) = plan.marginals.as_ref() else {
+            // The smaller table's plain tree: midpoint cells at the depth n̂ gave.
+            let geometry = CellGeometry::new(plan.dims, schedule.depth);
+            let (leaves, scan, binning) =
+                timings.time_in_parts("bin", |parts| data.leaf_counts(geometry, plan.device, parts))?;
+            let counts = timings
+                .time_in_parts("noise and consistency", |parts| plan.release_with(&schedule, leaves, n_hat, seeds, parts));
+            let root_count: u64 = counts.iter().sum();
+            let leaves = ReleasedMeasure::Leaves { geometry, counts };
+            return Ok((plan.finish(&schedule, leaves, root_count, scan, binning), plan));
+        };
         let marginals = timings
             .time("marginals", || marginals.release(data, plan.released_row_count(n_hat), binned, seeds))?;
         let geometry = CellGeometry::new(plan.dims, schedule.depth);
@@ -485,6 +521,22 @@ impl PmmPlan {
                 Ok((self.schedule_for_n_hat(n_hat, row_count)?, Some(n_hat)))
             }
             (Depth::FromReleasedNHat { .. }, _) => Err(Error::internal("n̂ is released by the plan that planned it")),
+        }
+    }
+
+    /// [`Self::schedule_for`], and the plan that then runs: the one n̂ picks ([`Self::for_n_hat`]) where this
+    /// plan releases n̂, else this one.
+    pub fn plan_for_rows(&self, rows_binned: u64, seeds: &RunSeeds) -> Result<(&Self, LevelSchedule, Option<u64>)> {
+        match self.releases_n_hat() {
+            Some(row_count) => {
+                let n_hat = row_count.release(rows_binned, &seeds.noise);
+                let plan = self.for_n_hat(n_hat);
+                Ok((plan, plan.schedule_for_n_hat(n_hat, row_count)?, Some(n_hat)))
+            }
+            None => {
+                let (schedule, n_hat) = self.schedule_for(rows_binned, seeds)?;
+                Ok((self, schedule, n_hat))
+            }
         }
     }
 
