@@ -327,7 +327,7 @@ pub struct PmmOptions {
     pub chosen_by: Option<&'static str>,
     /// `--mechanism auto` at d ≥ 4: the settings it runs instead on a table large enough for them.
     pub larger_table: Option<Box<LargerTable>>,
-    /// `--mechanism auto` at d ≥ 3: the settings it runs instead on a table too small for the marginals.
+    /// `--mechanism auto` at d = 3–5: the settings it runs instead on a table too small for the marginals.
     pub smaller_table: Option<Box<SmallerTable>>,
 }
 
@@ -392,7 +392,8 @@ pub const AUTO_PAIR_SHARE: f64 = 0.2;
 /// What `--mechanism auto` runs: PMM, with the calibration and partition that did best at this number of
 /// columns on the bundled flights table (README, "`--mechanism auto`" under Accuracy, measured by
 /// scripts/accuracy_ablation.py), chosen from the public column count and from whether `--pair-share` is
-/// given; at d ≥ 4 it also switches on larger tables, which the plan decides from ε·n̂ ([`LargerTable`]).
+/// given; at d ≥ 4 it also switches on larger tables and at d = 3–5 on smaller ones, which the plan decides
+/// from ε·n̂ ([`LargerTable`], [`SmallerTable`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AutoChoice {
     pub marginal_share: f64,
@@ -1270,7 +1271,7 @@ mod tests {
             let extra = ["--bounds", "e=0:1", "--bounds", "f=0:1"];
             [&["--columns", columns][..], &extra, &bounds].concat()
         };
-        let below = |dims: usize| AUTO_PLAIN_BELOW_EPSILON_N.iter().find(|(at, ..)| *at == dims).map(|(_, below, _)| *below);
+        let below = |dims| plain_below(dims).map(|(below, _)| below);
         for (words, below) in [
             (&[&["--columns", "a,b,c"][..], &bounds].concat(), below(3)),
             (&four.to_vec(), below(4)),

@@ -274,9 +274,12 @@ fn released_marginals_and_pairs_across_ranks_give_the_single_machine_table() {
         ("pairs alone", PmmOptions { pair_share: 0.3, ..PmmOptions::DEFAULT }),
         ("auto's switch to pairs, taken", switching(0.0)),
         ("auto's switch to pairs, not taken", switching(f64::INFINITY)),
-        // Below ε·n̂ = `below_epsilon_n` auto at d = 3, 4 runs plain PMM: after the midpoint tree's pass at
+        // Below ε·n̂ = `below_epsilon_n` auto at d = 3–5 runs plain PMM: after the midpoint tree's pass at
         // d = 3, after the pass that counts and bins the marginals under the quantile partition.
-        ("auto's switch to plain PMM at d = 3, taken", PmmOptions { smaller_table: plain_below(), ..calibrated_at_d3(&auto) }),
+        (
+            "auto's switch to plain PMM at d = 3, taken",
+            PmmOptions { smaller_table: plain_below(), ..calibrated_at_d3(&auto) },
+        ),
         ("auto's switch to plain PMM, taken", PmmOptions { smaller_table: plain_below(), ..switching(f64::INFINITY) }),
     ];
     // The gate maps b onto a (b = 0.7a + 0.3u) in some of the pair runs and keeps it in others: both ways.

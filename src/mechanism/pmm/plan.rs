@@ -100,7 +100,7 @@ pub struct PmmPlan {
     chosen_by: Option<&'static str>,
     /// `--mechanism auto` at d ≥ 4 under add-remove: the plan run instead when ε·n̂ is large enough.
     larger: Option<Switch>,
-    /// `--mechanism auto` at d ≥ 3 under add-remove: the plan run instead when ε·n̂ is too small.
+    /// `--mechanism auto` at d = 3–5 under add-remove: the plan run instead when ε·n̂ is too small.
     smaller: Option<Switch>,
 }
 
