@@ -11,7 +11,9 @@ use std::process::Command;
 /// its output paths, a fixed memory limit (the depth cap would follow the machine) and `--epsilon 1`
 /// unless it gives its own or is microagg, which is not DP and refuses ε).
 const RUNS: &[(&str, &[&str])] = &[
+    // At d = 3 and ε·n̂ ≈ 3000 auto runs plain PMM (its small-table switch); at ε = 4 the calibrated tree.
     ("default_auto", &[]),
+    ("default_auto_calibrated", &["--epsilon", "4"]),
     ("pmm_add_remove", &["--mechanism", "pmm"]),
     (
         "pmm_replace_proportional_centre",
