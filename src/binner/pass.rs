@@ -56,18 +56,6 @@ impl DataPass<'_> {
         self.leaf_counts_on(geometry, &self.axes(&geometry, None), device, timings)
     }
 
-    /// As [`leaf_counts`](Self::leaf_counts), each axis cut at the quantiles of its released marginal
-    /// `warps[k]` instead of into equal cells (the quantile partition).
-    pub fn warped_leaf_counts(
-        &self,
-        geometry: CellGeometry,
-        warps: &[Arc<CellCdf>],
-        device: DeviceChoice,
-        timings: &mut Timings,
-    ) -> Result<(Vec<u64>, ScanStats, String)> {
-        self.leaf_counts_on(geometry, &self.axes(&geometry, Some(warps)), device, timings)
-    }
-
     /// How each column is quantised onto `geometry`'s axis: equal cells on its bounds, or cut at the
     /// quantiles of `warps[k]` (the quantile partition).
     pub fn axes(&self, geometry: &CellGeometry, warps: Option<&[Arc<CellCdf>]>) -> Vec<AxisPlan> {

@@ -9,6 +9,7 @@
 //! then writes the report (the single-machine report) and the diagnostics (with one entry per rank).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::exchange::{Exchange, LocalCounts};
@@ -18,6 +19,7 @@ use super::{agree, weighted_starts, Communicator};
 use crate::binner::pass::DataPass;
 use crate::binner::ScanStats;
 use crate::error::{Error, Result};
+use crate::geometry::cdf::CellCdf;
 use crate::geometry::partition::CellGeometry;
 use crate::io::paths::{check_output_paths, NamedPath};
 use crate::io::sink::ParquetSink;
@@ -280,22 +282,14 @@ impl<'a> RankRelease<'a> {
     /// The midpoint partition: the joint leaves at the planned depth (binned again when n̂ asks for a
     /// deeper tree), then the marginals when the plan has them, as on one machine.
     fn bin_on_midpoints(&self) -> Result<RankCounts<'a>> {
-        let RankRelease { comm, pool, plan, data, seeds, exchange } = *self;
+        let RankRelease { pool, plan, seeds, .. } = *self;
         let planned = plan.planned_depth();
-        let bin = |depth| {
-            let geometry = CellGeometry::new(plan.dims(), depth);
-            let axes = data.axes(&geometry, None);
-            let binned = pool.install(|| LocalCounts::bin(data, geometry, &axes, plan.device(), exchange));
-            agree(comm, binned)
-        };
-        let (mut counts, scan, binning) = bin(planned)?;
-        let rows_read = scan.rows_read;
-        let scan = summed(comm, scan);
+        let (mut counts, rows_read, scan, binning) = self.bin(CellGeometry::new(plan.dims(), planned), None)?;
         let (plan, schedule, n_hat) = plan.plan_for_rows(scan.rows_binned, seeds)?;
         if schedule.depth <= planned {
             counts = pool.install(|| counts.coarsen(planned, schedule.depth));
         } else {
-            counts = bin(schedule.depth)?.0;
+            counts = self.bin(CellGeometry::new(plan.dims(), schedule.depth), None)?.0;
         }
         let marginals = match plan.marginals() {
             Some(marginals) => {
@@ -310,7 +304,7 @@ impl<'a> RankRelease<'a> {
     /// marginals), the marginals, then the joint leaves with each axis cut at its released marginal's
     /// quantiles, as on one machine.
     fn bin_on_quantiles(&self, marginals: &MarginalPlan) -> Result<RankCounts<'a>> {
-        let RankRelease { comm, pool, plan, data, seeds, exchange } = *self;
+        let RankRelease { comm, pool, plan, data, seeds, .. } = *self;
         let (plan, schedule, n_hat, binned) = match plan.releases_n_hat() {
             None => {
                 let schedule = plan.schedule().ok_or_else(|| Error::internal("a plan without n̂ knows its depth"))?;
@@ -325,24 +319,30 @@ impl<'a> RankRelease<'a> {
                 (plan, schedule, Some(n_hat), Some(BinnedMarginals { depth: planned, leaves }))
             }
         };
-        let Some(marginals) = plan.marginals() else {
-            // The smaller table's plain tree: midpoint cells at the depth n̂ gave.
-            let geometry = CellGeometry::new(plan.dims(), schedule.depth);
-            let axes = data.axes(&geometry, None);
-            let (counts, scan, binning) =
-                agree(comm, pool.install(|| LocalCounts::bin(data, geometry, &axes, plan.device(), exchange)))?;
-            let rows_read = scan.rows_read;
-            let scan = summed(comm, scan);
-            return Ok(RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals: None });
+        // The smaller table's plan has no marginals: its tree is cut at midpoints.
+        let marginals = match plan.marginals() {
+            Some(marginals) => Some(self.release_marginals(marginals, plan.released_row_count(n_hat), binned)?),
+            None => None,
         };
-        let released = self.release_marginals(marginals, plan.released_row_count(n_hat), binned)?;
+        let warps = marginals.as_ref().map(ReleasedMarginals::warps);
         let geometry = CellGeometry::new(plan.dims(), schedule.depth);
-        let axes = data.axes(&geometry, Some(&released.warps()));
+        let (counts, rows_read, scan, binning) = self.bin(geometry, warps.as_deref())?;
+        Ok(RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals })
+    }
+
+    /// This rank's leaf counts on `geometry`, each axis cut at the quantiles of `warps` when given (the
+    /// quantile partition); with the rows this rank read, the scan statistics of every rank summed, and
+    /// the binner's line.
+    fn bin(
+        &self,
+        geometry: CellGeometry,
+        warps: Option<&[Arc<CellCdf>]>,
+    ) -> Result<(LocalCounts, u64, ScanStats, String)> {
+        let RankRelease { comm, pool, plan, data, exchange, .. } = *self;
+        let axes = data.axes(&geometry, warps);
         let (counts, scan, binning) =
             agree(comm, pool.install(|| LocalCounts::bin(data, geometry, &axes, plan.device(), exchange)))?;
-        let rows_read = scan.rows_read;
-        let scan = summed(comm, scan);
-        Ok(RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals: Some(released) })
+        Ok((counts, scan.rows_read, summed(comm, scan), binning))
     }
 
     /// The marginal trees of `plan` released from every rank's leaf counts summed (`binned`: this rank's

@@ -159,6 +159,9 @@ impl PmmPlan {
         if let Some((below, smaller)) = smaller {
             plan.smaller = Some(Switch { epsilon_n: below, plan: Box::new(with_top_n_hat(smaller)?) });
         }
+        // The data are binned first at the depth planned by the plan the file's row count picks: n̂ is
+        // released near that count, so the plan it picks seldom needs a second pass.
+        plan.depth = Depth::FromReleasedNHat { planned: plan.for_n_hat(public.file_rows).planned_depth() };
         Ok(plan)
     }
 
@@ -374,15 +377,13 @@ impl PmmPlan {
             let counts = plan.release_with(&schedule, std::mem::take(&mut leaves), n_hat, seeds, parts);
             Ok((plan, counts, schedule, n_hat))
         })?;
-        let root_count: u64 = counts.iter().sum();
-        let geometry = CellGeometry::new(self.dims, schedule.depth);
-        let Some(marginals) = &plan.marginals else {
-            let leaves = ReleasedMeasure::Leaves { geometry, counts };
-            return Ok((plan.finish(&schedule, leaves, root_count, scan, binning), plan));
+        let marginals = match &plan.marginals {
+            Some(marginals) => Some(
+                timings.time("marginals", || marginals.release(data, plan.released_row_count(n_hat), None, seeds))?,
+            ),
+            None => None,
         };
-        let marginals =
-            timings.time("marginals", || marginals.release(data, plan.released_row_count(n_hat), None, seeds))?;
-        Ok((plan.calibrated(&schedule, counts, marginals, scan, binning), plan))
+        Ok((plan.leaves_release(&schedule, counts, marginals, scan, binning), plan))
     }
 
     /// The quantile partition (`--partition quantile`): n̂ first when the plan releases it (from a pass
@@ -412,26 +413,21 @@ impl PmmPlan {
                 (plan, schedule, Some(n_hat), Some(BinnedMarginals { depth: planned, leaves }))
             }
         };
-        let Some(marginals) = plan.marginals.as_ref() else {
-            // The smaller table's plain tree: midpoint cells at the depth n̂ gave.
-            let geometry = CellGeometry::new(plan.dims, schedule.depth);
-            let (leaves, scan, binning) =
-                timings.time_in_parts("bin", |parts| data.leaf_counts(geometry, plan.device, parts))?;
-            let counts = timings
-                .time_in_parts("noise and consistency", |parts| plan.release_with(&schedule, leaves, n_hat, seeds, parts));
-            let root_count: u64 = counts.iter().sum();
-            let leaves = ReleasedMeasure::Leaves { geometry, counts };
-            return Ok((plan.finish(&schedule, leaves, root_count, scan, binning), plan));
+        // The smaller table's plan has no marginals: its tree is cut at midpoints.
+        let marginals = match &plan.marginals {
+            Some(marginals) => Some(
+                timings.time("marginals", || marginals.release(data, plan.released_row_count(n_hat), binned, seeds))?,
+            ),
+            None => None,
         };
-        let marginals = timings
-            .time("marginals", || marginals.release(data, plan.released_row_count(n_hat), binned, seeds))?;
         let geometry = CellGeometry::new(plan.dims, schedule.depth);
-        let (leaves, scan, binning) = timings.time_in_parts("bin", |parts| {
-            data.warped_leaf_counts(geometry, &marginals.warps(), plan.device, parts)
-        })?;
+        let warps = marginals.as_ref().map(ReleasedMarginals::warps);
+        let axes = data.axes(&geometry, warps.as_deref());
+        let (leaves, scan, binning) =
+            timings.time_in_parts("bin", |parts| data.leaf_counts_on(geometry, &axes, plan.device, parts))?;
         let counts = timings
             .time_in_parts("noise and consistency", |parts| plan.release_with(&schedule, leaves, n_hat, seeds, parts));
-        Ok((plan.calibrated(&schedule, counts, marginals, scan, binning), plan))
+        Ok((plan.leaves_release(&schedule, counts, marginals, scan, binning), plan))
     }
 
     /// `--pair-share`'s histograms, when the plan has them.
@@ -460,17 +456,22 @@ impl PmmPlan {
         }
     }
 
-    /// The release of the joint `counts` with each column mapped onto its released marginal.
-    fn calibrated(
+    /// The release of the noised joint leaf `counts`, with each column mapped onto its released marginal
+    /// when there are `marginals`.
+    fn leaves_release(
         &self,
         schedule: &LevelSchedule,
         counts: Vec<u64>,
-        marginals: ReleasedMarginals,
+        marginals: Option<ReleasedMarginals>,
         scan: ScanStats,
         binning: String,
     ) -> Release {
         let root_count: u64 = counts.iter().sum();
         let geometry = CellGeometry::new(self.dims, schedule.depth);
+        let Some(marginals) = marginals else {
+            let leaves = ReleasedMeasure::Leaves { geometry, counts };
+            return self.finish(schedule, leaves, root_count, scan, binning);
+        };
         let maps = marginals.maps(&geometry, &counts);
         let joint = ReleasedMeasure::Leaves { geometry, counts };
         self.finish_calibrated(schedule, joint, maps, marginals, root_count, scan, binning)
