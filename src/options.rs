@@ -339,44 +339,56 @@ pub struct LargerTable {
     pub options: PmmOptions,
 }
 
-/// What `--mechanism auto` at d = 3–5 runs instead of its own settings while ε·n is below `below_epsilon_n`
-/// (n̂ under add-remove, released before the choice, as for [`LargerTable`]): plain PMM.
+/// What `--mechanism auto` at d = 3–5 runs instead of its own settings while ε·n is too small for
+/// `below_marginal_depth` levels in each column's released marginal (n̂ under add-remove, released before
+/// the choice, as for [`LargerTable`]): plain PMM.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SmallerTable {
-    pub below_epsilon_n: f64,
+    pub below_marginal_depth: u32,
     pub options: PmmOptions,
 }
 
-/// Below these ε·n, `--mechanism auto` at d = 3, 4 and 5 runs plain PMM ([`SmallerTable`]), with the
-/// report's words. Each column's marginal then gets 0.3·ε/d, too little to place its rows better than the
-/// joint tree's own marginal: on generated tables (mixture, skewed, heavy-tailed; n = 10^4, and 10^3) the
-/// calibration cost the joint W1 up to 2.6× below these and saved up to 38% just above them (README,
-/// "`--mechanism auto`, the default"). From d = 6 on the joint tree's own marginals are too coarse: there
-/// the calibration was level with plain PMM at ε·n = 300 (0.91–1.04×) and auto keeps its settings.
-pub const AUTO_PLAIN_BELOW_EPSILON_N: [(usize, f64, &str); 3] = [
+/// `--mechanism auto` at d = 3, 4 and 5 runs plain PMM ([`SmallerTable`]) while each column's released
+/// marginal would have fewer levels than these, with the report's words. The marginals get 0.3·ε/d each,
+/// and on smaller tables they place the rows worse than the joint tree's own marginals (generated
+/// mixture, skewed and heavy-tailed tables, n = 10^4 and 10^3; README, "`--mechanism auto`, the default"):
+/// - d = 3 (midpoint cells): the joint tree halves each axis about three times there, and the marginals
+///   pay only from depth 4 on. At depths 1–3 they cost the joint W1 up to 2.6×; from depth 4 on they were
+///   0.76–0.95× plain PMM's on average.
+/// - d = 4, 5 (quantile cells): at depth 1 a marginal is one noisy median, and the axis is cut there. That
+///   cost up to 2.1×; from depth 2 on it was 0.64–0.90× on average.
+/// - From d = 6 on the joint tree is as coarse as a median: at depth 1 the calibration was level with
+///   plain PMM at d = 6 (1.02×) and 4% ahead at d = 8, so auto keeps its settings.
+///
+/// The depth follows each column's share of ε and n (n̂ under add-remove): under add-remove depth 4 at
+/// d = 3 comes at ε·n ≈ 3200, and depth 2 at ε·n ≈ 115·d; under replace it takes twice as much.
+pub const AUTO_PLAIN_BELOW_MARGINAL_DEPTH: [(usize, u32, &str); 3] = [
     (
         3,
-        4e3,
-        "--mechanism auto, d = 3, epsilon * n-hat (n under replace) below 4e3: plain PMM (on generated tables \
-         there the marginals' share cost the joint W1 up to 2.6x)",
+        4,
+        "--mechanism auto, d = 3, epsilon * n-hat (n under replace) too small for 16 cells (depth 4) in each \
+         column's released marginal: plain PMM (on generated tables the marginals' share cost the joint W1 up to \
+         2.6x there)",
     ),
     (
         4,
-        5e2,
-        "--mechanism auto, d = 4, epsilon * n-hat (n under replace) below 500: plain PMM (on generated tables \
-         there the quantile partition cost the joint W1 up to 2x)",
+        2,
+        "--mechanism auto, d = 4, epsilon * n-hat (n under replace) too small for 4 cells (depth 2) in each \
+         column's released marginal: plain PMM (on generated tables the quantile partition on one noisy median \
+         per column cost the joint W1 up to 2x there)",
     ),
     (
         5,
-        6e2,
-        "--mechanism auto, d = 5, epsilon * n-hat (n under replace) below 600: plain PMM (on generated tables \
-         there the quantile partition cost the joint W1 up to 1.2x)",
+        2,
+        "--mechanism auto, d = 5, epsilon * n-hat (n under replace) too small for 4 cells (depth 2) in each \
+         column's released marginal: plain PMM (on generated tables the quantile partition on one noisy median \
+         per column cost the joint W1 up to 1.8x there)",
     ),
 ];
 
-/// [`AUTO_PLAIN_BELOW_EPSILON_N`]'s threshold and words at `dims` columns, if it has them.
-fn plain_below(dims: usize) -> Option<(f64, &'static str)> {
-    AUTO_PLAIN_BELOW_EPSILON_N.iter().find(|(at, ..)| *at == dims).map(|&(_, below, reason)| (below, reason))
+/// [`AUTO_PLAIN_BELOW_MARGINAL_DEPTH`]'s depth and words at `dims` columns, if it has them.
+fn plain_below(dims: usize) -> Option<(u32, &'static str)> {
+    AUTO_PLAIN_BELOW_MARGINAL_DEPTH.iter().find(|(at, ..)| *at == dims).map(|&(_, below, reason)| (below, reason))
 }
 
 /// From this ε·n on, `--mechanism auto` at d ≥ 4 adds the pair maps (`AUTO_PAIR_SHARE`, with the
@@ -401,8 +413,9 @@ pub struct AutoChoice {
     pub reason: &'static str,
     /// Whether it switches to [`LargerTable`]'s settings from [`AUTO_PAIRS_FROM_EPSILON_N`] on.
     pub larger_table: bool,
-    /// Below which ε·n it switches to [`SmallerTable`]'s settings, with the report's words.
-    pub smaller_table: Option<(f64, &'static str)>,
+    /// Below which depth of the released marginals it switches to [`SmallerTable`]'s settings, with the
+    /// report's words.
+    pub smaller_table: Option<(u32, &'static str)>,
 }
 
 /// `--mechanism auto`'s marginal share at d ≥ 4 when `--pair-share` is given: the pair maps put each
@@ -949,9 +962,9 @@ impl SynthArgs {
                 },
             })
         });
-        let smaller_table = switches.and_then(|auto| auto.smaller_table).map(|(below_epsilon_n, reason)| {
+        let smaller_table = switches.and_then(|auto| auto.smaller_table).map(|(below_marginal_depth, reason)| {
             Box::new(SmallerTable {
-                below_epsilon_n,
+                below_marginal_depth,
                 options: PmmOptions {
                     marginal_share: 0.0,
                     partition: Partition::Midpoint,
@@ -1265,8 +1278,8 @@ mod tests {
         for fewer in ["a", "a,b", "a,b,c"] {
             assert_eq!(pmm(&[&["--columns", fewer][..], &bounds].concat()).larger_table, None, "{fewer}");
         }
-        // At d = 3–5 auto runs plain PMM below its ε·n, the rest as given; not at d ≤ 2 or d ≥ 6, and not
-        // when --pair-share is given.
+        // At d = 3–5 auto runs plain PMM while its marginals would be too shallow, the rest as given; not at
+        // d ≤ 2 or d ≥ 6, and not when --pair-share is given.
         let wider = |columns: &'static str| {
             let extra = ["--bounds", "e=0:1", "--bounds", "f=0:1"];
             [&["--columns", columns][..], &extra, &bounds].concat()
@@ -1283,7 +1296,7 @@ mod tests {
             (&[&["--mechanism", "pmm"][..], &four].concat(), None),
         ] {
             let run = pmm(words);
-            assert_eq!(run.smaller_table.as_ref().map(|smaller| smaller.below_epsilon_n), below, "{words:?}");
+            assert_eq!(run.smaller_table.as_ref().map(|smaller| smaller.below_marginal_depth), below, "{words:?}");
             if let Some(smaller) = run.smaller_table {
                 let plain = smaller.options;
                 assert_eq!((plain.marginal_share, plain.partition, plain.pair_share), (0.0, Partition::Midpoint, 0.0));

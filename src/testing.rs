@@ -42,3 +42,23 @@ pub(crate) fn bit_rows(rng: &mut Xoshiro256PlusPlus, rows: usize, bits: usize, p
         .map(|_| (0..bits).map(|_| u8::from(rng.random::<f64>() < p)).collect())
         .collect()
 }
+
+/// The public inputs of a plan over `dims` columns with room to spare: 1 GiB of cells, one thread, points
+/// spread uniformly in their cells.
+pub(crate) fn public_inputs(
+    dims: usize,
+    epsilon: f64,
+    neighbours: crate::privacy::Neighbours,
+    file_rows: u64,
+) -> crate::mechanism::PublicInputs<'static> {
+    crate::mechanism::PublicInputs {
+        dims,
+        epsilon,
+        neighbours,
+        file_rows,
+        memory_limit: 1 << 30,
+        threads: 1,
+        placement: crate::sampler::Placement::Uniform,
+        encoding: None,
+    }
+}

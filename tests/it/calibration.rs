@@ -303,8 +303,8 @@ fn auto_runs_the_quantile_partition_at_four_columns_and_says_why() {
     }
 }
 
-/// `--mechanism auto` at d = 3 and 4 on a table too small for its marginals (ε·n̂ below
-/// `AUTO_PLAIN_BELOW_EPSILON_N`): plain PMM, and the report says so and why. At d = 3 it
+/// `--mechanism auto` at d = 3 and 4 on a table too small for its marginals (shallower than
+/// `AUTO_PLAIN_BELOW_MARGINAL_DEPTH` at this n̂): plain PMM, and the report says so and why. At d = 3 it
 /// is `--mechanism pmm`'s run, byte for byte; at d = 4 it releases the n̂ of auto's other plans (the pairs'
 /// share off first: 0.8ε/16) and gives the tree the rest of ε. A plan that released n̂ at its own share
 /// fails the run, and one that planned its levels as if n̂ were free overspends ε.

@@ -263,7 +263,7 @@ fn released_marginals_and_pairs_across_ranks_give_the_single_machine_table() {
         chosen_by: Some(auto.reason),
         ..PmmOptions::DEFAULT
     };
-    let plain_below = || Some(Box::new(SmallerTable { below_epsilon_n: f64::INFINITY, options: PmmOptions::DEFAULT }));
+    let plain_below = || Some(Box::new(SmallerTable { below_marginal_depth: u32::MAX, options: PmmOptions::DEFAULT }));
     let variants = [
         ("auto at d = 3", calibrated_at_d3(&auto)),
         ("quantile", PmmOptions { marginal_share: 0.3, partition: Partition::Quantile, ..PmmOptions::DEFAULT }),
@@ -274,8 +274,9 @@ fn released_marginals_and_pairs_across_ranks_give_the_single_machine_table() {
         ("pairs alone", PmmOptions { pair_share: 0.3, ..PmmOptions::DEFAULT }),
         ("auto's switch to pairs, taken", switching(0.0)),
         ("auto's switch to pairs, not taken", switching(f64::INFINITY)),
-        // Below ε·n̂ = `below_epsilon_n` auto at d = 3–5 runs plain PMM: after the midpoint tree's pass at
-        // d = 3, after the pass that counts and bins the marginals under the quantile partition.
+        // While its marginals would be shallower than `below_marginal_depth` (here: always) auto runs plain
+        // PMM: after the midpoint tree's pass at d = 3, after the pass that counts and bins the marginals
+        // under the quantile partition.
         (
             "auto's switch to plain PMM at d = 3, taken",
             PmmOptions { smaller_table: plain_below(), ..calibrated_at_d3(&auto) },

@@ -81,6 +81,9 @@ pub const FLAT_REFINE_SHARE: f64 = 0.2;
 /// carries more noise.
 pub const FLAT_REFINE_MIN_HEAVY_CELLS: u64 = 4;
 
+/// The most rows [`MarginalPlan::rows_for_depth`] looks at: 2^62, beyond any table.
+const DEEPEST_SEARCHED_ROWS: u64 = 1 << 62;
+
 /// The marginal trees' share of ε, split evenly over the columns.
 #[derive(Clone, Debug)]
 pub struct MarginalPlan {
@@ -186,6 +189,42 @@ impl MarginalPlan {
             MarginalShape::Tree
         };
         Ok(MarginalTree { plan, schedule, shape })
+    }
+
+    /// The fewest rows for which every column's tree is at least `depth` deep: n̂ released with
+    /// `row_count`'s noise under add-remove, the public n under replace (`row_count` `None`). `None` when
+    /// no row count reaches `depth` (memory caps the trees).
+    pub fn rows_for_depth(&self, depth: u32, row_count: Option<NoisyRowCount>) -> Result<Option<u64>> {
+        let depth_for = |rows: u64| -> Result<u32> {
+            let size = match row_count {
+                Some(row_count) => TreeSize::AlreadyReleased { n_hat: rows, row_count },
+                None => TreeSize::Public(rows),
+            };
+            let plan = PmmPlan::with_size(&self.public, 1, self.epsilon_per_column, size, &self.options, "")?;
+            let schedule = plan.schedule().ok_or_else(|| Error::internal("a marginal tree's depth follows its size"))?;
+            Ok(schedule.depth)
+        };
+        // The depth rule deepens with the rows: double up to a row count deep enough, then bisect.
+        let mut high = 1u64;
+        while depth_for(high)? < depth {
+            if high >= DEEPEST_SEARCHED_ROWS {
+                return Ok(None);
+            }
+            high *= 2;
+        }
+        let mut low = high / 2;
+        if depth_for(low)? >= depth {
+            return Ok(Some(low));
+        }
+        while high - low > 1 {
+            let middle = low + (high - low) / 2;
+            if depth_for(middle)? >= depth {
+                high = middle;
+            } else {
+                low = middle;
+            }
+        }
+        Ok(Some(high))
     }
 
     /// The trees' depth planned before n̂ is released (add-remove), as the joint tree's is: the depth
@@ -591,6 +630,31 @@ mod tests {
         let counted = flat_histogram(&[1000; 4096], scale, &key);
         let shifted = counted.iter().zip(&noisy).all(|(&with, &without)| with == without + 1000);
         assert!(shifted, "the same noise is added to the counts, not drawn anew");
+    }
+
+    /// [`MarginalPlan::rows_for_depth`] is where the trees a release runs ([`MarginalPlan::tree`]) first
+    /// reach the depth: one row fewer stays shallower, for n̂ under add-remove and the public n under replace.
+    #[test]
+    fn rows_for_depth_is_where_the_released_trees_first_reach_it() {
+        use crate::geometry::partition::MAX_DEPTH;
+        for neighbours in [Neighbours::AddRemove, Neighbours::Replace] {
+            for epsilon in [0.1, 2.0] {
+                let public = |file_rows| crate::testing::public_inputs(4, epsilon, neighbours, file_rows);
+                let row_count = NoisyRowCount::plan(epsilon / 16.0).unwrap();
+                let released = (neighbours == Neighbours::AddRemove).then_some(row_count);
+                let depth_at = |rows: u64| {
+                    let plan = MarginalPlan::new(&public(rows), 0.3, &PmmOptions::DEFAULT).unwrap();
+                    plan.tree(released.map(|row_count| (rows, row_count))).unwrap().schedule.depth
+                };
+                let plan = MarginalPlan::new(&public(1000), 0.3, &PmmOptions::DEFAULT).unwrap();
+                for depth in 1..=8 {
+                    let rows = plan.rows_for_depth(depth, released).unwrap().unwrap();
+                    let case = format!("{neighbours:?}, ε = {epsilon}, depth {depth}: {rows} rows");
+                    assert!(depth_at(rows) >= depth && depth_at(rows - 1) < depth, "{case}");
+                }
+                assert_eq!(plan.rows_for_depth(MAX_DEPTH + 1, released).unwrap(), None, "deeper than any tree");
+            }
+        }
     }
 
     #[test]

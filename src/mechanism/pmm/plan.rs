@@ -124,13 +124,19 @@ impl PmmPlan {
         }
         let own = PmmOptions { larger_table: None, smaller_table: None, ..options.clone() };
         let larger = options.larger_table.as_deref().map(|larger| (larger.from_epsilon_n, &larger.options));
-        let smaller = options.smaller_table.as_deref().map(|smaller| (smaller.below_epsilon_n, &smaller.options));
         if public.neighbours == Neighbours::Replace {
+            let own_plan = Self::without_switch(public, &own, None)?;
             let epsilon_n = public.epsilon * public.file_rows as f64;
+            let smaller = match options.smaller_table.as_deref() {
+                Some(smaller) => {
+                    Some((own_plan.epsilon_n_for_marginal_depth(smaller.below_marginal_depth, None)?, &smaller.options))
+                }
+                None => None,
+            };
             let picked = match (smaller, larger) {
                 (Some((below, smaller)), _) if epsilon_n < below => smaller,
                 (_, Some((from, larger))) if epsilon_n >= from => larger,
-                _ => &own,
+                _ => return Ok(own_plan),
             };
             return Self::without_switch(public, picked, None);
         }
@@ -156,8 +162,9 @@ impl PmmPlan {
             },
             None => top_plan,
         };
-        if let Some((below, smaller)) = smaller {
-            plan.smaller = Some(Switch { epsilon_n: below, plan: Box::new(with_top_n_hat(smaller)?) });
+        if let Some(smaller) = options.smaller_table.as_deref() {
+            let below = plan.epsilon_n_for_marginal_depth(smaller.below_marginal_depth, Some(row_count))?;
+            plan.smaller = Some(Switch { epsilon_n: below, plan: Box::new(with_top_n_hat(&smaller.options)?) });
         }
         // The data are binned first at the depth planned by the plan the file's row count picks: n̂ is
         // released near that count, so the plan it picks seldom needs a second pass.
@@ -211,6 +218,15 @@ impl PmmPlan {
             (_, Some(larger)) if epsilon_n >= larger.epsilon_n => &larger.plan,
             _ => self,
         }
+    }
+
+    /// The ε·n below which this plan's marginals would be shallower than `depth` (n is n̂, released with
+    /// `row_count`'s noise, under add-remove, and the public n under replace): where auto's smaller table
+    /// runs instead ([`SmallerTable`]).
+    fn epsilon_n_for_marginal_depth(&self, depth: u32, row_count: Option<NoisyRowCount>) -> Result<f64> {
+        let marginals = (self.marginals.as_ref())
+            .ok_or_else(|| Error::internal("auto's switch to plain PMM follows the depth of its marginals"))?;
+        Ok(marginals.rows_for_depth(depth, row_count)?.map_or(f64::INFINITY, |rows| self.epsilon * rows as f64))
     }
 
     /// The depth the count-and-marginals pass bins the marginals at before n̂ is released (add-remove,
@@ -729,4 +745,38 @@ fn depth_within_memory(
         );
     }
     depth
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::SmallerTable;
+
+    /// auto's switch to plain PMM ([`SmallerTable`]) is taken exactly where the marginals the run would
+    /// release are shallower than its depth: read off n̂ under add-remove, off the public n under replace.
+    #[test]
+    fn the_smaller_table_runs_where_the_marginals_would_be_too_shallow() {
+        let calibrated = PmmOptions { marginal_share: 0.3, partition: Partition::Quantile, ..PmmOptions::DEFAULT };
+        let smaller = SmallerTable { below_marginal_depth: 2, options: PmmOptions::DEFAULT };
+        let auto = PmmOptions { smaller_table: Some(Box::new(smaller)), ..calibrated.clone() };
+        let public = |neighbours, file_rows| crate::testing::public_inputs(4, 0.1, neighbours, file_rows);
+        let plan = PmmPlan::new(&public(Neighbours::AddRemove, 10_000), &auto).unwrap();
+        let (row_count, marginals) = (plan.releases_n_hat().unwrap(), plan.marginals().unwrap());
+        let mut plain = 0;
+        for n_hat in (1000..20_000).step_by(50) {
+            let depth = marginals.tree(Some((n_hat, row_count))).unwrap().schedule.depth;
+            assert_eq!(plan.for_n_hat(n_hat).marginals().is_none(), depth < 2, "n̂ = {n_hat}: depth {depth}");
+            plain += usize::from(depth < 2);
+        }
+        assert!(0 < plain && plain < 380, "n̂ fell on both sides of the switch: {plain} of 380 plain");
+        let mut plain = 0;
+        for rows in (1000..40_000).step_by(500) {
+            let run = PmmPlan::new(&public(Neighbours::Replace, rows), &auto).unwrap();
+            let own = PmmPlan::new(&public(Neighbours::Replace, rows), &calibrated).unwrap();
+            let depth = own.marginals().unwrap().tree(None).unwrap().schedule.depth;
+            assert_eq!(run.marginals().is_none(), depth < 2, "n = {rows}: depth {depth}");
+            plain += usize::from(depth < 2);
+        }
+        assert!(0 < plain && plain < 78, "n fell on both sides of the switch: {plain} of 78 plain");
+    }
 }
