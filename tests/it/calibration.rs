@@ -292,6 +292,10 @@ fn auto_runs_the_quantile_partition_at_four_columns_and_says_why() {
         assert_eq!(parameters["marginal_calibration"]["share"], if larger { 0.45 } else { 0.3 });
         assert_eq!(parameters["prune_sigmas"], 0.0);
         assert_eq!(parameters["pair_marginals"].is_null(), !larger);
+        let (epsilon_n, plain_below, pairs_from) = auto_switch(&report, epsilon);
+        assert!(epsilon_n >= plain_below.unwrap(), "ε·n̂ {epsilon_n} is below the plain-PMM switch {plain_below:?}");
+        assert_eq!(pairs_from, Some(3e4));
+        assert_eq!(epsilon_n >= 3e4, larger, "the report's ε·n̂ {epsilon_n} is on the other side of the switch");
         let n_hat = parameters["levels"][0]["epsilon"].as_f64().unwrap();
         assert!((n_hat - 0.8 * epsilon / 16.0).abs() < 1e-6 * epsilon, "n̂ spent {n_hat} at ε = {epsilon}");
         let (spent, levels, marginals, pairs) = spent_parts(&report);
@@ -325,6 +329,9 @@ fn auto_runs_plain_pmm_on_tables_too_small_for_its_marginals() {
         assert!(reason.contains(&format!("d = {d}")) && reason.contains("plain PMM"), "{reason}");
         assert!(parameters["marginal_calibration"].is_null() && parameters["pair_marginals"].is_null());
         let epsilon: f64 = epsilon.parse().unwrap();
+        let (epsilon_n, plain_below, pairs_from) = auto_switch(&report, epsilon);
+        assert!(epsilon_n < plain_below.unwrap(), "ε·n {epsilon_n} is not below the plain-PMM switch {plain_below:?}");
+        assert_eq!(pairs_from.is_some(), d >= 4);
         let (spent, levels, marginals, pairs) = spent_parts(&report);
         assert_eq!((marginals, pairs), (0.0, 0.0));
         assert!((spent - levels).abs() < 1e-9 && spent <= epsilon && spent > 0.999 * epsilon, "spent {spent} of {epsilon}");
@@ -368,6 +375,16 @@ fn synth_flights(dir: &Path, name: &str, extra: &[&str]) -> (serde_json::Value, 
 fn two_way_tv(evaluation: &serde_json::Value) -> f64 {
     let pairs = evaluation["marginals"].as_array().unwrap().iter().find(|entry| entry["k"] == 2).unwrap();
     pairs["mean_tv"].as_f64().unwrap()
+}
+
+/// `parameters.auto_switch` of an auto run's report at `epsilon`: the ε·n it compared (checked to be ε
+/// times the released total) and its plain-PMM and pair-map thresholds.
+fn auto_switch(report: &serde_json::Value, epsilon: f64) -> (f64, Option<f64>, Option<f64>) {
+    let switch = &report["parameters"]["auto_switch"];
+    let epsilon_n = switch["epsilon_n"].as_f64().unwrap();
+    let root_count = report["release"]["root_count"].as_f64().unwrap();
+    assert!((epsilon_n - epsilon * root_count).abs() < 1e-9 * epsilon_n, "ε·n {epsilon_n} for n = {root_count}");
+    (epsilon_n, switch["plain_below_epsilon_n"].as_f64(), switch["pairs_from_epsilon_n"].as_f64())
 }
 
 /// The ε a report says was spent, and the parts it is made of: the joint tree's levels (n̂ included), the

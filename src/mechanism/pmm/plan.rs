@@ -10,7 +10,7 @@
 use super::consistency::Consistency;
 use super::marginals::{BinnedMarginals, MarginalPlan, MonotoneMap, Partition, ReleasedMarginals};
 use super::pairs::{PairMap, PairParameters, PairPlan};
-use super::report::{LevelInfo, PmmParameters};
+use super::report::{AutoSwitch, AutoThresholds, LevelInfo, PmmParameters};
 use super::schedule::{
     cell_memory_bytes, choose_depth, max_depth_for_memory, LevelSchedule, RootNoise,
 };
@@ -98,18 +98,31 @@ pub struct PmmPlan {
     pairs: Option<PairPlan>,
     /// `--mechanism auto`: the rule that chose the settings.
     chosen_by: Option<&'static str>,
-    /// `--mechanism auto` at d ≥ 4 under add-remove: the plan run instead when ε·n̂ is large enough.
-    larger: Option<Switch>,
+    /// `--mechanism auto` with [`LargerTable`] or [`SmallerTable`] settings: where it switches to them.
+    auto_thresholds: Option<AutoThresholds>,
+    /// `--mechanism auto` at d ≥ 4 under add-remove: the plan run instead when ε·n̂ is large enough. It
+    /// releases the same n̂ (one release, one spend) and spends the rest of ε its own way.
+    larger: Option<Box<PmmPlan>>,
     /// `--mechanism auto` at d = 3–5 under add-remove: the plan run instead when ε·n̂ is too small.
-    smaller: Option<Switch>,
+    smaller: Option<Box<PmmPlan>>,
 }
 
-/// A plan `--mechanism auto` switches to once the released n̂ is known, from (larger) or below (smaller)
-/// `epsilon_n`. It releases the same n̂ (one release, one spend) and spends the rest of ε its own way.
-#[derive(Clone, Debug)]
-struct Switch {
-    epsilon_n: f64,
-    plan: Box<PmmPlan>,
+/// Which of `--mechanism auto`'s settings run at an ε·n.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum AutoPick {
+    Smaller,
+    Own,
+    Larger,
+}
+
+impl AutoThresholds {
+    fn pick(&self, epsilon_n: f64) -> AutoPick {
+        match (self.plain_below_epsilon_n, self.pairs_from_epsilon_n) {
+            (Some(below), _) if epsilon_n < below => AutoPick::Smaller,
+            (_, Some(from)) if epsilon_n >= from => AutoPick::Larger,
+            _ => AutoPick::Own,
+        }
+    }
 }
 
 impl PmmPlan {
@@ -123,26 +136,31 @@ impl PmmPlan {
             return Self::without_switch(public, options, None);
         }
         let own = PmmOptions { larger_table: None, smaller_table: None, ..options.clone() };
-        let larger = options.larger_table.as_deref().map(|larger| (larger.from_epsilon_n, &larger.options));
+        let larger = options.larger_table.as_deref();
+        let smaller = options.smaller_table.as_deref();
+        let mut thresholds =
+            AutoThresholds { plain_below_epsilon_n: None, pairs_from_epsilon_n: larger.map(|l| l.from_epsilon_n) };
         if public.neighbours == Neighbours::Replace {
             let own_plan = Self::without_switch(public, &own, None)?;
-            let epsilon_n = public.epsilon * public.file_rows as f64;
-            let smaller = match options.smaller_table.as_deref() {
-                Some(smaller) => {
-                    Some((own_plan.epsilon_n_for_marginal_depth(smaller.below_marginal_depth, None)?, &smaller.options))
-                }
-                None => None,
+            if let Some(smaller) = smaller {
+                let below = own_plan.epsilon_n_for_marginal_depth(smaller.below_marginal_depth, None)?;
+                thresholds.plain_below_epsilon_n = Some(below);
+            }
+            let picked = match thresholds.pick(public.epsilon * public.file_rows as f64) {
+                AutoPick::Smaller => smaller.map(|smaller| &smaller.options),
+                AutoPick::Larger => larger.map(|larger| &larger.options),
+                AutoPick::Own => None,
             };
-            let picked = match (smaller, larger) {
-                (Some((below, smaller)), _) if epsilon_n < below => smaller,
-                (_, Some((from, larger))) if epsilon_n >= from => larger,
-                _ => return Ok(own_plan),
+            let mut plan = match picked {
+                Some(options) => Self::without_switch(public, options, None)?,
+                None => own_plan,
             };
-            return Self::without_switch(public, picked, None);
+            plan.auto_thresholds = Some(thresholds);
+            return Ok(plan);
         }
         // Every plan releases the n̂ of the plan that plans the most (the larger table's, else this one's),
         // at the ε that plan gives it (the pairs' share off first).
-        let top = larger.map_or(&own, |(_, larger)| larger);
+        let top = larger.map_or(&own, |larger| &larger.options);
         let top_plan = Self::without_switch(public, top, None)?;
         let Some(row_count) = top_plan.releases_n_hat() else {
             return Self::without_switch(public, &own, None);
@@ -156,15 +174,18 @@ impl PmmPlan {
             Ok(plan)
         };
         let mut plan = match larger {
-            Some((from, _)) => PmmPlan {
-                larger: Some(Switch { epsilon_n: from, plan: Box::new(top_plan) }),
-                ..with_top_n_hat(&own)?
-            },
+            Some(_) => PmmPlan { larger: Some(Box::new(top_plan)), ..with_top_n_hat(&own)? },
             None => top_plan,
         };
-        if let Some(smaller) = options.smaller_table.as_deref() {
+        if let Some(smaller) = smaller {
             let below = plan.epsilon_n_for_marginal_depth(smaller.below_marginal_depth, Some(row_count))?;
-            plan.smaller = Some(Switch { epsilon_n: below, plan: Box::new(with_top_n_hat(&smaller.options)?) });
+            thresholds.plain_below_epsilon_n = Some(below);
+            plan.smaller = Some(Box::new(with_top_n_hat(&smaller.options)?));
+        }
+        // Each plan reports the thresholds, whichever n̂ picks.
+        plan.auto_thresholds = Some(thresholds);
+        for switch in plan.smaller.iter_mut().chain(plan.larger.iter_mut()) {
+            switch.auto_thresholds = Some(thresholds);
         }
         // The data are binned first at the depth planned by the plan the file's row count picks: n̂ is
         // released near that count, so the plan it picks seldom needs a second pass.
@@ -212,10 +233,10 @@ impl PmmPlan {
     /// The plan the release runs once n̂ is known: the smaller table's while ε·n̂ is below its threshold,
     /// the larger table's from its threshold on, else this one. Reads the released n̂ only.
     pub fn for_n_hat(&self, n_hat: u64) -> &PmmPlan {
-        let epsilon_n = self.epsilon * n_hat as f64;
-        match (&self.smaller, &self.larger) {
-            (Some(smaller), _) if epsilon_n < smaller.epsilon_n => &smaller.plan,
-            (_, Some(larger)) if epsilon_n >= larger.epsilon_n => &larger.plan,
+        let pick = self.auto_thresholds.map(|thresholds| thresholds.pick(self.epsilon * n_hat as f64));
+        match (pick, &self.smaller, &self.larger) {
+            (Some(AutoPick::Smaller), Some(smaller), _) => smaller,
+            (Some(AutoPick::Larger), _, Some(larger)) => larger,
             _ => self,
         }
     }
@@ -232,7 +253,7 @@ impl PmmPlan {
     /// The depth the count-and-marginals pass bins the marginals at before n̂ is released (add-remove,
     /// quantile partition): deep enough for whichever plan n̂ then picks.
     pub fn marginal_pass_depth(&self, marginals: &MarginalPlan, row_count: NoisyRowCount) -> Result<u32> {
-        let larger = match self.larger.as_ref().and_then(|larger| larger.plan.marginals.as_ref()) {
+        let larger = match self.larger.as_ref().and_then(|larger| larger.marginals.as_ref()) {
             Some(marginals) => marginals.planned_depth(row_count)?,
             None => 0,
         };
@@ -323,6 +344,7 @@ impl PmmPlan {
             marginals: None,
             pairs: None,
             chosen_by: options.chosen_by,
+            auto_thresholds: None,
             larger: None,
             smaller: None,
         })
@@ -393,12 +415,7 @@ impl PmmPlan {
             let counts = plan.release_with(&schedule, std::mem::take(&mut leaves), n_hat, seeds, parts);
             Ok((plan, counts, schedule, n_hat))
         })?;
-        let marginals = match &plan.marginals {
-            Some(marginals) => Some(
-                timings.time("marginals", || marginals.release(data, plan.released_row_count(n_hat), None, seeds))?,
-            ),
-            None => None,
-        };
+        let marginals = plan.released_marginals(data, n_hat, None, seeds, timings)?;
         Ok((plan.leaves_release(&schedule, counts, marginals, scan, binning), plan))
     }
 
@@ -430,12 +447,7 @@ impl PmmPlan {
             }
         };
         // The smaller table's plan has no marginals: its tree is cut at midpoints.
-        let marginals = match &plan.marginals {
-            Some(marginals) => Some(
-                timings.time("marginals", || marginals.release(data, plan.released_row_count(n_hat), binned, seeds))?,
-            ),
-            None => None,
-        };
+        let marginals = plan.released_marginals(data, n_hat, binned, seeds, timings)?;
         let geometry = CellGeometry::new(plan.dims, schedule.depth);
         let warps = marginals.as_ref().map(ReleasedMarginals::warps);
         let axes = data.axes(&geometry, warps.as_deref());
@@ -444,6 +456,21 @@ impl PmmPlan {
         let counts = timings
             .time_in_parts("noise and consistency", |parts| plan.release_with(&schedule, leaves, n_hat, seeds, parts));
         Ok((plan.leaves_release(&schedule, counts, marginals, scan, binning), plan))
+    }
+
+    /// The marginals' release when the plan has them (from leaves already `binned`, or a pass of their
+    /// own), sized by n̂ when this plan released it.
+    fn released_marginals(
+        &self,
+        data: &DataPass,
+        n_hat: Option<u64>,
+        binned: Option<BinnedMarginals>,
+        seeds: &RunSeeds,
+        timings: &mut Timings,
+    ) -> Result<Option<ReleasedMarginals>> {
+        let row_count = self.released_row_count(n_hat);
+        let release = |marginals: &MarginalPlan| marginals.release(data, row_count, binned, seeds);
+        self.marginals.as_ref().map(|m| timings.time("marginals", || release(m))).transpose()
     }
 
     /// `--pair-share`'s histograms, when the plan has them.
@@ -594,10 +621,13 @@ impl PmmPlan {
         scan: ScanStats,
         binning: String,
     ) -> Release {
+        let mut parameters = self.parameters(schedule);
+        parameters.auto_switch = (self.auto_thresholds)
+            .map(|thresholds| AutoSwitch { epsilon_n: self.epsilon * root_count as f64, thresholds });
         Release {
             mechanism: "pmm",
             budget: self.budget(schedule),
-            parameters: MechanismParameters::Pmm(self.parameters(schedule)),
+            parameters: MechanismParameters::Pmm(parameters),
             root_count,
             root_count_is: root_count_is(self.neighbours),
             accuracy: AccuracyBound {
@@ -692,6 +722,7 @@ impl PmmPlan {
             marginal_calibration: None,
             pair_marginals: None,
             auto: self.chosen_by,
+            auto_switch: None,
         }
     }
 }

@@ -17,12 +17,34 @@ pub struct PmmParameters {
     /// `--mechanism auto`: why these settings.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auto: Option<&'static str>,
+    /// `--mechanism auto` where it switches settings by the table's size: the ε·n it compared and where.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto_switch: Option<AutoSwitch>,
     /// `--marginal-share`: the released 1-D marginals the columns are mapped onto.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub marginal_calibration: Option<MarginalParameters>,
     /// `--pair-share`: the released pair histograms and which pairs were mapped onto them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pair_marginals: Option<PairParameters>,
+}
+
+/// Where `--mechanism auto` switches settings, in ε·n: n is n̂ under add-remove (released before the
+/// choice), the public n under replace.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct AutoThresholds {
+    /// Plain PMM below it: each column's marginal would be shallower than auto's rule asks (null: no such
+    /// switch at this d, or no table reaches that depth).
+    pub plain_below_epsilon_n: Option<f64>,
+    /// The pair maps from it on (null: no such switch at this d).
+    pub pairs_from_epsilon_n: Option<f64>,
+}
+
+/// The ε·n auto's switch compared with its thresholds (n̂, the released total, under add-remove).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct AutoSwitch {
+    pub epsilon_n: f64,
+    #[serde(flatten)]
+    pub thresholds: AutoThresholds,
 }
 
 #[derive(Clone, Debug, Serialize)]
