@@ -55,9 +55,9 @@ pub enum Mechanism {
     /// Damped covariance-loss microaggregation of Boolean/one-hot encoded columns: ε-DP under replace.
     Covloss,
     /// The default: PMM with the settings measured best at the table's width: plain at d ≤ 2,
-    /// --marginal-share 0.3 at d = 3, --partition quantile at d ≥ 4 (--marginal-share 0.45 there with
-    /// --pair-share; the report's `parameters.auto` says which and why). Where --marginal-share or
-    /// --partition is given, PMM with those.
+    /// --marginal-share 0.3 at d = 3, --partition quantile with --marginal-share 0.45 at d ≥ 4 (the
+    /// report's `parameters.auto` says which and why). Where --marginal-share or --partition is given, PMM
+    /// with those.
     Auto,
 }
 
@@ -349,9 +349,10 @@ pub struct SmallerTable {
 }
 
 /// `--mechanism auto` at d = 3, 4 and 5 runs plain PMM ([`SmallerTable`]) while each column's released
-/// marginal would have fewer levels than these, with the report's words. The marginals get 0.3·ε/d each,
-/// and on smaller tables they place the rows worse than the joint tree's own marginals (generated
-/// mixture, skewed and heavy-tailed tables, n = 10^4 and 10^3; README, "`--mechanism auto`, the default"):
+/// marginal would have fewer levels than these, with the report's words. The marginals get 0.3·ε/d each
+/// at d = 3 and 0.45·ε/d at d ≥ 4, and on smaller tables they place the rows worse than the joint tree's own
+/// marginals (generated mixture, skewed and heavy-tailed tables, n = 10^4 and 10^3; README, "`--mechanism
+/// auto`, the default"; the figures at d = 4, 5 are session 35's, with the share 0.3):
 /// - d = 3 (midpoint cells): the joint tree halves each axis about three times there, and the marginals
 ///   pay only from depth 4 on. At depths 1–3 they cost the joint W1 up to 2.6×; from depth 4 on they were
 ///   0.76–0.95× plain PMM's on average.
@@ -361,7 +362,7 @@ pub struct SmallerTable {
 ///   plain PMM at d = 6 (1.02×) and 4% ahead at d = 8, so auto keeps its settings.
 ///
 /// The depth follows each column's share of ε and n (n̂ under add-remove): under add-remove depth 4 at
-/// d = 3 comes at ε·n ≈ 3200, and depth 2 at ε·n ≈ 115·d; under replace it takes twice as much.
+/// d = 3 comes at ε·n ≈ 3200, and depth 2 at ε·n ≈ 75·d; under replace it takes twice as much.
 pub const AUTO_PLAIN_BELOW_MARGINAL_DEPTH: [(usize, u32, &str); 3] = [
     (
         3,
@@ -392,7 +393,7 @@ fn plain_below(dims: usize) -> Option<(u32, &'static str)> {
 }
 
 /// From this ε·n on, `--mechanism auto` at d ≥ 4 adds the pair maps (`AUTO_PAIR_SHARE`, with the
-/// marginal share `PAIRED_MARGINAL_SHARE`). Below it the pair histograms are mostly noise and their share
+/// marginal share `AUTO_QUANTILE_MARGINAL_SHARE`). Below it the pair histograms are mostly noise and their share
 /// is missed by the rest of the run (generated mixtures at ε·n = 10^4 and 2·10^4: joint W1 +4-7%); from
 /// it on they pay on flights and cost a few per cent at most elsewhere (README, "`--mechanism auto`, the
 /// default").
@@ -418,12 +419,18 @@ pub struct AutoChoice {
     pub smaller_table: Option<(u32, &'static str)>,
 }
 
-/// `--mechanism auto`'s marginal share at d ≥ 4 when `--pair-share` is given: the pair maps put each
-/// mapped child back onto its released marginal, so finer marginals pay twice. On flights (d = 4, 5,
-/// five seeds, `--prune-sigmas 2`) 0.45 against 0.3 cut the joint W1 by 4–6% at ε = 0.1 (0.94–1.01× at
-/// ε = 1, 10), the largest 1-D W1 by 20–67% and the 2-way TV by 10% at ε = 0.1; on generated tables it
-/// was level on average (README, "2-way marginals").
-pub const PAIRED_MARGINAL_SHARE: f64 = 0.45;
+/// `--mechanism auto`'s marginal share at d ≥ 4 (the quantile partition), with the pair maps or without.
+/// - With `--pair-share`: the pair maps put each mapped child back onto its released marginal, so finer
+///   marginals pay twice. On flights (d = 4, 5, five seeds, `--prune-sigmas 2`) 0.45 against 0.3 cut the
+///   joint W1 by 4–6% at ε = 0.1 (0.94–1.01× at ε = 1, 10), the largest 1-D W1 by 20–67% and the 2-way TV
+///   by 10% at ε = 0.1 (README, "2-way marginals").
+/// - Without (since session 37; 0.3 before): on generated tables (n = 10^4, mixture, skewed, heavy-tailed,
+///   two or three seeds) 0.45 against 0.3 gave 0.95×, 0.96× and 0.87× the joint W1 at d = 4, 5, 6 over
+///   ε·n = 2000–2·10^4 (the mixture 2% worse, the heavy-tailed law 20% better). Just above the switch to
+///   plain PMM, where each marginal is a few noisy quartiles, it took the skewed law from 1.24× plain PMM's
+///   joint W1 to 0.95× (d = 4, ε·n = 500), and its marginals reach depth 2 at a third less ε·n, so the
+///   switch moved down (docs/mechanisms/pmm.md, "auto's marginal share at d ≥ 4").
+pub const AUTO_QUANTILE_MARGINAL_SHARE: f64 = 0.45;
 
 /// The report's words for [`LargerTable`]'s settings.
 const LARGER_TABLE_REASON: &str = "--mechanism auto, d >= 4, epsilon * n-hat (n under replace) at least 3e4: PMM \
@@ -484,7 +491,7 @@ impl AutoChoice {
                 smaller_table: plain_below(dims),
             },
             _ if pairs => AutoChoice {
-                marginal_share: PAIRED_MARGINAL_SHARE,
+                marginal_share: AUTO_QUANTILE_MARGINAL_SHARE,
                 partition: Partition::Quantile,
                 reason: "--mechanism auto, d >= 4 with --pair-share: PMM with --partition quantile \
                          --marginal-share 0.45 (the pair maps end on the released marginals: on flights at d = 4, \
@@ -493,11 +500,12 @@ impl AutoChoice {
                 smaller_table: None,
             },
             _ => AutoChoice {
-                marginal_share: DEFAULT_QUANTILE_MARGINAL_SHARE,
+                marginal_share: AUTO_QUANTILE_MARGINAL_SHARE,
                 partition: Partition::Quantile,
                 reason: "--mechanism auto, d >= 4, epsilon * n-hat (n under replace) below 3e4: PMM with \
-                         --partition quantile --marginal-share 0.3 (on flights at d = 4, 5 it cut the joint W1 by \
-                         23-38% against plain PMM and did better than the marginal share alone)",
+                         --partition quantile --marginal-share 0.45 (on flights at d = 4, 5 the quantile partition \
+                         cut the joint W1 by 23-38% against plain PMM; on generated tables the share 0.45 gave \
+                         0.87-0.96x the joint W1 of 0.3)",
                 larger_table: true,
                 smaller_table: plain_below(dims),
             },
@@ -955,7 +963,7 @@ impl SynthArgs {
             Box::new(LargerTable {
                 from_epsilon_n: AUTO_PAIRS_FROM_EPSILON_N,
                 options: PmmOptions {
-                    marginal_share: PAIRED_MARGINAL_SHARE,
+                    marginal_share: AUTO_QUANTILE_MARGINAL_SHARE,
                     pair_share: AUTO_PAIR_SHARE,
                     chosen_by: Some(LARGER_TABLE_REASON),
                     ..pmm.clone()
@@ -1226,7 +1234,7 @@ mod tests {
             ("a,b", &[][..], 0.0, Partition::Midpoint),
             ("a,b,c", &[][..], 0.3, Partition::Midpoint),
             ("a,b,c", &["--pair-share", "0.2"][..], 0.3, Partition::Midpoint),
-            ("a,b,c,d", &[][..], 0.3, Partition::Quantile),
+            ("a,b,c,d", &[][..], 0.45, Partition::Quantile),
             ("a,b,c,d", &["--pair-share", "0.2"][..], 0.45, Partition::Quantile),
         ] {
             let mut all = vec!["--mechanism", "auto", "--columns", columns];
@@ -1246,7 +1254,7 @@ mod tests {
         let four = ["--columns", "a,b,c,d", "--bounds", "a=0:1", "--bounds", "b=0:1", "--bounds", "c=0:1", "--bounds", "d=0:1"];
         // No --mechanism: auto's choice, and the report says so.
         let default = pmm(&four);
-        assert_eq!((default.marginal_share, default.partition), (0.3, Partition::Quantile));
+        assert_eq!((default.marginal_share, default.partition), (0.45, Partition::Quantile));
         assert!(default.chosen_by.unwrap().contains("d >= 4"));
         // --mechanism pmm: the textbook tree, nothing chosen.
         let plain = pmm(&[&["--mechanism", "pmm"][..], &four].concat());
@@ -1259,17 +1267,17 @@ mod tests {
             assert!(run.chosen_by.unwrap().contains(&plain[0][2..]), "{plain:?}");
         }
         let replace = pmm(&[&["--depth", "9", "--neighbours", "replace"][..], &four].concat());
-        assert_eq!((replace.marginal_share, replace.partition), (0.3, Partition::Quantile));
+        assert_eq!((replace.marginal_share, replace.partition), (0.45, Partition::Quantile));
         // At d ≥ 4 auto switches to the pairs and the larger marginal share from ε·n = 3·10^4 on, the rest
         // as given; a given --pair-share (0 too) means no switch.
         let larger = default.larger_table.clone().expect("auto at d >= 4 switches on larger tables");
         assert_eq!(larger.from_epsilon_n, AUTO_PAIRS_FROM_EPSILON_N);
         let switched = larger.options;
-        assert_eq!((switched.marginal_share, switched.partition), (PAIRED_MARGINAL_SHARE, Partition::Quantile));
+        assert_eq!((switched.marginal_share, switched.partition), (AUTO_QUANTILE_MARGINAL_SHARE, Partition::Quantile));
         assert_eq!((switched.pair_share, switched.larger_table.is_none()), (0.2, true));
         assert!(switched.chosen_by.unwrap().contains("at least 3e4"));
         let unswitched = PmmOptions { larger_table: None, smaller_table: None, chosen_by: None, ..default };
-        assert_eq!(PmmOptions { marginal_share: 0.3, pair_share: 0.0, chosen_by: None, ..switched }, unswitched);
+        assert_eq!(PmmOptions { pair_share: 0.0, chosen_by: None, ..switched }, unswitched);
         let given_prune = pmm(&[&["--prune-sigmas", "1"][..], &four].concat()).larger_table.unwrap();
         assert_eq!(given_prune.options.prune_sigmas, 1.0);
         for share in ["0", "0.2"] {

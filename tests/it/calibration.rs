@@ -271,7 +271,7 @@ fn the_quantile_partition_beats_midpoint_cells_on_skewed_and_clustered_tables() 
 }
 
 /// `--mechanism auto` at d = 4: PMM with the quantile partition, and the report says so and why; from
-/// ε·n̂ = 3·10^4 on (`AUTO_PAIRS_FROM_EPSILON_N`) with the pair maps and the larger marginal share. Both
+/// ε·n̂ = 3·10^4 on (`AUTO_PAIRS_FROM_EPSILON_N`) with the pair maps, the marginal share 0.45 either way. Both
 /// settings release the same n̂ (the pairs' share off first: 0.8ε/16) and the rest of each stays within ε;
 /// a smaller table's plan that released n̂ at its own share, or planned its levels as if n̂ cost ε/16,
 /// would show here.
@@ -289,7 +289,7 @@ fn auto_runs_the_quantile_partition_at_four_columns_and_says_why() {
         let side = if larger { "at least 3e4" } else { "below 3e4" };
         assert!(reason.contains("d >= 4") && reason.contains(side), "{reason}");
         assert_eq!(parameters["marginal_calibration"]["partition"], "quantile");
-        assert_eq!(parameters["marginal_calibration"]["share"], if larger { 0.45 } else { 0.3 });
+        assert_eq!(parameters["marginal_calibration"]["share"], 0.45);
         assert_eq!(parameters["prune_sigmas"], 0.0);
         assert_eq!(parameters["pair_marginals"].is_null(), !larger);
         let (epsilon_n, plain_below, pairs_from) = auto_switch(&report, epsilon);
@@ -299,7 +299,7 @@ fn auto_runs_the_quantile_partition_at_four_columns_and_says_why() {
         let n_hat = parameters["levels"][0]["epsilon"].as_f64().unwrap();
         assert!((n_hat - 0.8 * epsilon / 16.0).abs() < 1e-6 * epsilon, "n̂ spent {n_hat} at ε = {epsilon}");
         let (spent, levels, marginals, pairs) = spent_parts(&report);
-        let (share, pair_share) = if larger { (0.45, 0.2) } else { (0.3, 0.0) };
+        let (share, pair_share) = (0.45, if larger { 0.2 } else { 0.0 });
         assert!((marginals - share * (1.0 - pair_share) * epsilon).abs() < 1e-6, "marginals {marginals}");
         assert!((pairs - pair_share * epsilon).abs() < 1e-6, "pairs {pairs}");
         assert!(levels <= (1.0 - share) * (1.0 - pair_share) * epsilon + 1e-12, "n̂ and levels {levels}");

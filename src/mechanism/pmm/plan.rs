@@ -108,7 +108,7 @@ pub struct PmmPlan {
 }
 
 /// Which of `--mechanism auto`'s settings run at an ε·n.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug)]
 enum AutoPick {
     Smaller,
     Own,

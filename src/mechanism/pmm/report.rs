@@ -30,7 +30,7 @@ pub struct PmmParameters {
 
 /// Where `--mechanism auto` switches settings, in ε·n: n is n̂ under add-remove (released before the
 /// choice), the public n under replace.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize)]
 pub struct AutoThresholds {
     /// Plain PMM below it: each column's marginal would be shallower than auto's rule asks (null: no such
     /// switch at this d, or no table reaches that depth).
