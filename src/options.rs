@@ -325,13 +325,13 @@ pub struct PmmOptions {
     pub pair_share: f64,
     /// `--mechanism auto`: the rule that chose these settings, for the report.
     pub chosen_by: Option<&'static str>,
-    /// `--mechanism auto` at d ≥ 4: the settings it runs instead on a table large enough for them.
+    /// `--mechanism auto` at d ≥ 3: the settings it runs instead on a table large enough for them.
     pub larger_table: Option<Box<LargerTable>>,
     /// `--mechanism auto` at d = 3–5: the settings it runs instead on a table too small for the marginals.
     pub smaller_table: Option<Box<SmallerTable>>,
 }
 
-/// What `--mechanism auto` runs at d ≥ 4 instead of its own settings once ε·n reaches `from_epsilon_n`
+/// What `--mechanism auto` runs at d ≥ 3 instead of its own settings once ε·n reaches `from_epsilon_n`
 /// (n is n̂ under add-remove, released before the choice: docs/mechanisms/pmm.md, "auto on larger tables").
 #[derive(Clone, Debug, PartialEq)]
 pub struct LargerTable {
@@ -349,27 +349,28 @@ pub struct SmallerTable {
 }
 
 /// `--mechanism auto` at d = 3, 4 and 5 runs plain PMM ([`SmallerTable`]) while each column's released
-/// marginal would have fewer levels than these, with the report's words. The marginals get 0.3·ε/d each
-/// at d = 3 and 0.45·ε/d at d ≥ 4, and on smaller tables they place the rows worse than the joint tree's own
-/// marginals (generated mixture, skewed and heavy-tailed tables, n = 10^4 and 10^3; README, "`--mechanism
-/// auto`, the default"; the figures at d = 4, 5 are session 35's, with the share 0.3):
-/// - d = 3 (midpoint cells): the joint tree halves each axis about three times there, and the marginals
-///   pay only from depth 4 on. At depths 1–3 they cost the joint W1 up to 2.6×; from depth 4 on they were
-///   0.76–0.95× plain PMM's on average.
-/// - d = 4, 5 (quantile cells): at depth 1 a marginal is one noisy median, and the axis is cut there. That
-///   cost up to 2.1×; from depth 2 on it was 0.64–0.90× on average.
+/// marginal would have fewer levels than these, with the report's words. The marginals get 0.45·ε/d each,
+/// and on smaller tables they place the rows worse than the joint tree's own marginals (generated mixture,
+/// skewed and heavy-tailed tables, n = 10^4 and 10^3; README, "`--mechanism auto`, the default"; the figures
+/// at d = 4, 5 are session 35's, with the share 0.3, those at d = 3 session 38's):
+/// - d = 3: at depth 2 the quantile partition cost the joint W1 up to 2.2× (1.25× on average at ε·n = 600);
+///   at depth 3 it was 0.93× plain PMM's on average but up to 1.54× (skewed, ε·n = 800), from depth 4 on
+///   0.71–0.93× (1.06× at worst). (Until session 38 auto ran midpoint cells at d = 3, which also paid from
+///   depth 4 on.)
+/// - d = 4, 5: at depth 1 a marginal is one noisy median, and the axis is cut there. That cost up to 2.1×;
+///   from depth 2 on it was 0.64–0.90× on average.
 /// - From d = 6 on the joint tree is as coarse as a median: at depth 1 the calibration was level with
 ///   plain PMM at d = 6 (1.02×) and 4% ahead at d = 8, so auto keeps its settings.
 ///
 /// The depth follows each column's share of ε and n (n̂ under add-remove): under add-remove depth 4 at
-/// d = 3 comes at ε·n ≈ 3200, and depth 2 at ε·n ≈ 75·d; under replace it takes twice as much.
+/// d = 3 comes at ε·n ≈ 2100, and depth 2 at ε·n ≈ 75·d; under replace it takes twice as much.
 pub const AUTO_PLAIN_BELOW_MARGINAL_DEPTH: [(usize, u32, &str); 3] = [
     (
         3,
         4,
         "--mechanism auto, d = 3, epsilon * n-hat (n under replace) too small for 16 cells (depth 4) in each \
-         column's released marginal: plain PMM (on generated tables the marginals' share cost the joint W1 up to \
-         2.6x there)",
+         column's released marginal: plain PMM (on generated tables the quantile partition on coarser marginals \
+         cost the joint W1 up to 2.2x there)",
     ),
     (
         4,
@@ -392,12 +393,15 @@ fn plain_below(dims: usize) -> Option<(u32, &'static str)> {
     AUTO_PLAIN_BELOW_MARGINAL_DEPTH.iter().find(|(at, ..)| *at == dims).map(|&(_, below, reason)| (below, reason))
 }
 
-/// From this ε·n on, `--mechanism auto` at d ≥ 4 adds the pair maps (`AUTO_PAIR_SHARE`, with the
-/// marginal share `AUTO_QUANTILE_MARGINAL_SHARE`). Below it the pair histograms are mostly noise and their share
-/// is missed by the rest of the run (generated mixtures at ε·n = 10^4 and 2·10^4: joint W1 +4-7%); from
-/// it on they pay on flights and cost a few per cent at most elsewhere (README, "`--mechanism auto`, the
-/// default").
-pub const AUTO_PAIRS_FROM_EPSILON_N: f64 = 3e4;
+/// From this ε·n on, `--mechanism auto` runs its larger table's settings ([`LargerSettings`]):
+/// - d ≥ 4: the pair maps are added (`AUTO_PAIR_SHARE`, with the marginal share `AUTO_QUANTILE_MARGINAL_SHARE`).
+///   Below it the pair histograms are mostly noise and their share is missed by the rest of the run
+///   (generated mixtures at ε·n = 10^4 and 2·10^4: joint W1 +4-7%); from it on they pay on flights and cost
+///   a few per cent at most elsewhere (README, "`--mechanism auto`, the default").
+/// - d = 3 (since session 38): midpoint cells with the share 0.3 instead of the quantile partition. Flights
+///   (ε·n̂ from 3.3·10^4 on) did 1–10% better with them; generated tables at n = 10^5 would have gained 5–7%
+///   from the quantile partition there (docs/mechanisms/pmm.md, "auto at d = 3").
+pub const AUTO_LARGER_TABLE_FROM_EPSILON_N: f64 = 3e4;
 
 /// `--mechanism auto`'s pair share on larger tables: the measured `--pair-share` (README, "2-way marginals").
 pub const AUTO_PAIR_SHARE: f64 = 0.2;
@@ -405,15 +409,15 @@ pub const AUTO_PAIR_SHARE: f64 = 0.2;
 /// What `--mechanism auto` runs: PMM, with the calibration and partition that did best at this number of
 /// columns on the bundled flights table (README, "`--mechanism auto`" under Accuracy, measured by
 /// scripts/accuracy_ablation.py), chosen from the public column count and from whether `--pair-share` is
-/// given; at d ≥ 4 it also switches on larger tables and at d = 3–5 on smaller ones, which the plan decides
+/// given; at d ≥ 3 it also switches on larger tables and at d = 3–5 on smaller ones, which the plan decides
 /// from ε·n̂ ([`LargerTable`], [`SmallerTable`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AutoChoice {
     pub marginal_share: f64,
     pub partition: Partition,
     pub reason: &'static str,
-    /// Whether it switches to [`LargerTable`]'s settings from [`AUTO_PAIRS_FROM_EPSILON_N`] on.
-    pub larger_table: bool,
+    /// The settings it switches to from [`AUTO_LARGER_TABLE_FROM_EPSILON_N`] on ([`LargerTable`]).
+    pub larger_table: Option<LargerSettings>,
     /// Below which depth of the released marginals it switches to [`SmallerTable`]'s settings, with the
     /// report's words.
     pub smaller_table: Option<(u32, &'static str)>,
@@ -432,11 +436,36 @@ pub struct AutoChoice {
 ///   switch moved down (docs/mechanisms/pmm.md, "auto's marginal share at d ≥ 4").
 pub const AUTO_QUANTILE_MARGINAL_SHARE: f64 = 0.45;
 
-/// The report's words for [`LargerTable`]'s settings.
-const LARGER_TABLE_REASON: &str = "--mechanism auto, d >= 4, epsilon * n-hat (n under replace) at least 3e4: PMM \
-    with --partition quantile --marginal-share 0.45 --pair-share 0.2 (on flights at d = 4-6, epsilon = 0.1 and 1, \
-    the 2-way marginals cut the joint W1 by 7-20% and the 2-way TV by 27-59%; below 3e4 their share cost \
-    generated tables up to 7%)";
+/// What `--mechanism auto` runs on a larger table (from [`AUTO_LARGER_TABLE_FROM_EPSILON_N`] on), with the
+/// report's words.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LargerSettings {
+    pub marginal_share: f64,
+    pub partition: Partition,
+    pub pair_share: f64,
+    pub reason: &'static str,
+}
+
+/// d ≥ 4: the pair maps, with the marginal share they go with.
+const LARGER_TABLE_WITH_PAIRS: LargerSettings = LargerSettings {
+    marginal_share: AUTO_QUANTILE_MARGINAL_SHARE,
+    partition: Partition::Quantile,
+    pair_share: AUTO_PAIR_SHARE,
+    reason: "--mechanism auto, d >= 4, epsilon * n-hat (n under replace) at least 3e4: PMM with --partition \
+             quantile --marginal-share 0.45 --pair-share 0.2 (on flights at d = 4-6, epsilon = 0.1 and 1, the 2-way \
+             marginals cut the joint W1 by 7-20% and the 2-way TV by 27-59%; below 3e4 their share cost generated \
+             tables up to 7%)",
+};
+
+/// d = 3: midpoint cells with the marginal share 0.3, what flights did best with.
+const LARGER_TABLE_AT_THREE_COLUMNS: LargerSettings = LargerSettings {
+    marginal_share: DEFAULT_QUANTILE_MARGINAL_SHARE,
+    partition: Partition::Midpoint,
+    pair_share: 0.0,
+    reason: "--mechanism auto, d = 3, epsilon * n-hat (n under replace) at least 3e4: PMM with --marginal-share \
+             0.3 (on flights at d = 3 it cut the joint W1 by 12-25% and the largest 1-D W1 2-7x; the quantile \
+             partition was 1-10% worse there)",
+};
 
 impl AutoChoice {
     /// `--placement centre`: the maps need points spread inside their cells, so no calibration.
@@ -445,7 +474,7 @@ impl AutoChoice {
         partition: Partition::Midpoint,
         reason: "--mechanism auto with --placement centre: plain PMM (the marginal maps need points spread \
                  uniformly in their cells)",
-        larger_table: false,
+        larger_table: None,
         smaller_table: None,
     };
 
@@ -455,7 +484,7 @@ impl AutoChoice {
         partition: Partition::Midpoint,
         reason: "--mechanism auto with --depth under add-remove: plain PMM at that depth (the released marginals' \
                  depths follow the released n-hat, which --depth does without)",
-        larger_table: false,
+        larger_table: None,
         smaller_table: None,
     };
 
@@ -466,7 +495,7 @@ impl AutoChoice {
             partition,
             reason: "--mechanism auto with --marginal-share or --partition given: PMM with the calibration given, \
                      as --mechanism pmm",
-            larger_table: false,
+            larger_table: None,
             smaller_table: None,
         }
     }
@@ -479,15 +508,25 @@ impl AutoChoice {
                 partition: Partition::Midpoint,
                 reason: "--mechanism auto, d <= 2: plain PMM (on flights at d = 2 a marginal share or the \
                          quantile partition only cost budget)",
-                larger_table: false,
+                larger_table: None,
+                smaller_table: None,
+            },
+            3 if pairs => AutoChoice {
+                marginal_share: DEFAULT_QUANTILE_MARGINAL_SHARE,
+                partition: Partition::Midpoint,
+                reason: "--mechanism auto, d = 3 with --pair-share: PMM with --marginal-share 0.3 (on flights at d = \
+                         3 it cut the joint W1 by 12-25% and the largest 1-D W1 2-7x; the quantile partition did no \
+                         better)",
+                larger_table: None,
                 smaller_table: None,
             },
             3 => AutoChoice {
-                marginal_share: DEFAULT_QUANTILE_MARGINAL_SHARE,
-                partition: Partition::Midpoint,
-                reason: "--mechanism auto, d = 3: PMM with --marginal-share 0.3 (on flights at d = 3 it cut the \
-                         joint W1 by 12-25% and the largest 1-D W1 2-7x; the quantile partition did no better)",
-                larger_table: false,
+                marginal_share: AUTO_QUANTILE_MARGINAL_SHARE,
+                partition: Partition::Quantile,
+                reason: "--mechanism auto, d = 3, epsilon * n-hat (n under replace) below 3e4: PMM with --partition \
+                         quantile --marginal-share 0.45 (on generated tables it gave 0.86x the joint W1 of \
+                         --marginal-share 0.3 on midpoint cells, 0.78x plain PMM's)",
+                larger_table: Some(LARGER_TABLE_AT_THREE_COLUMNS),
                 smaller_table: plain_below(dims),
             },
             _ if pairs => AutoChoice {
@@ -496,7 +535,7 @@ impl AutoChoice {
                 reason: "--mechanism auto, d >= 4 with --pair-share: PMM with --partition quantile \
                          --marginal-share 0.45 (the pair maps end on the released marginals: on flights at d = 4, \
                          5 the larger share cut the joint W1 by 4-6% and the 1-D W1 by a third at epsilon = 0.1)",
-                larger_table: false,
+                larger_table: None,
                 smaller_table: None,
             },
             _ => AutoChoice {
@@ -506,7 +545,7 @@ impl AutoChoice {
                          --partition quantile --marginal-share 0.45 (on flights at d = 4, 5 the quantile partition \
                          cut the joint W1 by 23-38% against plain PMM; on generated tables the share 0.45 gave \
                          0.87-0.96x the joint W1 of 0.3)",
-                larger_table: true,
+                larger_table: Some(LARGER_TABLE_WITH_PAIRS),
                 smaller_table: plain_below(dims),
             },
         }
@@ -959,13 +998,14 @@ impl SynthArgs {
         };
         // An explicit `--pair-share` (0 too) keeps auto's settings on every table.
         let switches = auto.filter(|_| self.pair_share.is_none());
-        let larger_table = switches.filter(|auto| auto.larger_table).map(|_| {
+        let larger_table = switches.and_then(|auto| auto.larger_table).map(|larger| {
             Box::new(LargerTable {
-                from_epsilon_n: AUTO_PAIRS_FROM_EPSILON_N,
+                from_epsilon_n: AUTO_LARGER_TABLE_FROM_EPSILON_N,
                 options: PmmOptions {
-                    marginal_share: AUTO_QUANTILE_MARGINAL_SHARE,
-                    pair_share: AUTO_PAIR_SHARE,
-                    chosen_by: Some(LARGER_TABLE_REASON),
+                    marginal_share: larger.marginal_share,
+                    partition: larger.partition,
+                    pair_share: larger.pair_share,
+                    chosen_by: Some(larger.reason),
                     ..pmm.clone()
                 },
             })
@@ -1232,7 +1272,7 @@ mod tests {
         for (columns, pairs, share, partition) in [
             ("a", &[][..], 0.0, Partition::Midpoint),
             ("a,b", &[][..], 0.0, Partition::Midpoint),
-            ("a,b,c", &[][..], 0.3, Partition::Midpoint),
+            ("a,b,c", &[][..], 0.45, Partition::Quantile),
             ("a,b,c", &["--pair-share", "0.2"][..], 0.3, Partition::Midpoint),
             ("a,b,c,d", &[][..], 0.45, Partition::Quantile),
             ("a,b,c,d", &["--pair-share", "0.2"][..], 0.45, Partition::Quantile),
@@ -1271,7 +1311,7 @@ mod tests {
         // At d ≥ 4 auto switches to the pairs and the larger marginal share from ε·n = 3·10^4 on, the rest
         // as given; a given --pair-share (0 too) means no switch.
         let larger = default.larger_table.clone().expect("auto at d >= 4 switches on larger tables");
-        assert_eq!(larger.from_epsilon_n, AUTO_PAIRS_FROM_EPSILON_N);
+        assert_eq!(larger.from_epsilon_n, AUTO_LARGER_TABLE_FROM_EPSILON_N);
         let switched = larger.options;
         assert_eq!((switched.marginal_share, switched.partition), (AUTO_QUANTILE_MARGINAL_SHARE, Partition::Quantile));
         assert_eq!((switched.pair_share, switched.larger_table.is_none()), (0.2, true));
@@ -1283,9 +1323,20 @@ mod tests {
         for share in ["0", "0.2"] {
             assert_eq!(pmm(&[&["--pair-share", share][..], &four].concat()).larger_table, None, "{share}");
         }
-        for fewer in ["a", "a,b", "a,b,c"] {
+        for fewer in ["a", "a,b"] {
             assert_eq!(pmm(&[&["--columns", fewer][..], &bounds].concat()).larger_table, None, "{fewer}");
         }
+        // At d = 3 the larger table's settings are midpoint cells with the share 0.3 (no pairs), from the
+        // same ε·n̂ on.
+        let three = pmm(&[&["--columns", "a,b,c"][..], &bounds].concat());
+        let larger = three.larger_table.clone().expect("auto at d = 3 switches on larger tables");
+        assert_eq!(larger.from_epsilon_n, AUTO_LARGER_TABLE_FROM_EPSILON_N);
+        let midpoints = larger.options;
+        assert_eq!((midpoints.marginal_share, midpoints.partition, midpoints.pair_share), (0.3, Partition::Midpoint, 0.0));
+        assert!(midpoints.chosen_by.unwrap().contains("d = 3") && midpoints.chosen_by.unwrap().contains("at least 3e4"));
+        let unswitched = PmmOptions { larger_table: None, smaller_table: None, chosen_by: None, ..three };
+        let as_own = PmmOptions { marginal_share: 0.45, partition: Partition::Quantile, chosen_by: None, ..midpoints };
+        assert_eq!(as_own, unswitched);
         // At d = 3–5 auto runs plain PMM while its marginals would be too shallow, the rest as given; not at
         // d ≤ 2 or d ≥ 6, and not when --pair-share is given.
         let wider = |columns: &'static str| {

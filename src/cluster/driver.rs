@@ -319,12 +319,13 @@ impl<'a> RankRelease<'a> {
                 (plan, schedule, Some(n_hat), Some(BinnedMarginals { depth: planned, leaves }))
             }
         };
-        // The smaller table's plan has no marginals: its tree is cut at midpoints.
+        // The plan n̂ picked may cut its tree at midpoints: the smaller table's (no marginals) and, at d = 3,
+        // the larger table's (marginals on midpoint cells).
         let marginals = match plan.marginals() {
             Some(marginals) => Some(self.release_marginals(marginals, plan.released_row_count(n_hat), binned)?),
             None => None,
         };
-        let warps = marginals.as_ref().map(ReleasedMarginals::warps);
+        let warps = marginals.as_ref().filter(|_| plan.cuts_at_quantiles()).map(ReleasedMarginals::warps);
         let geometry = CellGeometry::new(plan.dims(), schedule.depth);
         let (counts, rows_read, scan, binning) = self.bin(geometry, warps.as_deref())?;
         Ok(RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals })

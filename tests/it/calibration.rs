@@ -271,7 +271,7 @@ fn the_quantile_partition_beats_midpoint_cells_on_skewed_and_clustered_tables() 
 }
 
 /// `--mechanism auto` at d = 4: PMM with the quantile partition, and the report says so and why; from
-/// ε·n̂ = 3·10^4 on (`AUTO_PAIRS_FROM_EPSILON_N`) with the pair maps, the marginal share 0.45 either way. Both
+/// ε·n̂ = 3·10^4 on (`AUTO_LARGER_TABLE_FROM_EPSILON_N`) with the pair maps, the marginal share 0.45 either way. Both
 /// settings release the same n̂ (the pairs' share off first: 0.8ε/16) and the rest of each stays within ε;
 /// a smaller table's plan that released n̂ at its own share, or planned its levels as if n̂ cost ε/16,
 /// would show here.
@@ -307,6 +307,46 @@ fn auto_runs_the_quantile_partition_at_four_columns_and_says_why() {
     }
 }
 
+/// `--mechanism auto` at d = 3: the quantile partition with the marginal share 0.45 below ε·n̂ = 3·10^4,
+/// midpoint cells with the share 0.3 from there on, and the report says which and why. Each run is the one
+/// `--mechanism pmm` gives with those flags, byte for byte: a larger table's run whose tree were cut at its
+/// marginals' quantiles (as the pass that the quantile partition's plan starts with would cut it) differs,
+/// and so does one whose n̂ or marginals were released at another plan's share. Each stays within ε.
+#[test]
+fn auto_at_three_columns_runs_midpoint_cells_on_larger_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.parquet");
+    write(&input, &skewed_columns(10));
+    for (epsilon, larger) in [(0.5, false), (2.0, true)] {
+        let common = ["--columns", "x,y,z", "--epsilon", if larger { "2" } else { "0.5" }];
+        let name = format!("auto-3-{epsilon}");
+        let report = synth(dir.path(), &input, &name, &[&common[..], &["--mechanism", "auto"]].concat());
+        let parameters = &report["parameters"];
+        let reason = parameters["auto"].as_str().unwrap();
+        let side = if larger { "at least 3e4" } else { "below 3e4" };
+        assert!(reason.contains("d = 3") && reason.contains(side), "{reason}");
+        let (share, partition, flags) = if larger {
+            (0.3, "midpoint", &["--marginal-share", "0.3"][..])
+        } else {
+            (0.45, "quantile", &["--partition", "quantile", "--marginal-share", "0.45"][..])
+        };
+        assert_eq!(parameters["marginal_calibration"]["partition"], partition);
+        assert_eq!(parameters["marginal_calibration"]["share"], share);
+        let (epsilon_n, plain_below, pairs_from) = auto_switch(&report, epsilon);
+        assert!(epsilon_n >= plain_below.unwrap(), "ε·n̂ {epsilon_n} is below the plain-PMM switch {plain_below:?}");
+        assert_eq!(pairs_from, None, "no pair maps at d = 3");
+        assert_eq!(parameters["auto_switch"]["larger_table_from_epsilon_n"], 3e4);
+        assert_eq!(epsilon_n >= 3e4, larger, "the report's ε·n̂ {epsilon_n} is on the other side of the switch");
+        let (spent, levels, marginals, _) = spent_parts(&report);
+        assert!((marginals - share * epsilon).abs() < 1e-6, "marginals {marginals}");
+        assert!((spent - (levels + marginals)).abs() < 1e-6 && spent <= epsilon, "spent {spent} of {epsilon}");
+        let given = format!("pmm-3-{epsilon}");
+        synth(dir.path(), &input, &given, &[&common[..], flags].concat());
+        let read = |name: &str| std::fs::read(dir.path().join(format!("{name}.parquet"))).unwrap();
+        assert!(read(&name) == read(&given), "auto's run at ε = {epsilon} is --mechanism pmm {flags:?}'s");
+    }
+}
+
 /// `--mechanism auto` at d = 3 and 4 on a table too small for its marginals (shallower than
 /// `AUTO_PLAIN_BELOW_MARGINAL_DEPTH` at this n̂): plain PMM, and the report says so and why. At d = 3 it
 /// is `--mechanism pmm`'s run, byte for byte; at d = 4 it releases the n̂ of auto's other plans (the pairs'
@@ -318,7 +358,7 @@ fn auto_runs_plain_pmm_on_tables_too_small_for_its_marginals() {
     let input = dir.path().join("in.parquet");
     write(&input, &skewed_columns(9));
     for (columns, epsilon, relation) in
-        [("x,y,z", "0.1", "add-remove"), ("x,y,z,w", "0.01", "add-remove"), ("x,y,z,w", "0.01", "replace")]
+        [("x,y,z", "0.03", "add-remove"), ("x,y,z,w", "0.01", "add-remove"), ("x,y,z,w", "0.01", "replace")]
     {
         let common = ["--columns", columns, "--epsilon", epsilon, "--neighbours", relation];
         let name = format!("auto-{}-{relation}", columns.len());

@@ -233,7 +233,7 @@ fn only_pmm_runs_across_ranks() {
 
 #[test]
 fn released_marginals_and_pairs_across_ranks_give_the_single_machine_table() {
-    // --marginal-share (what --mechanism auto sets at d = 3) and --partition quantile (at d >= 4): the
+    // --marginal-share (what --mechanism auto sets at d = 3 on larger tables) and --partition quantile: the
     // marginals are summed over the ranks, released once per rank identically, and every rank's rows go
     // through the same maps. --pair-share: each rank draws its share of the rows the pairs are fitted on
     // and bins its pairs; the histograms are summed. Rows and report are one machine's, with --rows too.
@@ -263,9 +263,20 @@ fn released_marginals_and_pairs_across_ranks_give_the_single_machine_table() {
         chosen_by: Some(auto.reason),
         ..PmmOptions::DEFAULT
     };
+    // What auto runs at d = 3 from ε·n̂ = `from_epsilon_n` on: midpoint cells and the share 0.3, after the
+    // pass that counts and bins the marginals for the quantile partition.
+    let midpoints_from = |from_epsilon_n| PmmOptions {
+        larger_table: Some(Box::new(LargerTable {
+            from_epsilon_n,
+            options: PmmOptions { marginal_share: 0.3, ..PmmOptions::DEFAULT },
+        })),
+        ..calibrated_at_d3(&auto)
+    };
     let plain_below = || Some(Box::new(SmallerTable { below_marginal_depth: u32::MAX, options: PmmOptions::DEFAULT }));
     let variants = [
         ("auto at d = 3", calibrated_at_d3(&auto)),
+        ("auto's switch to midpoint cells at d = 3, taken", midpoints_from(0.0)),
+        ("marginals on midpoint cells", PmmOptions { marginal_share: 0.3, ..PmmOptions::DEFAULT }),
         ("quantile", PmmOptions { marginal_share: 0.3, partition: Partition::Quantile, ..PmmOptions::DEFAULT }),
         (
             "quantile and pairs",
@@ -275,11 +286,11 @@ fn released_marginals_and_pairs_across_ranks_give_the_single_machine_table() {
         ("auto's switch to pairs, taken", switching(0.0)),
         ("auto's switch to pairs, not taken", switching(f64::INFINITY)),
         // While its marginals would be shallower than `below_marginal_depth` (here: always) auto runs plain
-        // PMM: after the midpoint tree's pass at d = 3, after the pass that counts and bins the marginals
-        // under the quantile partition.
+        // PMM: after the midpoint tree's pass (a switch from marginals on midpoint cells), after the pass
+        // that counts and bins the marginals under the quantile partition.
         (
-            "auto's switch to plain PMM at d = 3, taken",
-            PmmOptions { smaller_table: plain_below(), ..calibrated_at_d3(&auto) },
+            "a switch to plain PMM from midpoint cells, taken",
+            PmmOptions { marginal_share: 0.3, smaller_table: plain_below(), ..PmmOptions::DEFAULT },
         ),
         ("auto's switch to plain PMM, taken", PmmOptions { smaller_table: plain_below(), ..switching(f64::INFINITY) }),
     ];
@@ -301,8 +312,12 @@ fn released_marginals_and_pairs_across_ranks_give_the_single_machine_table() {
                 let expected = rows_of(&[single.table.clone()]);
                 let expected_report = report_json(single.report.as_ref().unwrap());
                 let parameters = &expected_report["parameters"];
-                if let Some(larger) = &pmm.larger_table {
-                    assert_eq!(parameters["pair_marginals"].is_null(), larger.from_epsilon_n > 0.0, "{case}");
+                if let Some(larger) = pmm.larger_table.as_ref().filter(|_| pmm.smaller_table.is_none()) {
+                    // Taken (from 0) or not (from ∞): the larger table's pairs and partition, or the run's own.
+                    let ran = if larger.from_epsilon_n > 0.0 { &pmm } else { &larger.options };
+                    assert_eq!(parameters["pair_marginals"].is_null(), ran.pair_share == 0.0, "{case}");
+                    let partition = format!("{:?}", ran.partition).to_lowercase();
+                    assert_eq!(parameters["marginal_calibration"]["partition"], partition.as_str(), "{case}");
                 }
                 if pmm.smaller_table.is_some() {
                     assert!(parameters["marginal_calibration"].is_null(), "{case}: plain PMM");

@@ -100,7 +100,7 @@ pub struct PmmPlan {
     chosen_by: Option<&'static str>,
     /// `--mechanism auto` with [`LargerTable`] or [`SmallerTable`] settings: where it switches to them.
     auto_thresholds: Option<AutoThresholds>,
-    /// `--mechanism auto` at d ≥ 4 under add-remove: the plan run instead when ε·n̂ is large enough. It
+    /// `--mechanism auto` at d ≥ 3 under add-remove: the plan run instead when ε·n̂ is large enough. It
     /// releases the same n̂ (one release, one spend) and spends the rest of ε its own way.
     larger: Option<Box<PmmPlan>>,
     /// `--mechanism auto` at d = 3–5 under add-remove: the plan run instead when ε·n̂ is too small.
@@ -117,7 +117,7 @@ enum AutoPick {
 
 impl AutoThresholds {
     fn pick(&self, epsilon_n: f64) -> AutoPick {
-        match (self.plain_below_epsilon_n, self.pairs_from_epsilon_n) {
+        match (self.plain_below_epsilon_n, self.larger_table_from_epsilon_n) {
             (Some(below), _) if epsilon_n < below => AutoPick::Smaller,
             (_, Some(from)) if epsilon_n >= from => AutoPick::Larger,
             _ => AutoPick::Own,
@@ -138,8 +138,11 @@ impl PmmPlan {
         let own = PmmOptions { larger_table: None, smaller_table: None, ..options.clone() };
         let larger = options.larger_table.as_deref();
         let smaller = options.smaller_table.as_deref();
-        let mut thresholds =
-            AutoThresholds { plain_below_epsilon_n: None, pairs_from_epsilon_n: larger.map(|l| l.from_epsilon_n) };
+        let mut thresholds = AutoThresholds {
+            plain_below_epsilon_n: None,
+            larger_table_from_epsilon_n: larger.map(|larger| larger.from_epsilon_n),
+            pairs_from_epsilon_n: larger.filter(|larger| larger.options.pair_share > 0.0).map(|l| l.from_epsilon_n),
+        };
         if public.neighbours == Neighbours::Replace {
             let own_plan = Self::without_switch(public, &own, None)?;
             if let Some(smaller) = smaller {
@@ -446,10 +449,11 @@ impl PmmPlan {
                 (plan, schedule, Some(n_hat), Some(BinnedMarginals { depth: planned, leaves }))
             }
         };
-        // The smaller table's plan has no marginals: its tree is cut at midpoints.
+        // The plan n̂ picked may cut its tree at midpoints: the smaller table's (no marginals) and, at d = 3,
+        // the larger table's (marginals on midpoint cells).
         let marginals = plan.released_marginals(data, n_hat, binned, seeds, timings)?;
         let geometry = CellGeometry::new(plan.dims, schedule.depth);
-        let warps = marginals.as_ref().map(ReleasedMarginals::warps);
+        let warps = marginals.as_ref().filter(|_| plan.cuts_at_quantiles()).map(ReleasedMarginals::warps);
         let axes = data.axes(&geometry, warps.as_deref());
         let (leaves, scan, binning) =
             timings.time_in_parts("bin", |parts| data.leaf_counts_on(geometry, &axes, plan.device, parts))?;
@@ -481,6 +485,11 @@ impl PmmPlan {
     /// `--marginal-share`'s trees, when the plan has them.
     pub fn marginals(&self) -> Option<&MarginalPlan> {
         self.marginals.as_ref()
+    }
+
+    /// Whether the joint tree is cut at its released marginals' quantiles (`--partition quantile`).
+    pub fn cuts_at_quantiles(&self) -> bool {
+        self.marginals.as_ref().is_some_and(|marginals| marginals.partition() == Partition::Quantile)
     }
 
     /// n̂'s noise when this plan releases n̂ first (add-remove, the depth rule).

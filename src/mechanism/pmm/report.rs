@@ -35,7 +35,10 @@ pub struct AutoThresholds {
     /// Plain PMM below it: each column's marginal would be shallower than auto's rule asks (null: no such
     /// switch at this d, or no table reaches that depth).
     pub plain_below_epsilon_n: Option<f64>,
-    /// The pair maps from it on (null: no such switch at this d).
+    /// auto's larger table's settings from it on (null: no such switch at this d).
+    pub larger_table_from_epsilon_n: Option<f64>,
+    /// The pair maps from it on: the same threshold where the larger table's settings add them (d ≥ 4),
+    /// else null.
     pub pairs_from_epsilon_n: Option<f64>,
 }
 
