@@ -55,9 +55,10 @@ pub enum Mechanism {
     /// Damped covariance-loss microaggregation of Boolean/one-hot encoded columns: ε-DP under replace.
     Covloss,
     /// The default: PMM with the settings measured best at the table's width: plain at d ≤ 2,
-    /// --marginal-share 0.3 at d = 3, --partition quantile with --marginal-share 0.45 at d ≥ 4 (the
-    /// report's `parameters.auto` says which and why). Where --marginal-share or --partition is given, PMM
-    /// with those.
+    /// --partition quantile with --marginal-share 0.45 at d ≥ 3, which from ε·n̂ = 3e4 on becomes
+    /// --marginal-share 0.3 on midpoint cells at d = 3 and adds --pair-share 0.2 at d ≥ 4; plain at d = 3–5
+    /// on tables too small for the marginals (the report's `parameters.auto` says which and why). Where
+    /// --marginal-share or --partition is given, PMM with those.
     Auto,
 }
 
@@ -1332,10 +1333,13 @@ mod tests {
         let larger = three.larger_table.clone().expect("auto at d = 3 switches on larger tables");
         assert_eq!(larger.from_epsilon_n, AUTO_LARGER_TABLE_FROM_EPSILON_N);
         let midpoints = larger.options;
-        assert_eq!((midpoints.marginal_share, midpoints.partition, midpoints.pair_share), (0.3, Partition::Midpoint, 0.0));
-        assert!(midpoints.chosen_by.unwrap().contains("d = 3") && midpoints.chosen_by.unwrap().contains("at least 3e4"));
+        let settings = (midpoints.marginal_share, midpoints.partition, midpoints.pair_share);
+        assert_eq!(settings, (0.3, Partition::Midpoint, 0.0));
+        let reason = midpoints.chosen_by.unwrap();
+        assert!(reason.contains("d = 3") && reason.contains("at least 3e4"), "{reason}");
         let unswitched = PmmOptions { larger_table: None, smaller_table: None, chosen_by: None, ..three };
-        let as_own = PmmOptions { marginal_share: 0.45, partition: Partition::Quantile, chosen_by: None, ..midpoints };
+        let as_own =
+            PmmOptions { marginal_share: 0.45, partition: Partition::Quantile, chosen_by: None, ..midpoints };
         assert_eq!(as_own, unswitched);
         // At d = 3–5 auto runs plain PMM while its marginals would be too shallow, the rest as given; not at
         // d ≤ 2 or d ≥ 6, and not when --pair-share is given.
