@@ -26,7 +26,7 @@ use crate::io::sink::ParquetSink;
 use crate::io::source::Source;
 use crate::io::staging::commit_all;
 use crate::mechanism::pmm::marginals::{
-    axis_counts, BinnedMarginals, CalibratedRows, MarginalPlan, MonotoneMap, Partition, ReleasedMarginals,
+    axis_counts, BinnedMarginals, CalibratedRows, MarginalPlan, MonotoneMap, ReleasedMarginals,
 };
 use crate::mechanism::pmm::pairs::{
     DrawnRows, PairMap, PairMappedRows, PairParameters, PairPlan, PAIR_BITS, PAIR_SAMPLE_ROWS,
@@ -262,7 +262,7 @@ impl<'a> RankRelease<'a> {
     /// Returns it with the scan statistics summed over the ranks.
     fn release(&self) -> Result<(RankPart<'a>, ScanStats, String)> {
         let RankRelease { comm, pool, plan, seeds, .. } = *self;
-        let binned = match plan.marginals().filter(|marginals| marginals.partition() == Partition::Quantile) {
+        let binned = match plan.quantile_marginals() {
             Some(marginals) => self.bin_on_quantiles(marginals)?,
             None => self.bin_on_midpoints()?,
         };

@@ -400,7 +400,7 @@ impl PmmPlan {
     /// The joint tree, with the marginals' maps when the plan has them; and the plan that released it
     /// (this one, or the one n̂ picked: [`Self::for_n_hat`]).
     fn release_joint(&self, data: &DataPass, seeds: &RunSeeds, timings: &mut Timings) -> Result<(Release, &Self)> {
-        if let Some(marginals) = self.marginals.as_ref().filter(|m| m.partition() == Partition::Quantile) {
+        if let Some(marginals) = self.quantile_marginals() {
             return self.release_on_quantiles(marginals, data, seeds, timings);
         }
         let planned = self.planned_depth();
@@ -487,9 +487,15 @@ impl PmmPlan {
         self.marginals.as_ref()
     }
 
-    /// Whether the joint tree is cut at its released marginals' quantiles (`--partition quantile`).
+    /// The marginals whose released quantiles cut the joint tree's cells (`--partition quantile`), when
+    /// the plan has them.
+    pub fn quantile_marginals(&self) -> Option<&MarginalPlan> {
+        self.marginals.as_ref().filter(|marginals| marginals.partition() == Partition::Quantile)
+    }
+
+    /// Whether the joint tree is cut at its released marginals' quantiles.
     pub fn cuts_at_quantiles(&self) -> bool {
-        self.marginals.as_ref().is_some_and(|marginals| marginals.partition() == Partition::Quantile)
+        self.quantile_marginals().is_some()
     }
 
     /// n̂'s noise when this plan releases n̂ first (add-remove, the depth rule).
