@@ -6,15 +6,15 @@ table with public bounds given by --dataset and --config, named by its file's st
 generated table asked for (--generated LAW:ROWS:DIMS, made by `dpsynth generate` with its public bounds),
 each epsilon and each seed, it runs every variant through `dpsynth synth` and scores it with `dpsynth eval`:
 
-  - pmm               today's default (PMM, add-remove);
+  - pmm               textbook PMM (--mechanism pmm, add-remove);
   - pmm+marginals=S   PMM with --marginal-share S: each column mapped onto a fine released 1-D marginal;
   - pmm+quantile=S    PMM with --partition quantile --marginal-share S: the marginals released first, the
                       tree's cells cut at their quantiles, the columns mapped back through them;
   - auto              --mechanism auto: the rule README gives, from public inputs only;
   - psmm, lowdim      the other mechanisms at their defaults (lowdim with --root-share 0.1);
-  - mst               smartnoise-synth's MST through scripts/peer_comparison.py's harness (64 bins per
-                      column on the same public bounds, rows drawn i.i.d. from the model, delta = 1e-9;
-                      its own fixed seed);
+  - mst, aim          smartnoise-synth's MST or AIM through scripts/peer_comparison.py's harness (64 bins
+                      per column on the same public bounds, rows drawn i.i.d. from the model, delta = 1e-9;
+                      numpy seeded with the run's seed; their noise is unseeded);
   - any extra variant given as NAME='--flag value ...'.
 
 Scores (from the eval JSON): exact l-infinity transport on 1000-row subsamples (mean of 5, and its ratio
@@ -45,13 +45,13 @@ CONFIG = ROOT / "datasets" / "flights.toml"
 SCORES = ["subsample_w1", "ratio_to_floor", "pairwise_w1", "max_1d_w1", "tv_2way", "mean_error", "correlation_error"]
 
 
-def peer_command(method, column_set, epsilon, output, dataset, config):
+def peer_command(method, column_set, epsilon, output, dataset, config, seed):
     """The peers' worker of scripts/peer_comparison.py (in its virtual environment)."""
     sys.path.insert(0, str(ROOT / "scripts"))
     import peer_comparison
 
     return [peer_comparison.venv_python(), ROOT / "scripts" / "peer_comparison.py", "--worker", method,
-            column_set, epsilon, output, "--dataset", dataset, "--config", config]
+            column_set, epsilon, output, "--dataset", dataset, "--config", config, "--seed", seed]
 
 
 def variant_arguments(name, extras):
@@ -141,7 +141,7 @@ def main():
                         synthetic = out / f"synth.{variant}.parquet"
                         started = time.perf_counter()
                         if variant in ("mst", "aim"):
-                            run(peer_command(variant, column_set, epsilon, synthetic, dataset, config))
+                            run(peer_command(variant, column_set, epsilon, synthetic, dataset, config, seed))
                         else:
                             run([args.binary, "synth", dataset, "--config", config, "--columns", column_set,
                                  "--epsilon", epsilon, "--seed", seed, "--output", synthetic, "--quiet",
