@@ -125,7 +125,7 @@ pub struct SynthArgs {
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Mechanism [default: auto, which is PMM with settings chosen from the number of columns and, at
-    /// four or more, from ε·n̂ (ε·n under replace)].
+    /// three or more, from ε·n̂ (ε·n under replace)].
     #[arg(long, value_enum)]
     pub mechanism: Option<Mechanism>,
     /// psmm: number of equal cubes m [default: about εn as in the paper, at most 10^6].
