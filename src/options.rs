@@ -183,7 +183,7 @@ pub struct SynthArgs {
     /// pmm and auto: share S of ε spent on the 2-way marginals of d − 1 column pairs (32 × 32 cells,
     /// 0.9 × ε × S / (d − 1) each, the pairs chosen by noisy scores from the other tenth; the rest of the
     /// run gets (1 − S)·ε), onto which the pairs the joint release gets wrong are then mapped
-    /// (post-processing; README, "2-way marginals") [default: 0, off; the default
+    /// (post-processing; docs/accuracy.md, "2-way marginals") [default: 0, off; the default
     /// `--mechanism auto` takes 0.2 at d ≥ 4 once ε·n̂ reaches 3·10^4, unless this is given].
     #[arg(long, allow_negative_numbers = true)]
     pub pair_share: Option<f64>,
@@ -207,7 +207,7 @@ pub struct SynthArgs {
     pub consistency: Option<ConsistencyRule>,
     /// pmm: noisy counts below K times their level's noise scale are taken as empty before consistency,
     /// and get nothing beside a kept sibling (post-processing; helps clustered tables, hurts smooth ones:
-    /// README, "Pruning") [default: 0, none].
+    /// docs/accuracy.md, "Pruning") [default: 0, none].
     #[arg(long, value_name = "K", allow_negative_numbers = true)]
     pub prune_sigmas: Option<f64>,
     /// Where points go in their cell [default: uniform].
@@ -352,7 +352,7 @@ pub struct SmallerTable {
 /// `--mechanism auto` at d = 3, 4 and 5 runs plain PMM ([`SmallerTable`]) while each column's released
 /// marginal would have fewer levels than these, with the report's words. The marginals get 0.45·ε/d each,
 /// and on smaller tables they place the rows worse than the joint tree's own marginals (generated mixture,
-/// skewed and heavy-tailed tables, n = 10^4 and 10^3; README, "`--mechanism auto`, the default"; the figures
+/// skewed and heavy-tailed tables, n = 10^4 and 10^3; docs/accuracy.md, "`--mechanism auto`, the default"; the figures
 /// at d = 4, 5 are session 35's, with the share 0.3, those at d = 3 session 38's):
 /// - d = 3: at depth 2 the quantile partition cost the joint W1 up to 2.2× (1.25× on average at ε·n = 600);
 ///   at depth 3 it was 0.93× plain PMM's on average but up to 1.54× (skewed, ε·n = 800), from depth 4 on
@@ -398,17 +398,17 @@ fn plain_below(dims: usize) -> Option<(u32, &'static str)> {
 /// - d ≥ 4: the pair maps are added (`AUTO_PAIR_SHARE`, with the marginal share `AUTO_QUANTILE_MARGINAL_SHARE`).
 ///   Below it the pair histograms are mostly noise and their share is missed by the rest of the run
 ///   (generated mixtures at ε·n = 10^4 and 2·10^4: joint W1 +4-7%); from it on they pay on flights and cost
-///   a few per cent at most elsewhere (README, "`--mechanism auto`, the default").
+///   a few per cent at most elsewhere (docs/accuracy.md, "`--mechanism auto`, the default").
 /// - d = 3 (since session 38): midpoint cells with the share 0.3 instead of the quantile partition. Flights
 ///   (ε·n̂ from 3.3·10^4 on) did 1–10% better with them; generated tables at n = 10^5 would have gained 5–7%
 ///   from the quantile partition there (docs/mechanisms/pmm.md, "auto at d = 3").
 pub const AUTO_LARGER_TABLE_FROM_EPSILON_N: f64 = 3e4;
 
-/// `--mechanism auto`'s pair share on larger tables: the measured `--pair-share` (README, "2-way marginals").
+/// `--mechanism auto`'s pair share on larger tables: the measured `--pair-share` (docs/accuracy.md, "2-way marginals").
 pub const AUTO_PAIR_SHARE: f64 = 0.2;
 
 /// What `--mechanism auto` runs: PMM, with the calibration and partition that did best at this number of
-/// columns on the bundled flights table (README, "`--mechanism auto`" under Accuracy, measured by
+/// columns on the bundled flights table (docs/accuracy.md, "`--mechanism auto`, the default", measured by
 /// scripts/accuracy_ablation.py), chosen from the public column count and from whether `--pair-share` is
 /// given; at d ≥ 3 it also switches on larger tables and at d = 3–5 on smaller ones, which the plan decides
 /// from ε·n̂ ([`LargerTable`], [`SmallerTable`]).
@@ -428,7 +428,7 @@ pub struct AutoChoice {
 /// - With `--pair-share`: the pair maps put each mapped child back onto its released marginal, so finer
 ///   marginals pay twice. On flights (d = 4, 5, five seeds, `--prune-sigmas 2`) 0.45 against 0.3 cut the
 ///   joint W1 by 4–6% at ε = 0.1 (0.94–1.01× at ε = 1, 10), the largest 1-D W1 by 20–67% and the 2-way TV
-///   by 10% at ε = 0.1 (README, "2-way marginals").
+///   by 10% at ε = 0.1 (docs/accuracy.md, "2-way marginals").
 /// - Without (since session 37; 0.3 before): on generated tables (n = 10^4, mixture, skewed, heavy-tailed,
 ///   two or three seeds) 0.45 against 0.3 gave 0.95×, 0.96× and 0.87× the joint W1 at d = 4, 5, 6 over
 ///   ε·n = 2000–2·10^4 (the mixture 2% worse, the heavy-tailed law 20% better). Just above the switch to

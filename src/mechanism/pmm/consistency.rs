@@ -29,11 +29,11 @@ pub enum ConsistencyRule {
     Proportional,
 }
 
-/// The rule used when none is asked for. Chosen by measured W1 (see README, "Consistency rule").
+/// The rule used when none is asked for. Chosen by measured W1 (see docs/accuracy.md, "Consistency rule").
 pub const DEFAULT_CONSISTENCY: ConsistencyRule = ConsistencyRule::Uniform;
 
 /// k of the pruning floors when none is asked for: none. Pruning helps clustered tables and hurts
-/// smooth ones (README, "Pruning"), and no public input tells them apart.
+/// smooth ones (docs/accuracy.md, "Pruning"), and no public input tells them apart.
 pub const DEFAULT_PRUNE_SIGMAS: f64 = 0.0;
 
 /// The top-down step's settings: its rule, and the floors below which noisy counts are taken as empty.

@@ -39,7 +39,7 @@ pub enum Partition {
 }
 
 /// `--marginal-share` when `--partition quantile` is given without it: the share that did best with the
-/// calibration at d ≥ 3 on flights (README, "Marginal calibration").
+/// calibration at d ≥ 3 on flights (docs/accuracy.md, "Marginal calibration").
 pub const DEFAULT_QUANTILE_MARGINAL_SHARE: f64 = 0.3;
 
 /// The weight of the released marginal in each quantile axis's warp, the rest uniform: the axis's cells
