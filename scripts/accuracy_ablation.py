@@ -21,11 +21,14 @@ Scores (from the eval JSON): exact l-infinity transport on 1000-row subsamples (
 to the real-vs-real floor), mean pairwise 2-D W1, the largest 1-D W1, the mean 2-way TV on a 32 x 32
 grid, the largest mean error and the Frobenius correlation error (normalised units).
 
-Usage: scripts/accuracy_ablation.py [--epsilons 0.1,1] [--seeds 5] [--shares 0.1,0.2,0.3] [--quantile-shares 0.3]
+Usage: scripts/accuracy_ablation.py [--epsilons 0.1,1] [--seeds 5] [--first-seed 1]
+           [--shares 0.1,0.2,0.3] [--quantile-shares 0.3]
            [--column-sets dep_delay,arr_delay:dep_delay,arr_delay,air_time,distance]
            [--variants pmm,psmm,lowdim] [--extra NAME='--flag value'] [--generated mixture:100000:3,...]
            [--no-flights] [--dataset T.parquet --config T.toml] [--out DIR] [--binary PATH]
-Writes ablation.csv and ablation.md under --out (default out/ablation).
+Writes ablation.csv (a row as each run finishes, so a stopped sweep keeps what it ran) and ablation.md (the
+means and spreads, at the end) under --out (default out/ablation). --first-seed K runs seeds K .. K+N-1, to add
+seeds to an earlier sweep (give each sweep its own --out).
 """
 
 import argparse
@@ -110,6 +113,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epsilons", default="0.1,1")
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--shares", default="0.1,0.2,0.3")
     parser.add_argument("--quantile-shares", default="0.3")
     parser.add_argument("--column-sets", default="dep_delay,arr_delay:dep_delay,arr_delay,air_time:"
@@ -133,10 +137,12 @@ def main():
     if not variants:
         sys.exit("no variants to run: give --variants, --shares, --quantile-shares or --extra")
     rows = []
+    handle = open(out / "ablation.csv", "w", newline="")
+    writer = None
     for table, dataset, config, column_sets in tables(args, out):
         for column_set in column_sets:
             for epsilon in args.epsilons.split(","):
-                for seed in range(1, args.seeds + 1):
+                for seed in range(args.first_seed, args.first_seed + args.seeds):
                     for variant in variants:
                         synthetic = out / f"synth.{variant}.parquet"
                         started = time.perf_counter()
@@ -153,11 +159,13 @@ def main():
                         rows.append({"table": table, "columns": column_set, "d": column_set.count(",") + 1,
                                      "epsilon": epsilon, "seed": seed, "variant": variant,
                                      "seconds": round(seconds, 2), **scores(json.loads(evaluation.read_text()))})
+                        if writer is None:
+                            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+                            writer.writeheader()
+                        writer.writerow(rows[-1])
+                        handle.flush()
                         print(rows[-1], flush=True)
-    with open(out / "ablation.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    handle.close()
     lines = ["| table | d | ε | variant | " + " | ".join(SCORES) + " |", "|---|---|---|---|" + "---|" * len(SCORES)]
     groups = {}
     for row in rows:
