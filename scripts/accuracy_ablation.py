@@ -137,35 +137,34 @@ def main():
     if not variants:
         sys.exit("no variants to run: give --variants, --shares, --quantile-shares or --extra")
     rows = []
-    handle = open(out / "ablation.csv", "w", newline="")
-    writer = None
-    for table, dataset, config, column_sets in tables(args, out):
-        for column_set in column_sets:
-            for epsilon in args.epsilons.split(","):
-                for seed in range(args.first_seed, args.first_seed + args.seeds):
-                    for variant in variants:
-                        synthetic = out / f"synth.{variant}.parquet"
-                        started = time.perf_counter()
-                        if variant in ("mst", "aim"):
-                            run(peer_command(variant, column_set, epsilon, synthetic, dataset, config, seed))
-                        else:
-                            run([args.binary, "synth", dataset, "--config", config, "--columns", column_set,
-                                 "--epsilon", epsilon, "--seed", seed, "--output", synthetic, "--quiet",
-                                 *variant_arguments(variant, extras)])
-                        seconds = time.perf_counter() - started
-                        evaluation = out / "eval.json"
-                        run([args.binary, "eval", "--real", dataset, "--synth", synthetic, "--config", config,
-                             "--columns", column_set, "--seed", seed, "--json", evaluation, "--quiet"])
-                        rows.append({"table": table, "columns": column_set, "d": column_set.count(",") + 1,
-                                     "epsilon": epsilon, "seed": seed, "variant": variant,
-                                     "seconds": round(seconds, 2), **scores(json.loads(evaluation.read_text()))})
-                        if writer is None:
-                            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-                            writer.writeheader()
-                        writer.writerow(rows[-1])
-                        handle.flush()
-                        print(rows[-1], flush=True)
-    handle.close()
+    with open(out / "ablation.csv", "w", newline="") as handle:
+        writer = None
+        for table, dataset, config, column_sets in tables(args, out):
+            for column_set in column_sets:
+                for epsilon in args.epsilons.split(","):
+                    for seed in range(args.first_seed, args.first_seed + args.seeds):
+                        for variant in variants:
+                            synthetic = out / f"synth.{variant}.parquet"
+                            started = time.perf_counter()
+                            if variant in ("mst", "aim"):
+                                run(peer_command(variant, column_set, epsilon, synthetic, dataset, config, seed))
+                            else:
+                                run([args.binary, "synth", dataset, "--config", config, "--columns", column_set,
+                                     "--epsilon", epsilon, "--seed", seed, "--output", synthetic, "--quiet",
+                                     *variant_arguments(variant, extras)])
+                            seconds = time.perf_counter() - started
+                            evaluation = out / "eval.json"
+                            run([args.binary, "eval", "--real", dataset, "--synth", synthetic, "--config", config,
+                                 "--columns", column_set, "--seed", seed, "--json", evaluation, "--quiet"])
+                            rows.append({"table": table, "columns": column_set, "d": column_set.count(",") + 1,
+                                         "epsilon": epsilon, "seed": seed, "variant": variant,
+                                         "seconds": round(seconds, 2), **scores(json.loads(evaluation.read_text()))})
+                            if writer is None:
+                                writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+                                writer.writeheader()
+                            writer.writerow(rows[-1])
+                            handle.flush()
+                            print(rows[-1], flush=True)
     lines = ["| table | d | ε | variant | " + " | ".join(SCORES) + " |", "|---|---|---|---|" + "---|" * len(SCORES)]
     groups = {}
     for row in rows:
