@@ -262,38 +262,39 @@ fn running_totals(counts: &[u64]) -> Vec<u64> {
     totals
 }
 
-/// `--rows N`: spreads N rows over the leaves in proportion to the released counts, by largest
-/// remainder (exact rounding: every leaf gets ⌊N·m_θ/m⌋ or one more). An empty release spreads the
-/// rows evenly over all leaves, the data-independent choice.
+/// `--rows N`: spreads N rows over the leaves in proportion to the released counts by rounding the running
+/// total: leaf θ gets round(C_θ) − round(C_{θ−1}) rows, C_θ = N·(m_1 + … + m_θ)/m in code order, halves up.
+/// Exact: the rows sum to N and every leaf gets ⌊N·m_θ/m⌋ or one more. Spread along the code order: the
+/// largest-remainder rule this replaced broke its ties towards the lower codes, so where most leaves held a
+/// row or two and N was well below m, the rows left out the top of the code range, a block of the space
+/// (docs/accuracy.md, "A defect at n = 10^7"). An empty release spreads the rows evenly over all leaves, the
+/// data-independent choice.
 pub fn allocate_rows(leaf_counts: &[u64], rows: u64) -> Vec<u64> {
     let total: u128 = leaf_counts.iter().map(|&count| u128::from(count)).sum();
-    let uniform;
-    let (weights, total) = if total == 0 {
-        uniform = vec![1u64; leaf_counts.len()];
-        (&uniform[..], leaf_counts.len() as u128)
-    } else {
-        (leaf_counts, total)
-    };
-    let mut allocation = Vec::with_capacity(weights.len());
-    let mut remainders = Vec::new();
-    let mut given = 0u128;
-    for (leaf, &weight) in weights.iter().enumerate() {
-        let share = u128::from(rows) * u128::from(weight);
-        allocation.push((share / total) as u64);
-        given += share / total;
-        if share % total != 0 {
-            remainders.push((share % total, leaf));
-        }
+    if total == 0 {
+        return allocate_from(&vec![1u64; leaf_counts.len()], 0, leaf_counts.len() as u128, rows);
     }
-    let missing = (u128::from(rows) - given) as usize;
-    // Largest remainders first; ties go to the lower cell code so the result is deterministic.
-    if missing > 0 {
-        remainders.select_nth_unstable_by(missing - 1, |a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        for &(_, leaf) in &remainders[..missing] {
-            allocation[leaf] += 1;
-        }
-    }
-    allocation
+    allocate_from(leaf_counts, 0, total, rows)
+}
+
+/// Leaves `weights`, after `weight_before` of the `total` weight, get round(C_θ) − round(C_{θ−1}) of `rows`
+/// (see [`allocate_rows`]); a rank's part of the tree runs this on its own leaves and gets the whole tree's
+/// allocation there.
+pub fn allocate_from(weights: &[u64], weight_before: u128, total: u128, rows: u64) -> Vec<u64> {
+    // round(N·w/m) = ⌊(2·N·w + m) / (2·m)⌋, exact in u128 (N ≤ 10^12 and w ≤ m < 2^64).
+    let rounded = |weight: u128| (2 * u128::from(rows) * weight + total) / (2 * total);
+    let mut cumulative = weight_before;
+    let mut given = rounded(cumulative);
+    weights
+        .iter()
+        .map(|&weight| {
+            cumulative += u128::from(weight);
+            let reached = rounded(cumulative);
+            let leaf_rows = (reached - given) as u64;
+            given = reached;
+            leaf_rows
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -399,11 +400,11 @@ mod tests {
     }
 
     #[test]
-    fn allocation_is_exact_largest_remainder() {
+    fn allocation_is_exact_and_rounds_the_running_total() {
         let counts = [3u64, 0, 1, 6];
         let allocation = allocate_rows(&counts, 7);
         assert_eq!(allocation.iter().sum::<u64>(), 7);
-        // Shares 2.1, 0, 0.7, 4.2: floors 2, 0, 0, 4 and the one missing row to the 0.7 remainder.
+        // Running totals 2.1, 2.1, 2.8, 7 round to 2, 2, 3, 7.
         assert_eq!(allocation, vec![2, 0, 1, 4]);
         for rows in [0u64, 1, 10, 1000, 12345] {
             let allocation = allocate_rows(&counts, rows);
@@ -413,6 +414,24 @@ mod tests {
                 assert!((given as f64 - share).abs() < 1.0);
             }
         }
-        assert_eq!(allocate_rows(&[0, 0, 0, 0], 6), vec![2, 2, 1, 1]);
+        // Running totals 1.5, 3, 4.5, 6, halves up.
+        assert_eq!(allocate_rows(&[0, 0, 0, 0], 6), vec![2, 1, 2, 1]);
+    }
+
+    #[test]
+    fn fewer_rows_than_released_are_spread_over_the_whole_code_range() {
+        // 10^4 leaves of one row each and 10^3 rows asked: every block of 10^3 leaves gets its 100 rows. The
+        // largest-remainder rule gave all of them to the first 10^3 leaves (its ties went to the lower codes).
+        let allocation = allocate_rows(&vec![1u64; 10_000], 1000);
+        for block in allocation.chunks(1000) {
+            assert_eq!(block.iter().sum::<u64>(), 100);
+        }
+        // The same with leaves of one and two rows mixed: each tenth of the rows lands in its tenth of the code
+        // range, up to one row at each end.
+        let counts: Vec<u64> = (0..10_000u64).map(|leaf| 1 + leaf % 2).collect();
+        let allocation = allocate_rows(&counts, 1500);
+        for block in allocation.chunks(1000) {
+            assert!((149..=151).contains(&block.iter().sum::<u64>()), "{}", block.iter().sum::<u64>());
+        }
     }
 }

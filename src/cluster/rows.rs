@@ -1,67 +1,25 @@
-//! `--rows N` across ranks: [`crate::sampler::allocate_rows`] over the whole tree (⌊N·m_θ/m⌋ per leaf,
-//! then one more for the largest remainders, ties to the lower cell code), each rank computing its own
-//! leaves' shares. The remainders that get one more are found without gathering them: the cut-off value
-//! by a binary search over global counts, the ties at it shared out in rank (= code) order.
+//! `--rows N` across ranks: [`crate::sampler::allocate_rows`] over the whole tree (the running total of the
+//! quotas rounded, in code order), each rank computing its own leaves' shares from the weight of the ranks
+//! before it, which is all the running total needs.
 
 use super::Communicator;
+use crate::sampler::allocate_from;
 
-/// This rank's leaves' rows when the whole tree's `root_count` released rows become `rows`, and the rows
-/// of all leaves before them. `own_counts` are the consistent counts of the leaves this rank owns, in
-/// code order; `total_leaves` the leaves of the whole tree.
+/// This rank's leaves' rows when the whole tree's `root_count` released rows become `rows`. `own_counts`
+/// are the consistent counts of the leaves this rank owns, in code order; `total_leaves` the leaves of the
+/// whole tree.
 pub fn allocate_part_rows(comm: &dyn Communicator, own_counts: &[u64], total_leaves: usize, root_count: u64, rows: u64) -> Vec<u64> {
     // An empty release spreads the rows evenly over every leaf, as on one machine.
-    let uniform = root_count == 0;
-    let total = if uniform { total_leaves as u128 } else { u128::from(root_count) };
-    let weight = |leaf: usize| if uniform { 1 } else { u128::from(own_counts[leaf]) };
-    let mut allocation = Vec::with_capacity(own_counts.len());
-    let mut remainders = Vec::with_capacity(own_counts.len());
-    for leaf in 0..own_counts.len() {
-        let share = u128::from(rows) * weight(leaf);
-        allocation.push((share / total) as u64);
-        remainders.push((share % total) as u64);
+    if root_count == 0 {
+        let ones = vec![1u64; own_counts.len()];
+        let before = rows_before(comm, own_counts.len() as u64);
+        return allocate_from(&ones, u128::from(before), total_leaves as u128, rows);
     }
-    let mut given = [allocation.iter().sum::<u64>()];
-    comm.sum(&mut given);
-    let missing = rows - given[0];
-    if missing == 0 {
-        return allocation;
-    }
-    // The cut-off: the largest remainder value t ≥ 1 with at least `missing` remainders ≥ t everywhere.
-    let at_least = |threshold: u64| -> u64 {
-        let mut count = [remainders.iter().filter(|&&remainder| remainder >= threshold).count() as u64];
-        comm.sum(&mut count);
-        count[0]
-    };
-    let (mut low, mut high) = (1u64, u64::MAX);
-    while low < high {
-        let middle = low + (high - low).div_ceil(2);
-        if at_least(middle) >= missing {
-            low = middle;
-        } else {
-            high = middle - 1;
-        }
-    }
-    let cut = low;
-    let above = if cut == u64::MAX { 0 } else { at_least(cut + 1) };
-    // Ties at the cut-off go to the lowest codes: the ranks before this one take theirs first.
-    let ties_here = remainders.iter().filter(|&&remainder| remainder == cut).count() as u64;
-    let mut ties = vec![0u64; comm.size()];
-    ties[comm.rank()] = ties_here;
-    comm.sum(&mut ties);
-    let before: u64 = ties[..comm.rank()].iter().sum();
-    let mut take = (missing - above).saturating_sub(before).min(ties_here);
-    for (rows, &remainder) in allocation.iter_mut().zip(&remainders) {
-        if remainder > cut {
-            *rows += 1;
-        } else if remainder == cut && take > 0 {
-            *rows += 1;
-            take -= 1;
-        }
-    }
-    allocation
+    let before = rows_before(comm, own_counts.iter().sum());
+    allocate_from(own_counts, u128::from(before), u128::from(root_count), rows)
 }
 
-/// The rows of every rank before this one, given this rank's.
+/// What the ranks before this one hold together (rows, or leaves), given what this rank holds.
 pub fn rows_before(comm: &dyn Communicator, own_rows: u64) -> u64 {
     let mut rows = vec![0u64; comm.size()];
     rows[comm.rank()] = own_rows;

@@ -201,7 +201,7 @@ impl ReleasedMeasure {
     }
 
     /// A generator of synthetic rows in normalised units: the released total, or exactly `rows` spread
-    /// over the cells in proportion (largest remainder). Every measure but [`ReleasedMeasure::Encoded`]
+    /// over the cells in proportion ([`allocate_rows`]). Every measure but [`ReleasedMeasure::Encoded`]
     /// (whose rows are categories and bits, not numbers).
     pub fn rows(
         &self,
@@ -252,7 +252,7 @@ pub fn leaf_value_cells(geometry: &CellGeometry) -> Vec<Option<u64>> {
 }
 
 /// What each cell is sampled with: the released counts themselves, unless `--rows` asks for another total
-/// (then spread by largest remainder). Borrowed, not copied: at 2^26 leaves a copy is 512 MB.
+/// (then spread by [`allocate_rows`]). Borrowed, not copied: at 2^26 leaves a copy is 512 MB.
 fn rows_per_cell(released: &[u64], rows: Option<u64>) -> std::borrow::Cow<'_, [u64]> {
     match rows {
         Some(rows) if rows != released.iter().sum::<u64>() => allocate_rows(released, rows).into(),

@@ -82,7 +82,7 @@ impl PeInit {
 }
 
 /// The released synthetic points S_T (normalised units), each drawn once; the default output is the
-/// public n rows spread over them in proportion (largest remainder), `--rows N` spreads N.
+/// public n rows spread evenly over them (`allocate_rows`), `--rows N` spreads N.
 pub struct PointRows {
     dims: usize,
     points: Vec<f64>,
