@@ -272,22 +272,22 @@ fn running_totals(counts: &[u64]) -> Vec<u64> {
 pub fn allocate_rows(leaf_counts: &[u64], rows: u64) -> Vec<u64> {
     let total: u128 = leaf_counts.iter().map(|&count| u128::from(count)).sum();
     if total == 0 {
-        return allocate_from(&vec![1u64; leaf_counts.len()], 0, leaf_counts.len() as u128, rows);
+        return allocate_from(std::iter::repeat_n(1, leaf_counts.len()), 0, leaf_counts.len() as u128, rows);
     }
-    allocate_from(leaf_counts, 0, total, rows)
+    allocate_from(leaf_counts.iter().copied(), 0, total, rows)
 }
 
 /// Leaves `weights`, after `weight_before` of the `total` weight, get round(C_θ) − round(C_{θ−1}) of `rows`
 /// (see [`allocate_rows`]); a rank's part of the tree runs this on its own leaves and gets the whole tree's
 /// allocation there.
-pub fn allocate_from(weights: &[u64], weight_before: u128, total: u128, rows: u64) -> Vec<u64> {
+pub fn allocate_from(weights: impl IntoIterator<Item = u64>, weight_before: u128, total: u128, rows: u64) -> Vec<u64> {
     // round(N·w/m) = ⌊(2·N·w + m) / (2·m)⌋, exact in u128 (N ≤ 10^12 and w ≤ m < 2^64).
     let rounded = |weight: u128| (2 * u128::from(rows) * weight + total) / (2 * total);
     let mut cumulative = weight_before;
     let mut given = rounded(cumulative);
     weights
-        .iter()
-        .map(|&weight| {
+        .into_iter()
+        .map(|weight| {
             cumulative += u128::from(weight);
             let reached = rounded(cumulative);
             let leaf_rows = (reached - given) as u64;

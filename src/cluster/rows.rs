@@ -11,12 +11,11 @@ use crate::sampler::allocate_from;
 pub fn allocate_part_rows(comm: &dyn Communicator, own_counts: &[u64], total_leaves: usize, root_count: u64, rows: u64) -> Vec<u64> {
     // An empty release spreads the rows evenly over every leaf, as on one machine.
     if root_count == 0 {
-        let ones = vec![1u64; own_counts.len()];
         let before = rows_before(comm, own_counts.len() as u64);
-        return allocate_from(&ones, u128::from(before), total_leaves as u128, rows);
+        return allocate_from(std::iter::repeat_n(1, own_counts.len()), u128::from(before), total_leaves as u128, rows);
     }
     let before = rows_before(comm, own_counts.iter().sum());
-    allocate_from(own_counts, u128::from(before), u128::from(root_count), rows)
+    allocate_from(own_counts.iter().copied(), u128::from(before), u128::from(root_count), rows)
 }
 
 /// What the ranks before this one hold together (rows, or leaves), given what this rank holds.
