@@ -28,9 +28,7 @@ use crate::io::staging::commit_all;
 use crate::mechanism::pmm::marginals::{
     axis_counts, BinnedMarginals, CalibratedRows, MarginalPlan, MonotoneMap, ReleasedMarginals,
 };
-use crate::mechanism::pmm::pairs::{
-    DrawnRows, PairMap, PairMappedRows, PairParameters, PairPlan, PAIR_BITS, PAIR_SAMPLE_ROWS,
-};
+use crate::mechanism::pmm::pairs::{DrawnRows, PairMap, PairMappedRows, PairParameters, PairPlan, PAIR_BITS};
 use crate::mechanism::pmm::schedule::LevelSchedule;
 use crate::mechanism::pmm::PmmPlan;
 use crate::mechanism::{leaf_value_cells, PublicInputs, ReleasedMeasure};
@@ -378,7 +376,7 @@ impl<'a> RankRelease<'a> {
         let RankRelease { comm, pool, data, seeds, .. } = *self;
         let mut columns = vec![Vec::new(); geometry.dims()];
         if part.root_count > 0 {
-            let sample = Some(PAIR_SAMPLE_ROWS as u64);
+            let sample = Some(pairs.drawn_rows(part.root_count) as u64);
             let drawn = part_rows(comm, part, geometry, sample, placement, seeds.pair_sample(), maps);
             pool.install(|| drawn.sample_rows(0, drawn.total_rows() as usize, &mut columns));
         }

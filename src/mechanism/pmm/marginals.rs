@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use rayon::prelude::*;
 use serde::Serialize;
 
 use super::coarsen_leaves;
@@ -602,12 +603,17 @@ impl RowGenerator for CalibratedRows<'_> {
     }
 
     fn sample_rows(&self, start: u64, rows: usize, columns: &mut [Vec<f64>]) {
+        // In chunks on the pool: the pairs draw up to 2^24 values in one call (the writer's calls are a
+        // batch each, already in parallel).
+        const CHUNK: usize = 1 << 14;
         self.inner.sample_rows(start, rows, columns);
         for (values, map) in columns.iter_mut().zip(self.maps) {
             if let Some(map) = map {
-                for value in values.iter_mut() {
-                    *value = map.apply(*value);
-                }
+                values.par_chunks_mut(CHUNK).for_each(|chunk| {
+                    for value in chunk {
+                        *value = map.apply(*value);
+                    }
+                });
             }
         }
     }

@@ -44,8 +44,13 @@ pub const PAIR_GATE_Z: f64 = 5.0;
 /// 5–6, which cost it 4% of joint W1; the flights pairs that gain score 31–500 (docs/mechanisms/pmm.md).
 pub const PAIR_ROWS_GATE_Z: f64 = 20.0;
 
-/// Rows drawn from the joint release to choose the pairs and fit the maps on.
-pub const PAIR_SAMPLE_ROWS: usize = 1 << 20;
+/// The fewest rows drawn from the joint release to choose the pairs and fit the maps on: below it a
+/// table's rows are drawn more than once over.
+pub const PAIR_SAMPLE_MIN_ROWS: usize = 1 << 20;
+
+/// The most values (rows × columns) drawn for the pairs: 200 MB with their cells. Twice as many (2^23
+/// rows at d = 4) scored no better on 10^7 rows and took the run 1.25× as long (docs/mechanisms/pmm.md).
+pub const PAIR_SAMPLE_VALUES: usize = 1 << 24;
 
 /// The part of the pairs' share spent on the noisy scores that choose the tree. The tree used to be the
 /// mutual information of the drawn rows, free but blind to what the joint release had lost: on flights
@@ -160,6 +165,17 @@ impl PairPlan {
         Some(ScaleSampler::new(scale).noisy_counts(scores, &mut key.stream(NoiseStream::PairSelection, 0)))
     }
 
+    /// How many rows are drawn from a joint release of `released_rows` to choose the pairs and fit the
+    /// maps on: as many as it has, within [`PAIR_SAMPLE_MIN_ROWS`] and [`PAIR_SAMPLE_VALUES`] / d. A fixed
+    /// 2^20 on 10^7 rows fitted the maps on a tenth of them and read that tenth's sampling noise as the
+    /// joint release's error (every pair of a uniform table mapped at ε = 10); 4·10^6 rows there cut the
+    /// 2-way TV by 4–38% and the largest 1-D W1 by 3–42% on generated tables, for 1.3× the run's time
+    /// (docs/mechanisms/pmm.md, "The rows drawn for the pairs").
+    pub fn drawn_rows(&self, released_rows: u64) -> usize {
+        let most = (PAIR_SAMPLE_VALUES / self.dims).max(PAIR_SAMPLE_MIN_ROWS);
+        (released_rows as usize).clamp(PAIR_SAMPLE_MIN_ROWS, most)
+    }
+
     /// Releases the pair histograms of the tree chosen from `joint` (drawn with `placement`) and fits
     /// the maps of the pairs the gate lets through; the maps come back in the order they apply.
     pub fn release(
@@ -171,8 +187,9 @@ impl PairPlan {
     ) -> Result<(Vec<PairMap>, PairParameters)> {
         let mut columns = vec![Vec::new(); self.dims];
         if joint.total() > 0 {
-            let rows = joint.rows(Some(PAIR_SAMPLE_ROWS as u64), placement, seeds.pair_sample())?;
-            rows.sample_rows(0, PAIR_SAMPLE_ROWS, &mut columns);
+            let drawn_rows = self.drawn_rows(joint.total());
+            let rows = joint.rows(Some(drawn_rows as u64), placement, seeds.pair_sample())?;
+            rows.sample_rows(0, drawn_rows, &mut columns);
         }
         let drawn = DrawnRows { columns, released_rows: joint.total(), sum: &on_one_machine };
         self.release_on(drawn, |pairs| Ok(data.pair_counts(pairs, PAIR_BITS)?.0), seeds)
@@ -237,7 +254,7 @@ impl PairPlan {
             prune_floor: PAIR_PRUNE_SCALES * sigma,
             gate_z: PAIR_GATE_Z,
             gate_z_over_rows: PAIR_ROWS_GATE_Z,
-            sample_rows: PAIR_SAMPLE_ROWS,
+            sample_rows: self.drawn_rows(drawn.released_rows),
             pairs,
             tree: "maximum spanning tree of the noisy scores, grown from column 0; a pair's score is the l1 distance \
                    between the data's 32 x 32 histogram of it and that of rows drawn from the joint release (scaled to \
@@ -310,7 +327,7 @@ impl PairMap {
         let quantile = CellCdf::from_counts(&drawn.histogram(histogram(child_values, MARGINAL_CELLS)));
         let to_quantile = |x: f64| quantile.as_ref().map_or(x, |cdf| cdf.value(x));
         let to_value = |u: f64| quantile.as_ref().map_or(u, |cdf| cdf.inverse(u));
-        let child_quantiles: Vec<f64> = child_values.iter().map(|&x| to_quantile(x)).collect();
+        let child_quantiles: Vec<f64> = child_values.par_iter().map(|&x| to_quantile(x)).collect();
         let mut within = vec![0u64; PAIR_CELLS * CONDITIONAL_CELLS];
         for (&cell, &u) in parent_cells.iter().zip(&child_quantiles) {
             within[cell as usize * CONDITIONAL_CELLS + cell_of(u, CONDITIONAL_CELLS)] += 1;
@@ -328,7 +345,7 @@ impl PairMap {
         let conditional =
             |cell: usize, u: f64| conditionals[cell].as_ref().map_or_else(|| to_value(u), |map| map.apply(u));
         let moved: Vec<f64> =
-            parent_cells.iter().zip(&child_quantiles).map(|(&cell, &u)| conditional(cell as usize, u)).collect();
+            parent_cells.par_iter().zip(&child_quantiles).map(|(&cell, &u)| conditional(cell as usize, u)).collect();
         // The moved child's marginal → the child's marginal before the move.
         let marginal = CellCdf::from_counts(&drawn.histogram(histogram(&moved, MARGINAL_CELLS)))
             .zip(quantile.clone())
@@ -632,7 +649,7 @@ mod tests {
     #[test]
     fn the_map_moves_each_parent_cell_onto_its_row_keeps_the_order_there_and_the_marginal() {
         let mut rng = case_rng(3);
-        let rows = PAIR_SAMPLE_ROWS;
+        let rows = PAIR_SAMPLE_MIN_ROWS;
         let (parent, child) = (uniform(&mut rng, rows), uniform(&mut rng, rows));
         let released = own_histogram(&parent, &parent);
         let columns = vec![parent.clone(), child.clone()];
@@ -666,7 +683,7 @@ mod tests {
     fn a_spiky_child_keeps_the_shares_of_its_values() {
         // An integer column as a fine release gives it: twelve values, each spread over one cell of 2048.
         let mut rng = case_rng(4);
-        let rows = PAIR_SAMPLE_ROWS;
+        let rows = PAIR_SAMPLE_MIN_ROWS;
         let weights = [1.0, 2.0, 3.0, 1.0, 5.0, 2.0, 1.0, 4.0, 2.0, 3.0, 1.0, 2.0];
         let cumulative: Vec<f64> = weights.iter().scan(0.0, |sum, w| { *sum += w / 27.0; Some(*sum) }).collect();
         let spike = |value: usize| (value as f64 * 186.0 + 0.5) / 2048.0;
@@ -728,5 +745,29 @@ mod tests {
         assert!((two.epsilon_per_pair() - 0.8).abs() < 1e-8 && two.epsilon_per_pair() <= 0.8);
         let one_column = PublicInputs { dims: 1, ..public(Neighbours::AddRemove) };
         assert!(PairPlan::new(&one_column, 0.4).is_err());
+    }
+
+    #[test]
+    fn the_pairs_draw_as_many_rows_as_were_released_within_their_bounds() {
+        let public = |dims| PublicInputs {
+            dims,
+            epsilon: 1.0,
+            neighbours: crate::privacy::Neighbours::AddRemove,
+            file_rows: 1000,
+            memory_limit: 1 << 30,
+            threads: 1,
+            placement: crate::sampler::Placement::Uniform,
+            encoding: None,
+        };
+        let drawn = |dims, released| PairPlan::new(&public(dims), 0.2).unwrap().drawn_rows(released);
+        // A small table's rows are drawn more than once over, as before.
+        assert_eq!(drawn(4, 1000), PAIR_SAMPLE_MIN_ROWS);
+        // A large one's rows once, up to 2^24 values.
+        assert_eq!(drawn(4, 3_000_000), 3_000_000);
+        assert_eq!(drawn(4, 10_000_000), 1 << 22);
+        assert_eq!(drawn(6, 10_000_000), (1 << 24) / 6);
+        assert_eq!(drawn(4, 1 << 40), 1 << 22);
+        // Never fewer than the small table's, however wide.
+        assert_eq!(drawn(64, 10_000_000), PAIR_SAMPLE_MIN_ROWS);
     }
 }
