@@ -716,17 +716,7 @@ mod tests {
     #[test]
     fn the_plan_splits_its_share_over_the_scores_and_the_pairs_with_the_relations_sensitivity() {
         use crate::privacy::Neighbours;
-        use crate::sampler::Placement;
-        let public = |neighbours| PublicInputs {
-            dims: 5,
-            epsilon: 2.0,
-            neighbours,
-            file_rows: 1000,
-            memory_limit: 1 << 30,
-            threads: 1,
-            placement: Placement::Uniform,
-            encoding: None,
-        };
+        let public = |neighbours| crate::testing::public_inputs(5, 2.0, neighbours, 1000);
         for (neighbours, sensitivity) in [(Neighbours::AddRemove, 1.0), (Neighbours::Replace, 2.0)] {
             let plan = PairPlan::new(&public(neighbours), 0.4).unwrap();
             // ε·S = 0.8: a tenth, 0.08, on the ten scores (scale 10·Δ/0.08), then 0.18 on each of four pairs.
@@ -749,16 +739,7 @@ mod tests {
 
     #[test]
     fn the_pairs_draw_as_many_rows_as_were_released_within_their_bounds() {
-        let public = |dims| PublicInputs {
-            dims,
-            epsilon: 1.0,
-            neighbours: crate::privacy::Neighbours::AddRemove,
-            file_rows: 1000,
-            memory_limit: 1 << 30,
-            threads: 1,
-            placement: crate::sampler::Placement::Uniform,
-            encoding: None,
-        };
+        let public = |dims| crate::testing::public_inputs(dims, 1.0, crate::privacy::Neighbours::AddRemove, 1000);
         let drawn = |dims, released| PairPlan::new(&public(dims), 0.2).unwrap().drawn_rows(released);
         // A small table's rows are drawn more than once over, as before.
         assert_eq!(drawn(4, 1000), PAIR_SAMPLE_MIN_ROWS);
