@@ -10,20 +10,23 @@ pub struct CellCdf {
     /// reaches u lies between the guides of u's neighbouring buckets, so [`inverse`](Self::inverse)
     /// searches a few cells instead of all of them (sampling maps every value through it).
     guide: Vec<u32>,
-    /// covering[b] = the cell [`inverse`](Self::inverse) finds for every u in bucket b and its neighbours
-    /// (finer buckets than the guide's, [`covering_buckets`]), where one cell's mass spans all three;
-    /// [`NO_CELL`] elsewhere. Most values then need no search: sampling through the calibration maps is
-    /// 17–19% faster with it.
-    covering: Vec<u32>,
+    /// brackets[b] = the two cells [`inverse`](Self::inverse) chooses between for every u in bucket b and its
+    /// neighbours (finer buckets than the guide's, [`bracket_buckets`]): the first cell holding mass whose
+    /// upper cumulative reaches the three buckets, and the next cell holding mass, whose upper cumulative
+    /// reaches past them (the same cell twice where the first spans them all); [`NO_CELL`] twice where
+    /// two cells end inside them. One comparison then picks the cell without a branch, and most values
+    /// need no search: on a flat 2^13-cell marginal the calibration map takes half the time it took when a
+    /// bucket kept only a cell spanning all three and 37% of values were searched (benches/calibration.rs).
+    brackets: Vec<[u32; 2]>,
 }
 
-/// A bucket that no single cell spans with its neighbours: [`CellCdf::inverse`] searches there.
+/// A bucket where two cells end within it and its neighbours: [`CellCdf::inverse`] searches there.
 const NO_CELL: u32 = u32::MAX;
 
-/// Buckets of [`CellCdf::covering`]: eight per cell, so that a cell holding half the mean mass or more
-/// spans at least one bucket with its neighbours, but no more than 2^18 (1 MiB) unless the CDF has more
-/// cells than that (then one per cell, as many as the guide).
-fn covering_buckets(cells: usize) -> usize {
+/// Buckets of [`CellCdf::brackets`]: eight per cell, so that only cells holding less than 3/8 of the mean
+/// mass end near another's end, but no more than 2^18 (2 MiB) unless the CDF has more cells than that
+/// (then one per cell, as many as the guide).
+fn bracket_buckets(cells: usize) -> usize {
     (cells * 8).min(1 << 18).max(cells)
 }
 
@@ -62,21 +65,35 @@ impl CellCdf {
             guide.push(cell as u32);
         }
         // Bucket b's u lie in [b, b + 1)/buckets up to rounding, so buckets b − 1 to b + 1 bound them. The
-        // first cell whose upper cumulative reaches past that range is where the search ends for every
-        // such u when its lower cumulative lies below the range: the cells before it end below u, and it
-        // holds mass.
-        let buckets = covering_buckets(cells);
-        let mut cell = 0;
-        let covering = (0..=buckets)
+        // cell a search over every cell finds for u is the first one holding mass whose upper cumulative
+        // reaches u: the first such cell for the range's start when u is at most its upper cumulative,
+        // else the next cell holding mass, when its upper cumulative reaches past the range.
+        let holds_mass = |cell: usize| cumulative[cell + 1] > cumulative[cell];
+        let next_with_mass = |mut cell: usize| {
+            while cell < cells && !holds_mass(cell) {
+                cell += 1;
+            }
+            cell
+        };
+        let buckets = bracket_buckets(cells);
+        let mut first = next_with_mass(0);
+        let brackets = (0..=buckets)
             .map(|bucket| {
                 let (start, end) = ((bucket as f64 - 1.0) / buckets as f64, (bucket as f64 + 2.0) / buckets as f64);
-                while cell < cells && cumulative[cell + 1] < end {
-                    cell += 1;
+                while first < cells && cumulative[first + 1] < start {
+                    first = next_with_mass(first + 1);
                 }
-                if cell < cells && cumulative[cell] < start { cell as u32 } else { NO_CELL }
+                if first == cells {
+                    return [NO_CELL; 2];
+                }
+                if cumulative[first + 1] >= end {
+                    return [first as u32; 2];
+                }
+                let next = next_with_mass(first + 1);
+                if next < cells && cumulative[next + 1] >= end { [first as u32, next as u32] } else { [NO_CELL; 2] }
             })
             .collect();
-        CellCdf { cumulative, guide, covering }
+        CellCdf { cumulative, guide, brackets }
     }
 
     /// weight·F + (1 − weight)·U, U the uniform CDF on [0,1]: still a CDF of counts on the same cells.
@@ -97,6 +114,7 @@ impl CellCdf {
     }
 
     /// F(x) for x in [0,1].
+    #[inline]
     pub fn value(&self, x: f64) -> f64 {
         let scaled = x.clamp(0.0, 1.0) * self.cells() as f64;
         let cell = (scaled as usize).min(self.cells() - 1);
@@ -105,15 +123,16 @@ impl CellCdf {
     }
 
     /// F⁻¹(u) for u in [0,1]: inside the cell where F reaches u, linearly (cells with no mass are skipped).
+    #[inline]
     pub fn inverse(&self, u: f64) -> f64 {
         let u = u.clamp(0.0, 1.0);
-        // The first cell whose upper cumulative reaches u and that holds mass: where one cell spans u's
-        // bucket, that one; else it lies between the guides of the buckets around u's (one bucket of
-        // margin each side, so rounding in u·cells cannot put it outside), and is found there as a search
-        // over every cell would find it.
+        // The first cell whose upper cumulative reaches u and that holds mass: one of the two bracketing
+        // u's bucket where there are two, else it lies between the guides of the buckets around u's (one
+        // bucket of margin each side, so rounding in u·cells cannot put it outside), and is found there as
+        // a search over every cell would find it.
         let cells = self.cells();
-        let cell = match self.covering[(u * (self.covering.len() - 1) as f64) as usize] {
-            NO_CELL => {
+        let cell = match self.brackets[(u * (self.brackets.len() - 1) as f64) as usize] {
+            [NO_CELL, _] => {
                 let bucket = (u * cells as f64) as usize;
                 let from = self.guide[bucket.saturating_sub(1)] as usize;
                 let to = self.guide[(bucket + 2).min(cells)] as usize;
@@ -121,7 +140,12 @@ impl CellCdf {
                 let cell = (from + searched).min(cells - 1);
                 (cell..cells).find(|&j| self.cumulative[j + 1] > self.cumulative[j]).unwrap_or(cell)
             }
-            cell => cell as usize,
+            // As arithmetic, not a branch: which of the two it is depends on u alone, and mispredicting
+            // that cost more than the rest of the lookup.
+            [first, next] => {
+                let (first, next) = (first as usize, next as usize);
+                first + usize::from(self.cumulative[first + 1] < u) * (next - first)
+            }
         };
         let (low, high) = (self.cumulative[cell], self.cumulative[cell + 1]);
         let within = if high > low { ((u - low) / (high - low)).clamp(0.0, 1.0) } else { 0.5 };
@@ -170,21 +194,29 @@ mod tests {
     fn the_guided_inverse_is_the_full_search_to_the_bit() {
         use rand::{RngExt, SeedableRng};
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
-        for case in 0..210 {
-            // A few CDFs past 2^15 cells, where `covering` has fewer than eight buckets per cell.
-            let cells = if case < 200 { rng.random_range(1..300) } else { rng.random_range(40_000..70_000) };
-            // Runs of empty cells, single heavy cells and light ones.
-            let counts: Vec<u64> = (0..cells)
-                .map(|_| match rng.random_range(0..4) {
-                    0 | 1 => 0,
-                    2 => rng.random_range(1..4),
-                    _ => rng.random_range(1..10_000),
-                })
-                .collect();
+        for case in 0..260 {
+            // A few CDFs past 2^15 cells, where `brackets` has fewer than eight buckets per cell.
+            let cells = if case % 50 < 48 { rng.random_range(1..300) } else { rng.random_range(40_000..70_000) };
+            let counts: Vec<u64> = if case % 2 == 0 {
+                // Runs of empty cells, single heavy cells and light ones.
+                (0..cells)
+                    .map(|_| match rng.random_range(0..4) {
+                        0 | 1 => 0,
+                        2 => rng.random_range(1..4),
+                        _ => rng.random_range(1..10_000),
+                    })
+                    .collect()
+            } else {
+                // Cells of about the same mass (a noisy release of a flat column), where most buckets
+                // hold one cell's end and the inverse picks between two cells.
+                (0..cells).map(|_| rng.random_range(700..1300)).collect()
+            };
             let Some(cdf) = CellCdf::from_counts(&counts) else { continue };
             for cdf in [cdf.clone(), cdf.mixed_with_uniform(0.3)] {
                 let edges = cdf.cumulative.clone();
-                let probes = (0..=1000).map(|step| step as f64 / 1000.0).chain(edges.iter().copied());
+                let steps = (0..=1000).map(|step| step as f64 / 1000.0);
+                let draws: Vec<f64> = (0..1000).map(|_| rng.random()).collect();
+                let probes = steps.chain(draws).chain(edges.iter().copied());
                 for u in probes.chain([-0.5, 1.5, f64::NAN, 1e-300, 1.0 - 1e-16]) {
                     let (guided, full) = (cdf.inverse(u), inverse_by_full_search(&cdf, u));
                     assert!(guided.to_bits() == full.to_bits(), "case {case}, u = {u}: {guided} vs {full}");

@@ -586,6 +586,7 @@ pub struct MonotoneMap {
 }
 
 impl MonotoneMap {
+    #[inline]
     pub fn apply(&self, x: f64) -> f64 {
         self.to.inverse(self.from.value(x))
     }
