@@ -328,11 +328,9 @@ impl PairMap {
         let to_quantile = |x: f64| quantile.as_ref().map_or(x, |cdf| cdf.value(x));
         let to_value = |u: f64| quantile.as_ref().map_or(u, |cdf| cdf.inverse(u));
         let child_quantiles: Vec<f64> = child_values.par_iter().map(|&x| to_quantile(x)).collect();
-        let mut within = vec![0u64; PAIR_CELLS * CONDITIONAL_CELLS];
-        for (&cell, &u) in parent_cells.iter().zip(&child_quantiles) {
-            within[cell as usize * CONDITIONAL_CELLS + cell_of(u, CONDITIONAL_CELLS)] += 1;
-        }
-        let within = drawn.histogram(within);
+        let within = drawn.histogram(counts_on_the_pool(PAIR_CELLS * CONDITIONAL_CELLS, parent_cells.len(), |row| {
+            parent_cells[row] as usize * CONDITIONAL_CELLS + cell_of(child_quantiles[row], CONDITIONAL_CELLS)
+        }));
         // Per parent cell, F_b (on u) → G_b (on x); none where the drawn rows or the release have nothing
         // in that cell.
         let conditionals: Vec<Option<MonotoneMap>> = within
@@ -408,24 +406,39 @@ fn cell_of(value: f64, cells: usize) -> usize {
 }
 
 fn pair_cells(values: &[f64]) -> Vec<u32> {
-    values.iter().map(|&value| cell_of(value, PAIR_CELLS) as u32).collect()
+    values.par_iter().map(|&value| cell_of(value, PAIR_CELLS) as u32).collect()
 }
 
 fn histogram(values: &[f64], cells: usize) -> Vec<u64> {
-    let mut counts = vec![0u64; cells];
-    for &value in values {
-        counts[cell_of(value, cells)] += 1;
-    }
-    counts
+    counts_on_the_pool(cells, values.len(), |row| cell_of(values[row], cells))
 }
 
 /// The histogram of two columns' cells, cell `first · PAIR_CELLS + second`, as the pass bins the data.
 fn pair_histogram(first: &[u32], second: &[u32]) -> Vec<u64> {
-    let mut counts = vec![0u64; PAIR_CELLS * PAIR_CELLS];
-    for (&a, &b) in first.iter().zip(second) {
-        counts[a as usize * PAIR_CELLS + b as usize] += 1;
-    }
-    counts
+    counts_on_the_pool(PAIR_CELLS * PAIR_CELLS, first.len(), |row| first[row] as usize * PAIR_CELLS + second[row] as usize)
+}
+
+/// How many of `rows` rows fall in each of `cells` cells (`cell_of_row`), counted in blocks on the pool:
+/// the drawn rows are millions, and integer counts add up to the same whatever the split.
+fn counts_on_the_pool(cells: usize, rows: usize, cell_of_row: impl Fn(usize) -> usize + Sync) -> Vec<u64> {
+    const BLOCK_ROWS: usize = 1 << 16;
+    (0..rows)
+        .into_par_iter()
+        .with_min_len(BLOCK_ROWS)
+        .fold(
+            || vec![0u64; cells],
+            |mut counts, row| {
+                counts[cell_of_row(row)] += 1;
+                counts
+            },
+        )
+        .reduce(
+            || vec![0u64; cells],
+            |mut total, counts| {
+                total.iter_mut().zip(counts).for_each(|(total, count)| *total += count);
+                total
+            },
+        )
 }
 
 /// Every pair (a, b) of `dims` columns with a < b, in order: the pairs the scores are released for.
