@@ -47,6 +47,23 @@ impl CellCdf {
         Some(Self::with_cumulative(cumulative))
     }
 
+    /// The CDF of non-negative `weights` on equal cells; `None` when they sum to zero.
+    pub fn from_weights(weights: &[f64]) -> Option<Self> {
+        let total: f64 = weights.iter().sum();
+        if total <= 0.0 {
+            return None;
+        }
+        let mut running = 0.0;
+        let mut cumulative = Vec::with_capacity(weights.len() + 1);
+        cumulative.push(0.0);
+        for &weight in weights {
+            running += weight;
+            cumulative.push((running / total).min(1.0));
+        }
+        *cumulative.last_mut().expect("one edge at least") = 1.0;
+        Some(Self::with_cumulative(cumulative))
+    }
+
     /// F(x) = x: the CDF of one cell.
     pub fn uniform() -> Self {
         Self::with_cumulative(vec![0.0, 1.0])
@@ -177,6 +194,19 @@ mod tests {
         assert_eq!(cdf.inverse(0.5), 0.25);
         assert_eq!(cdf.inverse(0.5 + 1e-9), 0.5 + 1e-9);
         assert!(CellCdf::from_counts(&[0, 0]).is_none());
+    }
+
+    #[test]
+    fn weights_give_the_cdf_their_counts_give() {
+        let counts = [3u64, 0, 7, 1, 0, 5];
+        let weights: Vec<f64> = counts.iter().map(|&count| count as f64 * 0.25).collect();
+        let from_counts = CellCdf::from_counts(&counts).unwrap();
+        let from_weights = CellCdf::from_weights(&weights).unwrap();
+        for (a, b) in from_counts.cumulative.iter().zip(&from_weights.cumulative) {
+            assert!((a - b).abs() < 1e-15);
+        }
+        assert_eq!(from_weights.cumulative.last(), Some(&1.0));
+        assert!(CellCdf::from_weights(&[0.0, 0.0]).is_none());
     }
 
     /// The inverse as a search over every cell: what the guided search must reproduce exactly.

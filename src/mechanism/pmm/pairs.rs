@@ -5,8 +5,9 @@
 //! the data's histogram and the one of rows drawn from the joint release, released with noise (a tenth
 //! of the share), and the maximum spanning tree of those noisy scores. Then, pair by
 //! pair from column 0 outwards, each synthetic child value is moved, order kept, within its parent's
-//! cell onto that row of the released histogram (x ↦ G_b⁻¹(F_b(x))), and the column is put back onto its
-//! own 1-D marginal keeping its new ranks. A pair is mapped only where its released rows disagree with
+//! cell onto that row of the released histogram (x ↦ G_b⁻¹(F_b(x)), G_b spreading each released cell's
+//! rows inside it as the synthetic rows are), and the column is put back onto its own 1-D marginal
+//! keeping its new ranks. A pair is mapped only where its released rows disagree with
 //! the synthetic table's own conditionals beyond their noise; elsewhere the release only repeats what
 //! the joint release says, and mapping onto it would add its noise. The maps are fitted on rows drawn
 //! from the joint release and read released counts only.
@@ -60,7 +61,8 @@ pub const PAIR_SAMPLE_VALUES: usize = 1 << 24;
 /// release is wrong").
 pub const PAIR_SELECTION_FRACTION: f64 = 0.1;
 
-/// Equal cells of the fitted CDFs: the child's within one parent cell, and its whole 1-D marginal.
+/// Equal cells of the fitted CDFs: the child's within one parent cell (on its quantile), and on x its
+/// whole 1-D marginal and its shape inside each parent cell.
 const CONDITIONAL_CELLS: usize = 1 << 10;
 const MARGINAL_CELLS: usize = 1 << 12;
 
@@ -260,9 +262,10 @@ impl PairPlan {
                    between the data's 32 x 32 histogram of it and that of rows drawn from the joint release (scaled to \
                    its released rows), with Laplace noise",
             map: "in tree order, where the gate lets a pair through: x -> G_b^-1(F_b(x)) on the child, b the \
-                  parent's cell, F_b the synthetic child's CDF in it, G_b the released row's (pruned, uniform \
-                  within cells); then the child back onto its own 1-D marginal keeping its new ranks; \
-                  fitted on rows drawn from the joint release; post-processing",
+                  parent's cell, F_b the synthetic child's CDF in it, G_b the released row's (pruned, each \
+                  cell's rows spread inside it as the synthetic rows are); then the child back onto its own \
+                  1-D marginal keeping its new ranks; fitted on rows drawn from the joint release; \
+                  post-processing",
         };
         Ok((maps, parameters))
     }
@@ -331,13 +334,19 @@ impl PairMap {
         let within = drawn.histogram(counts_on_the_pool(PAIR_CELLS * CONDITIONAL_CELLS, parent_cells.len(), |row| {
             parent_cells[row] as usize * CONDITIONAL_CELLS + cell_of(child_quantiles[row], CONDITIONAL_CELLS)
         }));
+        // The drawn child's shape on x in each parent cell, finer than the released rows.
+        let shapes = drawn.histogram(counts_on_the_pool(PAIR_CELLS * MARGINAL_CELLS, parent_cells.len(), |row| {
+            parent_cells[row] as usize * MARGINAL_CELLS + cell_of(child_values[row], MARGINAL_CELLS)
+        }));
         // Per parent cell, F_b (on u) → G_b (on x); none where the drawn rows or the release have nothing
         // in that cell.
         let conditionals: Vec<Option<MonotoneMap>> = within
             .chunks_exact(CONDITIONAL_CELLS)
+            .zip(shapes.chunks_exact(MARGINAL_CELLS))
             .zip(released.chunks_exact(PAIR_CELLS))
-            .map(|(synthetic, released)| {
-                Some(MonotoneMap { from: CellCdf::from_counts(synthetic)?, to: CellCdf::from_counts(released)? })
+            .map(|((synthetic, shape), released)| {
+                let to = CellCdf::from_weights(&released_within(shape, released))?;
+                Some(MonotoneMap { from: CellCdf::from_counts(synthetic)?, to })
             })
             .collect();
         let conditional =
@@ -379,6 +388,26 @@ impl PairMap {
         });
         columns[self.child] = child;
     }
+}
+
+/// A released row of child cells (`released`) spread over the finer cells of `shape` (the synthetic
+/// child's counts on them, [`MARGINAL_CELLS`] equal cells of x, nested in the child cells) as the
+/// synthetic rows are in each child cell, evenly where there are none. The map then moves rows between
+/// child cells and keeps the joint release's shape inside them, which at ε·n̂ = 10^8 is finer than the
+/// pairs' 32 cells.
+fn released_within(shape: &[u64], released: &[u64]) -> Vec<f64> {
+    let within = shape.len() / released.len();
+    shape
+        .chunks_exact(within)
+        .zip(released)
+        .flat_map(|(shape, &released)| {
+            let rows: u64 = shape.iter().sum();
+            shape.iter().map(move |&count| match rows {
+                0 => released as f64 / within as f64,
+                rows => released as f64 * count as f64 / rows as f64,
+            })
+        })
+        .collect()
 }
 
 /// The joint release's rows with each mapped pair's child passed through its map, in tree order.
@@ -724,6 +753,46 @@ mod tests {
         let (before, after) = (shares(&child), shares(&drawn.columns[1]));
         let worst = before.iter().zip(&after).map(|(b, a)| (b - a).abs()).fold(0.0, f64::max);
         assert!(worst < 0.005, "a value's share moved by {worst}: {before:?} -> {after:?}");
+    }
+
+    #[test]
+    fn the_map_keeps_where_each_parent_cells_rows_lie_inside_a_child_cell() {
+        // Inside every child cell, the rows whose parent is in its lower half lie on a narrow band a quarter
+        // of the way up and the others on one at three quarters (a joint release finer than the pairs'
+        // cells, as at ε·n̂ = 10^8); the release moves each parent cell's rows one child cell up. Spread
+        // evenly inside the child cells, the map would put half the rows on the other band.
+        let mut rng = case_rng(6);
+        let rows = PAIR_SAMPLE_MIN_ROWS;
+        let parent = uniform(&mut rng, rows);
+        let band = |parent: f64| if cell_of(parent, PAIR_CELLS) < PAIR_CELLS / 2 { 0.25 } else { 0.75 };
+        let child: Vec<f64> = parent
+            .iter()
+            .map(|&p| {
+                let within = band(p) + (rng.random::<f64>() - 0.5) / 50.0;
+                (rng.random_range(0..PAIR_CELLS) as f64 + within) / PAIR_CELLS as f64
+            })
+            .collect();
+        let synthetic = own_histogram(&parent, &child);
+        let up = |cell: usize| cell - cell % PAIR_CELLS + (cell + PAIR_CELLS - 1) % PAIR_CELLS;
+        let released: Vec<u64> = (0..PAIR_CELLS * PAIR_CELLS).map(|cell| synthetic[up(cell)]).collect();
+        let columns = vec![parent.clone(), child];
+        let mut drawn = DrawnRows { columns, released_rows: rows as u64, sum: &on_one_machine };
+        let map = PairMap::fit((0, 1), &pair_cells(&parent), &drawn, &released);
+        map.apply(&mut drawn.columns);
+        let mapped = &drawn.columns[1];
+        let off: u64 = own_histogram(&parent, mapped).iter().zip(&released).map(|(&a, &b)| a.abs_diff(b)).sum();
+        assert!((off as f64) < 0.05 * rows as f64, "{off} rows off the released histogram");
+        let within = |child: f64| (child * PAIR_CELLS as f64).fract();
+        let on_band = parent.iter().zip(mapped).filter(|(&p, &c)| (within(c) - band(p)).abs() < 0.1).count();
+        let on_band = on_band as f64 / rows as f64;
+        assert!(on_band > 0.9, "{on_band} of the rows on their band");
+    }
+
+    #[test]
+    fn a_released_row_is_spread_within_each_child_cell_as_the_synthetic_rows_are() {
+        // Two finer cells in each of three child cells; the second child cell has no synthetic rows.
+        let spread = released_within(&[1, 2, 0, 0, 5, 0], &[30, 8, 5]);
+        assert_eq!(spread, vec![10.0, 20.0, 4.0, 4.0, 5.0, 0.0]);
     }
 
     #[test]
