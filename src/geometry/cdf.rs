@@ -33,31 +33,25 @@ fn bracket_buckets(cells: usize) -> usize {
 impl CellCdf {
     /// `None` when the counts are all zero.
     pub fn from_counts(counts: &[u64]) -> Option<Self> {
-        let total: u64 = counts.iter().sum();
-        if total == 0 {
-            return None;
-        }
-        let mut running = 0u64;
-        let mut cumulative = Vec::with_capacity(counts.len() + 1);
-        cumulative.push(0.0);
-        for &count in counts {
-            running += count;
-            cumulative.push(running as f64 / total as f64);
-        }
-        Some(Self::with_cumulative(cumulative))
+        // Sums of counts below 2^53 are exact in f64: the same CDF as integer sums would give.
+        Self::from_masses(counts.iter().map(|&count| count as f64))
     }
 
     /// The CDF of non-negative `weights` on equal cells; `None` when they sum to zero.
     pub fn from_weights(weights: &[f64]) -> Option<Self> {
-        let total: f64 = weights.iter().sum();
+        Self::from_masses(weights.iter().copied())
+    }
+
+    fn from_masses(masses: impl ExactSizeIterator<Item = f64> + Clone) -> Option<Self> {
+        let total: f64 = masses.clone().sum();
         if total <= 0.0 {
             return None;
         }
         let mut running = 0.0;
-        let mut cumulative = Vec::with_capacity(weights.len() + 1);
+        let mut cumulative = Vec::with_capacity(masses.len() + 1);
         cumulative.push(0.0);
-        for &weight in weights {
-            running += weight;
+        for mass in masses {
+            running += mass;
             cumulative.push((running / total).min(1.0));
         }
         *cumulative.last_mut().expect("one edge at least") = 1.0;
