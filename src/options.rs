@@ -328,6 +328,8 @@ pub struct PmmOptions {
     pub chosen_by: Option<&'static str>,
     /// `--mechanism auto` at d ≥ 3: the settings it runs instead on a table large enough for them.
     pub larger_table: Option<Box<LargerTable>>,
+    /// `--mechanism auto` at d ≥ 4: the settings it runs instead of the larger table's on a larger one still.
+    pub largest_table: Option<Box<LargerTable>>,
     /// `--mechanism auto` at d = 3–5: the settings it runs instead on a table too small for the marginals.
     pub smaller_table: Option<Box<SmallerTable>>,
 }
@@ -404,6 +406,15 @@ fn plain_below(dims: usize) -> Option<(u32, &'static str)> {
 ///   from the quantile partition there (docs/mechanisms/pmm.md, "auto at d = 3").
 pub const AUTO_LARGER_TABLE_FROM_EPSILON_N: f64 = 3e4;
 
+/// From this ε·n on, `--mechanism auto` at d ≥ 4 runs its largest table's settings: smaller shares for the
+/// pairs and the marginals (`--pair-share 0.1 --marginal-share 0.2`). There the joint tree's own marginals are
+/// fine enough that the larger shares cost it more than they give: on generated tables at n = 10^7 (d = 4,
+/// three seeds) at ε·n = 10^8 the uniform table's pairwise 2-D W1, 2-way TV and correlation error went from
+/// 1.28x, 1.59x and 1.87x plain PMM's to 1.04x, 1.06x, 1.20x and the mixture's pairwise W1 from 0.42x to
+/// 0.35x; at ε·n = 10^7 the larger shares did better (1.12x in the geometric mean over laws and scores), at
+/// 3·10^7 about as well (docs/mechanisms/pmm.md, "auto on the largest tables").
+pub const AUTO_LARGEST_TABLE_FROM_EPSILON_N: f64 = 5e7;
+
 /// `--mechanism auto`'s pair share on larger tables: the measured `--pair-share` (docs/accuracy.md, "2-way marginals").
 pub const AUTO_PAIR_SHARE: f64 = 0.2;
 
@@ -419,6 +430,8 @@ pub struct AutoChoice {
     pub reason: &'static str,
     /// The settings it switches to from [`AUTO_LARGER_TABLE_FROM_EPSILON_N`] on ([`LargerTable`]).
     pub larger_table: Option<LargerSettings>,
+    /// The settings it switches to from [`AUTO_LARGEST_TABLE_FROM_EPSILON_N`] on.
+    pub largest_table: Option<LargerSettings>,
     /// Below which depth of the released marginals it switches to [`SmallerTable`]'s settings, with the
     /// report's words.
     pub smaller_table: Option<(u32, &'static str)>,
@@ -458,6 +471,16 @@ const LARGER_TABLE_WITH_PAIRS: LargerSettings = LargerSettings {
              tables up to 7%)",
 };
 
+/// d ≥ 4 from [`AUTO_LARGEST_TABLE_FROM_EPSILON_N`] on: the pair maps and the marginals at smaller shares.
+const LARGEST_TABLE_WITH_PAIRS: LargerSettings = LargerSettings {
+    marginal_share: 0.2,
+    partition: Partition::Quantile,
+    pair_share: 0.1,
+    reason: "--mechanism auto, d >= 4, epsilon * n-hat (n under replace) at least 5e7: PMM with --partition \
+             quantile --marginal-share 0.2 --pair-share 0.1 (on generated tables at n = 1e7 and epsilon * n = 1e8 \
+             the shares 0.45 and 0.2 cost the uniform table's pairwise 2-D W1 1.28x plain PMM's, these 1.04x)",
+};
+
 /// d = 3: midpoint cells with the marginal share 0.3, what flights did best with.
 const LARGER_TABLE_AT_THREE_COLUMNS: LargerSettings = LargerSettings {
     marginal_share: DEFAULT_QUANTILE_MARGINAL_SHARE,
@@ -476,6 +499,7 @@ impl AutoChoice {
         reason: "--mechanism auto with --placement centre: plain PMM (the marginal maps need points spread \
                  uniformly in their cells)",
         larger_table: None,
+        largest_table: None,
         smaller_table: None,
     };
 
@@ -486,6 +510,7 @@ impl AutoChoice {
         reason: "--mechanism auto with --depth under add-remove: plain PMM at that depth (the released marginals' \
                  depths follow the released n-hat, which --depth does without)",
         larger_table: None,
+        largest_table: None,
         smaller_table: None,
     };
 
@@ -497,6 +522,7 @@ impl AutoChoice {
             reason: "--mechanism auto with --marginal-share or --partition given: PMM with the calibration given, \
                      as --mechanism pmm",
             larger_table: None,
+            largest_table: None,
             smaller_table: None,
         }
     }
@@ -510,6 +536,7 @@ impl AutoChoice {
                 reason: "--mechanism auto, d <= 2: plain PMM (on flights at d = 2 a marginal share or the \
                          quantile partition only cost budget)",
                 larger_table: None,
+                largest_table: None,
                 smaller_table: None,
             },
             3 if pairs => AutoChoice {
@@ -519,6 +546,7 @@ impl AutoChoice {
                          3 it cut the joint W1 by 12-25% and the largest 1-D W1 2-7x; the quantile partition did no \
                          better)",
                 larger_table: None,
+                largest_table: None,
                 smaller_table: None,
             },
             3 => AutoChoice {
@@ -528,6 +556,7 @@ impl AutoChoice {
                          quantile --marginal-share 0.45 (on generated tables it gave 0.86x the joint W1 of \
                          --marginal-share 0.3 on midpoint cells, 0.78x plain PMM's)",
                 larger_table: Some(LARGER_TABLE_AT_THREE_COLUMNS),
+                largest_table: None,
                 smaller_table: plain_below(dims),
             },
             _ if pairs => AutoChoice {
@@ -537,6 +566,7 @@ impl AutoChoice {
                          --marginal-share 0.45 (the pair maps end on the released marginals: on flights at d = 4, \
                          5 the larger share cut the joint W1 by 4-6% and the 1-D W1 by a third at epsilon = 0.1)",
                 larger_table: None,
+                largest_table: None,
                 smaller_table: None,
             },
             _ => AutoChoice {
@@ -547,6 +577,7 @@ impl AutoChoice {
                          cut the joint W1 by 23-38% against plain PMM; on generated tables the share 0.45 gave \
                          0.87-0.96x the joint W1 of 0.3)",
                 larger_table: Some(LARGER_TABLE_WITH_PAIRS),
+                largest_table: Some(LARGEST_TABLE_WITH_PAIRS),
                 smaller_table: plain_below(dims),
             },
         }
@@ -633,6 +664,7 @@ impl PmmOptions {
         pair_share: 0.0,
         chosen_by: None,
         larger_table: None,
+        largest_table: None,
         smaller_table: None,
     };
 
@@ -995,13 +1027,14 @@ impl SynthArgs {
             pair_share: self.pair_share.unwrap_or(0.0),
             chosen_by: auto.map(|auto| auto.reason),
             larger_table: None,
+            largest_table: None,
             smaller_table: None,
         };
         // An explicit `--pair-share` (0 too) keeps auto's settings on every table.
         let switches = auto.filter(|_| self.pair_share.is_none());
-        let larger_table = switches.and_then(|auto| auto.larger_table).map(|larger| {
+        let switch_from = |from_epsilon_n, larger: LargerSettings| {
             Box::new(LargerTable {
-                from_epsilon_n: AUTO_LARGER_TABLE_FROM_EPSILON_N,
+                from_epsilon_n,
                 options: PmmOptions {
                     marginal_share: larger.marginal_share,
                     partition: larger.partition,
@@ -1010,7 +1043,11 @@ impl SynthArgs {
                     ..pmm.clone()
                 },
             })
-        });
+        };
+        let larger_table = (switches.and_then(|auto| auto.larger_table))
+            .map(|larger| switch_from(AUTO_LARGER_TABLE_FROM_EPSILON_N, larger));
+        let largest_table = (switches.and_then(|auto| auto.largest_table))
+            .map(|largest| switch_from(AUTO_LARGEST_TABLE_FROM_EPSILON_N, largest));
         let smaller_table = switches.and_then(|auto| auto.smaller_table).map(|(below_marginal_depth, reason)| {
             Box::new(SmallerTable {
                 below_marginal_depth,
@@ -1022,7 +1059,7 @@ impl SynthArgs {
                 },
             })
         });
-        let pmm = PmmOptions { larger_table, smaller_table, ..pmm };
+        let pmm = PmmOptions { larger_table, largest_table, smaller_table, ..pmm };
         let psmm = PsmmOptions {
             cells: self.cells,
             noisy_n_share: root_share.unwrap_or(DEFAULT_NOISY_N_SHARE),
@@ -1317,19 +1354,32 @@ mod tests {
         assert_eq!((switched.marginal_share, switched.partition), (AUTO_QUANTILE_MARGINAL_SHARE, Partition::Quantile));
         assert_eq!((switched.pair_share, switched.larger_table.is_none()), (0.2, true));
         assert!(switched.chosen_by.unwrap().contains("at least 3e4"));
-        let unswitched = PmmOptions { larger_table: None, smaller_table: None, chosen_by: None, ..default };
+        // From ε·n = 5·10^7 on, the pairs and the marginals at smaller shares, the rest as the larger table's.
+        let largest = default.largest_table.clone().expect("auto at d >= 4 switches on the largest tables");
+        assert_eq!(largest.from_epsilon_n, AUTO_LARGEST_TABLE_FROM_EPSILON_N);
+        let reduced = largest.options;
+        assert_eq!((reduced.marginal_share, reduced.partition, reduced.pair_share), (0.2, Partition::Quantile, 0.1));
+        assert!(reduced.chosen_by.unwrap().contains("at least 5e7"));
+        let as_larger = PmmOptions { marginal_share: 0.45, pair_share: 0.2, chosen_by: switched.chosen_by, ..reduced };
+        assert_eq!(as_larger, switched);
+        let unswitched =
+            PmmOptions { larger_table: None, largest_table: None, smaller_table: None, chosen_by: None, ..default };
         assert_eq!(PmmOptions { pair_share: 0.0, chosen_by: None, ..switched }, unswitched);
-        let given_prune = pmm(&[&["--prune-sigmas", "1"][..], &four].concat()).larger_table.unwrap();
-        assert_eq!(given_prune.options.prune_sigmas, 1.0);
+        let given_prune = pmm(&[&["--prune-sigmas", "1"][..], &four].concat());
+        assert_eq!(given_prune.larger_table.unwrap().options.prune_sigmas, 1.0);
+        assert_eq!(given_prune.largest_table.unwrap().options.prune_sigmas, 1.0);
         for share in ["0", "0.2"] {
-            assert_eq!(pmm(&[&["--pair-share", share][..], &four].concat()).larger_table, None, "{share}");
+            let given = pmm(&[&["--pair-share", share][..], &four].concat());
+            assert_eq!((given.larger_table, given.largest_table), (None, None), "{share}");
         }
         for fewer in ["a", "a,b"] {
-            assert_eq!(pmm(&[&["--columns", fewer][..], &bounds].concat()).larger_table, None, "{fewer}");
+            let narrow = pmm(&[&["--columns", fewer][..], &bounds].concat());
+            assert_eq!((narrow.larger_table, narrow.largest_table), (None, None), "{fewer}");
         }
         // At d = 3 the larger table's settings are midpoint cells with the share 0.3 (no pairs), from the
         // same ε·n̂ on.
         let three = pmm(&[&["--columns", "a,b,c"][..], &bounds].concat());
+        assert_eq!(three.largest_table, None, "no third setting at d = 3");
         let larger = three.larger_table.clone().expect("auto at d = 3 switches on larger tables");
         assert_eq!(larger.from_epsilon_n, AUTO_LARGER_TABLE_FROM_EPSILON_N);
         let midpoints = larger.options;
@@ -1364,7 +1414,7 @@ mod tests {
                 let plain = smaller.options;
                 assert_eq!((plain.marginal_share, plain.partition, plain.pair_share), (0.0, Partition::Midpoint, 0.0));
                 assert!(plain.chosen_by.unwrap().contains("plain PMM"), "{words:?}");
-                assert_eq!((plain.larger_table, plain.smaller_table), (None, None));
+                assert_eq!((plain.larger_table, plain.largest_table, plain.smaller_table), (None, None, None));
                 assert_eq!(plain.prune_sigmas, run.prune_sigmas, "{words:?}");
             }
         }

@@ -271,39 +271,45 @@ fn the_quantile_partition_beats_midpoint_cells_on_skewed_and_clustered_tables() 
 }
 
 /// `--mechanism auto` at d = 4: PMM with the quantile partition, and the report says so and why; from
-/// ε·n̂ = 3·10^4 on (`AUTO_LARGER_TABLE_FROM_EPSILON_N`) with the pair maps, the marginal share 0.45 either way. Both
-/// settings release the same n̂ (the pairs' share off first: 0.8ε/16) and the rest of each stays within ε;
-/// a smaller table's plan that released n̂ at its own share, or planned its levels as if n̂ cost ε/16,
-/// would show here.
+/// ε·n̂ = 3·10^4 on (`AUTO_LARGER_TABLE_FROM_EPSILON_N`) with the pair maps and the marginal share 0.45, from
+/// 5·10^7 on (`AUTO_LARGEST_TABLE_FROM_EPSILON_N`) with the shares 0.1 and 0.2. Every setting releases the same
+/// n̂ (the larger table's pairs' share off first: 0.8ε/16) and spends the rest of ε exactly; a plan that
+/// released n̂ at its own share, or planned its levels as if n̂ cost ε/16, would show here.
 #[test]
 fn auto_runs_the_quantile_partition_at_four_columns_and_says_why() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.parquet");
     write(&input, &skewed_columns(8));
-    for (epsilon, larger) in [(0.5, false), (2.0, true)] {
+    // ε, the words of the reason, the marginal share and the pair share.
+    for (epsilon, side, share, pair_share) in
+        [(0.5, "below 3e4", 0.45, 0.0), (2.0, "at least 3e4", 0.45, 0.2), (5000.0, "at least 5e7", 0.2, 0.1)]
+    {
         let name = format!("auto-{epsilon}");
         let report = synth(dir.path(), &input, &name, &["--epsilon", &epsilon.to_string(), "--mechanism", "auto"]);
         assert_eq!(report["mechanism"], "pmm");
         let parameters = &report["parameters"];
         let reason = parameters["auto"].as_str().unwrap();
-        let side = if larger { "at least 3e4" } else { "below 3e4" };
         assert!(reason.contains("d >= 4") && reason.contains(side), "{reason}");
         assert_eq!(parameters["marginal_calibration"]["partition"], "quantile");
-        assert_eq!(parameters["marginal_calibration"]["share"], 0.45);
+        assert_eq!(parameters["marginal_calibration"]["share"], share);
         assert_eq!(parameters["prune_sigmas"], 0.0);
-        assert_eq!(parameters["pair_marginals"].is_null(), !larger);
+        assert_eq!(parameters["pair_marginals"].is_null(), pair_share == 0.0);
         let (epsilon_n, plain_below, pairs_from) = auto_switch(&report, epsilon);
         assert!(epsilon_n >= plain_below.unwrap(), "ε·n̂ {epsilon_n} is below the plain-PMM switch {plain_below:?}");
         assert_eq!(pairs_from, Some(3e4));
-        assert_eq!(epsilon_n >= 3e4, larger, "the report's ε·n̂ {epsilon_n} is on the other side of the switch");
+        assert_eq!(parameters["auto_switch"]["largest_table_from_epsilon_n"], 5e7);
+        let tier = [3e4, 5e7].iter().filter(|&&from| epsilon_n >= from).count();
+        let expected_tier = [0.0, 0.2, 0.1].iter().position(|&share| share == pair_share).unwrap();
+        assert_eq!(tier, expected_tier, "the report's ε·n̂ {epsilon_n} is on the other side of a switch");
         let n_hat = parameters["levels"][0]["epsilon"].as_f64().unwrap();
         assert!((n_hat - 0.8 * epsilon / 16.0).abs() < 1e-6 * epsilon, "n̂ spent {n_hat} at ε = {epsilon}");
         let (spent, levels, marginals, pairs) = spent_parts(&report);
-        let (share, pair_share) = (0.45, if larger { 0.2 } else { 0.0 });
-        assert!((marginals - share * (1.0 - pair_share) * epsilon).abs() < 1e-6, "marginals {marginals}");
-        assert!((pairs - pair_share * epsilon).abs() < 1e-6, "pairs {pairs}");
-        assert!(levels <= (1.0 - share) * (1.0 - pair_share) * epsilon + 1e-12, "n̂ and levels {levels}");
-        assert!((spent - (levels + marginals + pairs)).abs() < 1e-6 && spent <= epsilon, "spent {spent} of {epsilon}");
+        assert!((marginals - share * (1.0 - pair_share) * epsilon).abs() < 1e-6 * epsilon, "marginals {marginals}");
+        assert!((pairs - pair_share * epsilon).abs() < 1e-6 * epsilon, "pairs {pairs}");
+        assert!(levels <= (1.0 - share) * (1.0 - pair_share) * epsilon * (1.0 + 1e-12), "n̂ and levels {levels}");
+        let sum = levels + marginals + pairs;
+        assert!((spent - sum).abs() < 1e-6 * epsilon, "spent {spent}, the parts {sum}");
+        assert!(spent <= epsilon && spent > (1.0 - 1e-6) * epsilon, "spent {spent} of {epsilon}");
     }
 }
 

@@ -272,6 +272,12 @@ fn released_marginals_and_pairs_across_ranks_give_the_single_machine_table() {
         })),
         ..calibrated_at_d3(&auto)
     };
+    // What auto runs at d ≥ 4 from ε·n̂ = 5·10^7 on (here: always): the pairs and the marginals at smaller shares.
+    let largest = || {
+        let options =
+            PmmOptions { marginal_share: 0.2, partition: Partition::Quantile, pair_share: 0.1, ..PmmOptions::DEFAULT };
+        Some(Box::new(LargerTable { from_epsilon_n: 0.0, options }))
+    };
     let plain_below = || Some(Box::new(SmallerTable { below_marginal_depth: u32::MAX, options: PmmOptions::DEFAULT }));
     let variants = [
         ("auto at d = 3", calibrated_at_d3(&auto)),
@@ -285,6 +291,7 @@ fn released_marginals_and_pairs_across_ranks_give_the_single_machine_table() {
         ("pairs alone", PmmOptions { pair_share: 0.3, ..PmmOptions::DEFAULT }),
         ("auto's switch to pairs, taken", switching(0.0)),
         ("auto's switch to pairs, not taken", switching(f64::INFINITY)),
+        ("auto's switch to the smallest shares, taken", PmmOptions { largest_table: largest(), ..switching(0.0) }),
         // While its marginals would be shallower than `below_marginal_depth` (here: always) auto runs plain
         // PMM: after the midpoint tree's pass (a switch from marginals on midpoint cells), after the pass
         // that counts and bins the marginals under the quantile partition.
@@ -312,12 +319,16 @@ fn released_marginals_and_pairs_across_ranks_give_the_single_machine_table() {
                 let expected = rows_of(&[single.table.clone()]);
                 let expected_report = report_json(single.report.as_ref().unwrap());
                 let parameters = &expected_report["parameters"];
-                if let Some(larger) = pmm.larger_table.as_ref().filter(|_| pmm.smaller_table.is_none()) {
-                    // Taken (from 0) or not (from ∞): the larger table's pairs and partition, or the run's own.
-                    let ran = if larger.from_epsilon_n > 0.0 { &pmm } else { &larger.options };
+                if pmm.larger_table.is_some() && pmm.smaller_table.is_none() {
+                    // Taken (from 0) or not (from ∞): the largest or the larger table's pairs, partition and
+                    // share, or the run's own.
+                    let taken = [&pmm.largest_table, &pmm.larger_table].into_iter().flatten();
+                    let ran = taken.filter(|switch| switch.from_epsilon_n == 0.0).map(|switch| &switch.options).next();
+                    let ran = ran.unwrap_or(&pmm);
                     assert_eq!(parameters["pair_marginals"].is_null(), ran.pair_share == 0.0, "{case}");
                     let partition = format!("{:?}", ran.partition).to_lowercase();
                     assert_eq!(parameters["marginal_calibration"]["partition"], partition.as_str(), "{case}");
+                    assert_eq!(parameters["marginal_calibration"]["share"], ran.marginal_share, "{case}");
                 }
                 if pmm.smaller_table.is_some() {
                     assert!(parameters["marginal_calibration"].is_null(), "{case}: plain PMM");

@@ -103,6 +103,9 @@ pub struct PmmPlan {
     /// `--mechanism auto` at d ≥ 3 under add-remove: the plan run instead when ε·n̂ is large enough. It
     /// releases the same n̂ (one release, one spend) and spends the rest of ε its own way.
     larger: Option<Box<PmmPlan>>,
+    /// `--mechanism auto` at d ≥ 4 under add-remove: the plan run instead of `larger` when ε·n̂ is larger
+    /// still. It releases the same n̂ as `larger`.
+    largest: Option<Box<PmmPlan>>,
     /// `--mechanism auto` at d = 3–5 under add-remove: the plan run instead when ε·n̂ is too small.
     smaller: Option<Box<PmmPlan>>,
 }
@@ -113,13 +116,16 @@ enum AutoPick {
     Smaller,
     Own,
     Larger,
+    Largest,
 }
 
 impl AutoThresholds {
     fn pick(&self, epsilon_n: f64) -> AutoPick {
-        match (self.plain_below_epsilon_n, self.larger_table_from_epsilon_n) {
-            (Some(below), _) if epsilon_n < below => AutoPick::Smaller,
-            (_, Some(from)) if epsilon_n >= from => AutoPick::Larger,
+        let reaches = |from: Option<f64>| from.is_some_and(|from| epsilon_n >= from);
+        match self.plain_below_epsilon_n {
+            Some(below) if epsilon_n < below => AutoPick::Smaller,
+            _ if reaches(self.largest_table_from_epsilon_n) => AutoPick::Largest,
+            _ if reaches(self.larger_table_from_epsilon_n) => AutoPick::Larger,
             _ => AutoPick::Own,
         }
     }
@@ -128,19 +134,21 @@ impl AutoThresholds {
 impl PmmPlan {
     /// PMM on the input's columns: the public inputs and `--root-share` decide the size it plans from.
     /// `--pair-share` S takes S·ε first; the rest is planned at (1 − S)·ε as without it. With auto's
-    /// [`LargerTable`] or [`SmallerTable`] settings, under replace the public n picks the settings now;
-    /// under add-remove every plan releases the same n̂ first and the release picks by it
+    /// [`LargerTable`] (larger and largest) or [`SmallerTable`] settings, under replace the public n picks the
+    /// settings now; under add-remove every plan releases the same n̂ first and the release picks by it
     /// ([`Self::for_n_hat`]).
     pub fn new(public: &PublicInputs, options: &PmmOptions) -> Result<Self> {
-        if options.larger_table.is_none() && options.smaller_table.is_none() {
+        if options.larger_table.is_none() && options.largest_table.is_none() && options.smaller_table.is_none() {
             return Self::without_switch(public, options, None);
         }
-        let own = PmmOptions { larger_table: None, smaller_table: None, ..options.clone() };
+        let own = PmmOptions { larger_table: None, largest_table: None, smaller_table: None, ..options.clone() };
         let larger = options.larger_table.as_deref();
+        let largest = options.largest_table.as_deref();
         let smaller = options.smaller_table.as_deref();
         let mut thresholds = AutoThresholds {
             plain_below_epsilon_n: None,
             larger_table_from_epsilon_n: larger.map(|larger| larger.from_epsilon_n),
+            largest_table_from_epsilon_n: largest.map(|largest| largest.from_epsilon_n),
             pairs_from_epsilon_n: larger.filter(|larger| larger.options.pair_share > 0.0).map(|l| l.from_epsilon_n),
         };
         if public.neighbours == Neighbours::Replace {
@@ -152,6 +160,7 @@ impl PmmPlan {
             let picked = match thresholds.pick(public.epsilon * public.file_rows as f64) {
                 AutoPick::Smaller => smaller.map(|smaller| &smaller.options),
                 AutoPick::Larger => larger.map(|larger| &larger.options),
+                AutoPick::Largest => largest.map(|largest| &largest.options),
                 AutoPick::Own => None,
             };
             let mut plan = match picked {
@@ -162,7 +171,7 @@ impl PmmPlan {
             return Ok(plan);
         }
         // Every plan releases the n̂ of the plan that plans the most (the larger table's, else this one's),
-        // at the ε that plan gives it (the pairs' share off first).
+        // at the ε that plan gives it (the pairs' share off first); the largest table's plan too.
         let top = larger.map_or(&own, |larger| &larger.options);
         let top_plan = Self::without_switch(public, top, None)?;
         let Some(row_count) = top_plan.releases_n_hat() else {
@@ -185,9 +194,12 @@ impl PmmPlan {
             thresholds.plain_below_epsilon_n = Some(below);
             plan.smaller = Some(Box::new(with_top_n_hat(&smaller.options)?));
         }
+        if let Some(largest) = largest {
+            plan.largest = Some(Box::new(with_top_n_hat(&largest.options)?));
+        }
         // Each plan reports the thresholds, whichever n̂ picks.
         plan.auto_thresholds = Some(thresholds);
-        for switch in plan.smaller.iter_mut().chain(plan.larger.iter_mut()) {
+        for switch in plan.smaller.iter_mut().chain(plan.larger.iter_mut()).chain(plan.largest.iter_mut()) {
             switch.auto_thresholds = Some(thresholds);
         }
         // The data are binned first at the depth planned by the plan the file's row count picks: n̂ is
@@ -234,14 +246,16 @@ impl PmmPlan {
     }
 
     /// The plan the release runs once n̂ is known: the smaller table's while ε·n̂ is below its threshold,
-    /// the larger table's from its threshold on, else this one. Reads the released n̂ only.
+    /// the larger (largest) table's from its threshold on, else this one. Reads the released n̂ only.
     pub fn for_n_hat(&self, n_hat: u64) -> &PmmPlan {
         let pick = self.auto_thresholds.map(|thresholds| thresholds.pick(self.epsilon * n_hat as f64));
-        match (pick, &self.smaller, &self.larger) {
-            (Some(AutoPick::Smaller), Some(smaller), _) => smaller,
-            (Some(AutoPick::Larger), _, Some(larger)) => larger,
-            _ => self,
-        }
+        let switch = match pick {
+            Some(AutoPick::Smaller) => &self.smaller,
+            Some(AutoPick::Larger) => &self.larger,
+            Some(AutoPick::Largest) => &self.largest,
+            Some(AutoPick::Own) | None => &None,
+        };
+        switch.as_deref().unwrap_or(self)
     }
 
     /// The ε·n below which this plan's marginals would be shallower than `depth` (n is n̂, released with
@@ -256,11 +270,13 @@ impl PmmPlan {
     /// The depth the count-and-marginals pass bins the marginals at before n̂ is released (add-remove,
     /// quantile partition): deep enough for whichever plan n̂ then picks.
     pub fn marginal_pass_depth(&self, marginals: &MarginalPlan, row_count: NoisyRowCount) -> Result<u32> {
-        let larger = match self.larger.as_ref().and_then(|larger| larger.marginals.as_ref()) {
-            Some(marginals) => marginals.planned_depth(row_count)?,
-            None => 0,
-        };
-        Ok(marginals.planned_depth(row_count)?.max(larger))
+        let mut depth = marginals.planned_depth(row_count)?;
+        for switch in self.larger.iter().chain(self.largest.iter()) {
+            if let Some(marginals) = switch.marginals.as_ref() {
+                depth = depth.max(marginals.planned_depth(row_count)?);
+            }
+        }
+        Ok(depth)
     }
 
     /// PMM in `dims` dimensions with `level_epsilon` for its levels, for a size known to the caller
@@ -349,6 +365,7 @@ impl PmmPlan {
             chosen_by: options.chosen_by,
             auto_thresholds: None,
             larger: None,
+            largest: None,
             smaller: None,
         })
     }

@@ -37,6 +37,8 @@ pub struct AutoThresholds {
     pub plain_below_epsilon_n: Option<f64>,
     /// auto's larger table's settings from it on (null: no such switch at this d).
     pub larger_table_from_epsilon_n: Option<f64>,
+    /// auto's largest table's settings from it on (null: no such switch at this d).
+    pub largest_table_from_epsilon_n: Option<f64>,
     /// The pair maps from it on: the same threshold where the larger table's settings add them (d ≥ 4),
     /// else null.
     pub pairs_from_epsilon_n: Option<f64>,
