@@ -327,16 +327,21 @@ impl PairMap {
     /// The map of the drawn child values (beside their parents' cells) onto the `released` rows.
     fn fit((parent, child): (usize, usize), parent_cells: &[u32], drawn: &DrawnRows, released: &[u64]) -> PairMap {
         let child_values = &drawn.columns[child];
-        let quantile = CellCdf::from_counts(&drawn.histogram(histogram(child_values, MARGINAL_CELLS)));
+        // The drawn child's shape on x in each parent cell, finer than the released rows; summed over the
+        // parent cells, its whole 1-D marginal.
+        let shapes = drawn.histogram(counts_on_the_pool(PAIR_CELLS * MARGINAL_CELLS, parent_cells.len(), |row| {
+            parent_cells[row] as usize * MARGINAL_CELLS + cell_of(child_values[row], MARGINAL_CELLS)
+        }));
+        let marginal_counts = shapes.chunks_exact(MARGINAL_CELLS).fold(vec![0; MARGINAL_CELLS], |mut sum, shape| {
+            sum.iter_mut().zip(shape).for_each(|(sum, &count)| *sum += count);
+            sum
+        });
+        let quantile = CellCdf::from_counts(&marginal_counts);
         let to_quantile = |x: f64| quantile.as_ref().map_or(x, |cdf| cdf.value(x));
         let to_value = |u: f64| quantile.as_ref().map_or(u, |cdf| cdf.inverse(u));
         let child_quantiles: Vec<f64> = child_values.par_iter().map(|&x| to_quantile(x)).collect();
         let within = drawn.histogram(counts_on_the_pool(PAIR_CELLS * CONDITIONAL_CELLS, parent_cells.len(), |row| {
             parent_cells[row] as usize * CONDITIONAL_CELLS + cell_of(child_quantiles[row], CONDITIONAL_CELLS)
-        }));
-        // The drawn child's shape on x in each parent cell, finer than the released rows.
-        let shapes = drawn.histogram(counts_on_the_pool(PAIR_CELLS * MARGINAL_CELLS, parent_cells.len(), |row| {
-            parent_cells[row] as usize * MARGINAL_CELLS + cell_of(child_values[row], MARGINAL_CELLS)
         }));
         // Per parent cell, F_b (on u) → G_b (on x); none where the drawn rows or the release have nothing
         // in that cell.
