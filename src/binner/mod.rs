@@ -134,8 +134,16 @@ impl AxisPlan {
     #[inline(always)]
     fn quantize_warped(&self, cdf: &CellCdf, value: f64) -> u32 {
         let cells = self.top + 1.0;
-        let unit = (value - self.bounds.lo) * (self.scale / cells);
-        let index = (cdf.value(unit) * cells).max(0.0).min(self.top);
+        // t as the box's equal cells compute it, scaled by a power of two: on both, a value on an edge of
+        // F's cells is on it to the bit.
+        let unit = (value - self.bounds.lo) * self.scale * (1.0 / cells);
+        let (warped, cell_end) = cdf.value_in_cell(unit);
+        // A value below the end of F's cell is below F there: where that is an edge of this axis (an
+        // aligned warp's), rounding in F must not carry the value over it: the index is at most ⌈end⌉ − 1.
+        let end = cell_end * cells;
+        let whole = end as u32 as f64;
+        let last = if whole == end { end - 1.0 } else { whole };
+        let index = (warped * cells).min(last).max(0.0).min(self.top);
         // SAFETY: as in quantize_box (F maps every number, NaN aside, into [0, 1]).
         unsafe { index.to_int_unchecked::<i32>() as u32 }
     }

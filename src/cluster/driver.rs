@@ -323,8 +323,8 @@ impl<'a> RankRelease<'a> {
             Some(marginals) => Some(self.release_marginals(marginals, plan.released_row_count(n_hat), binned)?),
             None => None,
         };
-        let warps = marginals.as_ref().filter(|_| plan.cuts_at_quantiles()).map(ReleasedMarginals::warps);
         let geometry = CellGeometry::new(plan.dims(), schedule.depth);
+        let warps = marginals.as_ref().filter(|_| plan.cuts_at_quantiles()).map(|released| released.warps(&geometry));
         let (counts, rows_read, scan, binning) = self.bin(geometry, warps.as_deref())?;
         Ok(RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals })
     }

@@ -119,6 +119,49 @@ impl CellCdf {
         )
     }
 
+    /// The CDF moved so that at each edge of `grid` equal cells of [0, 1] next to a cell across which F
+    /// rises by at least `min_rise`/`steps`, it takes its value there rounded to a multiple of 1/`steps`
+    /// (`grid` and `steps` powers of two); linearly in F between the grid's edges. Cutting F's values
+    /// into `steps` equal cells then cuts x at each such edge. Where F rises by at least 1/`steps` across
+    /// every grid cell (half of it or more the uniform CDF, and `steps` ≥ 2·`grid`), no grid cell
+    /// collapses to one value.
+    pub fn aligned(&self, grid: usize, steps: usize, min_rise: f64) -> Self {
+        debug_assert!(grid.is_power_of_two() && steps.is_power_of_two());
+        // F's cells refined to the grid where it is coarser: the same piecewise-linear function.
+        let cells = self.cells().max(grid);
+        let edge_values: Vec<f64> = if cells == self.cells() {
+            self.cumulative.clone()
+        } else {
+            (0..=cells).map(|edge| self.value(edge as f64 / cells as f64)).collect()
+        };
+        let per_grid_cell = cells / grid;
+        let at_grid: Vec<f64> = edge_values.iter().step_by(per_grid_cell).copied().collect();
+        let rises = |edge: usize| {
+            let rise = |cell: usize| (at_grid[cell + 1] - at_grid[cell]) * steps as f64 >= min_rise;
+            (edge > 0 && rise(edge - 1)) || (edge < grid && rise(edge))
+        };
+        let mut moved_to: Vec<f64> = (0..=grid)
+            .map(|edge| if rises(edge) { (at_grid[edge] * steps as f64).round() / steps as f64 } else { at_grid[edge] })
+            .collect();
+        // Rounding up next to a cell F barely crosses could pass the next edge.
+        for edge in 1..=grid {
+            moved_to[edge] = moved_to[edge].max(moved_to[edge - 1]);
+        }
+        let mut cumulative: Vec<f64> = edge_values[..cells]
+            .chunks_exact(per_grid_cell)
+            .enumerate()
+            .flat_map(|(grid_cell, inside)| {
+                let (low, high) = (at_grid[grid_cell], at_grid[grid_cell + 1]);
+                let (to_low, to_high) = (moved_to[grid_cell], moved_to[grid_cell + 1]);
+                inside.iter().map(move |&value| {
+                    if high > low { to_low + (to_high - to_low) * (value - low) / (high - low) } else { to_low }
+                })
+            })
+            .collect();
+        cumulative.push(1.0);
+        Self::with_cumulative(cumulative)
+    }
+
     /// The number of equal cells of [0, 1] the CDF is linear within.
     pub fn cells(&self) -> usize {
         self.cumulative.len() - 1
@@ -127,10 +170,16 @@ impl CellCdf {
     /// F(x) for x in [0,1].
     #[inline]
     pub fn value(&self, x: f64) -> f64 {
+        self.value_in_cell(x).0
+    }
+
+    /// F(x), and F at the end of the cell of F's that x lies in.
+    #[inline]
+    pub fn value_in_cell(&self, x: f64) -> (f64, f64) {
         let scaled = x.clamp(0.0, 1.0) * self.cells() as f64;
         let cell = (scaled as usize).min(self.cells() - 1);
         let (low, high) = (self.cumulative[cell], self.cumulative[cell + 1]);
-        low + (scaled - cell as f64) * (high - low)
+        (low + (scaled - cell as f64) * (high - low), high)
     }
 
     /// F⁻¹(u) for u in [0,1]: inside the cell where F reaches u, linearly (cells with no mass are skipped).
@@ -258,5 +307,48 @@ mod tests {
         }
         assert_eq!(cdf.mixed_with_uniform(1.0), cdf);
         assert_eq!(cdf.mixed_with_uniform(0.0), CellCdf::from_counts(&[1, 1, 1, 1]).unwrap());
+    }
+
+    #[test]
+    fn an_aligned_cdf_takes_whole_steps_at_the_edges_of_rising_grid_cells_and_moves_no_more_than_half_a_step() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(11);
+        for case in 0..300 {
+            let cells = 1usize << rng.random_range(0..12);
+            let counts: Vec<u64> =
+                (0..cells).map(|_| if rng.random_bool(0.5) { 0 } else { rng.random_range(1..1000) }).collect();
+            let Some(cdf) = CellCdf::from_counts(&counts) else { continue };
+            let cdf = cdf.mixed_with_uniform(0.5);
+            let (grid, steps) = (1usize << rng.random_range(0..6), 1usize << rng.random_range(0..10));
+            let min_rise = [0.0, 1.0, 4.0][case % 3];
+            let aligned = cdf.aligned(grid, steps, min_rise);
+            assert!(aligned.cumulative.windows(2).all(|pair| pair[0] <= pair[1]), "case {case}: not monotone");
+            let at = |edge: usize| cdf.value(edge as f64 / grid as f64);
+            let rises = |cell: usize| (at(cell + 1) - at(cell)) * steps as f64 >= min_rise;
+            let mut last = 0.0;
+            for edge in 0..=grid {
+                let (value, moved) = (at(edge), aligned.value(edge as f64 / grid as f64));
+                if (edge > 0 && rises(edge - 1)) || (edge < grid && rises(edge)) {
+                    assert_eq!(moved * steps as f64, (moved * steps as f64).round(), "case {case}, edge {edge}");
+                    assert!((value - moved).abs() <= 0.5 / steps as f64 + 1e-12, "case {case}, edge {edge}");
+                } else {
+                    assert!((value - moved).abs() < 1e-12, "case {case}, edge {edge} moved");
+                }
+                // The uniform half makes F rise by at least 1/(2·grid) ≥ 1/steps across a grid cell, and the
+                // edges move by half a step at most.
+                if edge > 0 && steps >= 2 * grid {
+                    assert!(moved - last >= 0.5 / steps as f64 - 1e-12, "case {case}: grid cell {edge} collapsed");
+                }
+                last = moved;
+            }
+            // Between the edges it is linear in F: the values keep their order.
+            for _ in 0..50 {
+                let (a, b) = (rng.random::<f64>(), rng.random::<f64>());
+                if cdf.value(a) < cdf.value(b) {
+                    assert!(aligned.value(a) <= aligned.value(b), "case {case}");
+                }
+            }
+        }
+        assert_eq!(CellCdf::uniform().aligned(32, 64, 0.0).value(0.3), 0.3, "the uniform CDF is aligned already");
     }
 }

@@ -356,6 +356,42 @@ fn released_marginals_and_pairs_across_ranks_give_the_single_machine_table() {
 }
 
 #[test]
+fn quantile_cells_aligned_to_the_pair_cells_across_ranks_give_the_single_machine_table() {
+    // At ε = 2000 the tree has 64 cells per axis or more, so the warps are aligned (QUANTILE_ALIGNED_CELLS):
+    // every rank builds them from the same released marginals and the same depth.
+    let dir = tempfile::tempdir().unwrap();
+    let input = dataset(dir.path());
+    let progress = Progress::hidden();
+    for neighbours in [Neighbours::AddRemove, Neighbours::Replace] {
+        let mut run = options(neighbours, 1);
+        run.epsilon = 2000.0;
+        let pmm = PmmOptions { marginal_share: 0.3, partition: Partition::Quantile, ..PmmOptions::DEFAULT };
+        run.mechanism = MechanismOptions::Pmm(pmm);
+        let single = OutputPaths {
+            table: dir.path().join("single.parquet"),
+            report: Some(dir.path().join("single.json")),
+            diagnostics: None,
+        };
+        synthesize(&input, &single, &run, &progress).unwrap();
+        // The device line says how the ranks exchanged their leaves (sparse here: 2^20 leaves and more).
+        let comparable = |report: &PathBuf| {
+            let mut report = without_memory_cap(report_json(report));
+            report.as_object_mut().unwrap().remove("device");
+            report
+        };
+        let expected_report = comparable(single.report.as_ref().unwrap());
+        let depth = expected_report["parameters"]["depth"].as_u64().unwrap();
+        assert!(depth >= 18, "{neighbours:?}: depth {depth}, fewer than 64 cells per axis");
+        for ranks in [2, 3] {
+            let (parts, report) = run_across(dir.path(), &format!("aligned-{ranks}"), ranks, &input, &run);
+            let same = rows_of(&parts) == rows_of(&[single.table.clone()]);
+            assert!(same, "{neighbours:?}, {ranks} ranks: the parts differ from one machine's table");
+            assert_eq!(comparable(&report), expected_report, "{neighbours:?}, {ranks} ranks");
+        }
+    }
+}
+
+#[test]
 fn sparse_exchange_gives_the_single_machine_table_too() {
     // 2^20 leaves for 40 000 rows: every rank sends sorted leaf codes instead of a histogram.
     let dir = tempfile::tempdir().unwrap();

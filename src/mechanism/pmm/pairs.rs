@@ -28,7 +28,7 @@ use crate::sampler::{Placement, RowGenerator};
 /// log2 of the cells per axis of each pair histogram: 32 did best on flights' 2-way TV at every width
 /// and ε tried against 8, 16 and 64 (docs/mechanisms/pmm.md).
 pub const PAIR_BITS: u32 = 5;
-const PAIR_CELLS: usize = 1 << PAIR_BITS;
+pub const PAIR_CELLS: usize = 1 << PAIR_BITS;
 
 /// Released counts below this many noise scales are taken as empty before rows are mapped onto them.
 pub const PAIR_PRUNE_SCALES: f64 = 3.0;

@@ -45,7 +45,8 @@ const CALIBRATED_ACCURACY_FORMULA: &str = "E W1 <= (1/n) * sum_j (2*sqrt(2)*sigm
 const QUANTILE_ACCURACY_FORMULA: &str = "E W1 <= (1/n) * sum_j (2*sqrt(2)*sigma_j + f_j) * Delta_{j-1} + \
     2^-floor(r/d), f_j = ceil(k*sigma_j) the pruning floor  (dissertation Thm 3.9; Lemma 3.16 with pruned \
     counts) for the joint tree in the warped coordinates (each axis through (G + uniform)/2, G its released \
-    marginal's CDF), BEFORE the maps back; not proven in the columns' units";
+    marginal's CDF, aligned to the pair cells on axes of 64 cells or more), BEFORE the maps back; not proven in \
+    the columns' units";
 
 /// With `--pair-share` the bound is the joint tree's before any map.
 const PAIR_MAPPED_ACCURACY_FORMULA: &str = "E W1 <= (1/n) * sum_j (2*sqrt(2)*sigma_j + f_j) * Delta_{j-1} + \
@@ -470,7 +471,7 @@ impl PmmPlan {
         // the larger table's (marginals on midpoint cells).
         let marginals = plan.released_marginals(data, n_hat, binned, seeds, timings)?;
         let geometry = CellGeometry::new(plan.dims, schedule.depth);
-        let warps = marginals.as_ref().filter(|_| plan.cuts_at_quantiles()).map(ReleasedMarginals::warps);
+        let warps = marginals.as_ref().filter(|_| plan.cuts_at_quantiles()).map(|released| released.warps(&geometry));
         let axes = data.axes(&geometry, warps.as_deref());
         let (leaves, scan, binning) =
             timings.time_in_parts("bin", |parts| data.leaf_counts_on(geometry, &axes, plan.device, parts))?;
