@@ -55,17 +55,18 @@ pub const QUANTILE_WARP_WEIGHT: f64 = 0.5;
 /// Where an axis has at least twice as many cells, the quantile partition cuts it at the edges of this
 /// many equal cells of the public bounds, each moved by half an axis cell at most from where the warp put
 /// it: the pair histograms' cells ([`PAIR_CELLS`]), so that the joint tree's cells nest in them where the
-/// data are, as the midpoint partition's do everywhere. Unaligned, the cells around a
-/// heavy pair cell's edge straddled it, and their rows were spread across it as the release could not
-/// say: on a heavy-tailed table of 10^7 rows (d = 4, ε = 10) the 2-way TV was 6.8 times PMM's, aligned
-/// 3.8 times (docs/mechanisms/pmm.md, "The quantile cells nest in the pair cells").
+/// data are, as the midpoint partition's do everywhere. Unaligned, the cells around a heavy pair cell's
+/// edge straddled it, and their rows were spread across it as the release could not say: on a heavy-tailed
+/// table of 10^7 rows (d = 4, ε = 10) the 2-way TV was 6.8 times PMM's, aligned 3.8 times
+/// (docs/mechanisms/pmm.md, "The quantile cells nest in the pair cells").
 pub const QUANTILE_ALIGNED_CELLS: usize = PAIR_CELLS;
 
 /// Only the edges next to a pair cell holding at least this many of the axis's cells are aligned. Where a
 /// pair cell holds one or two, rounding alternates them between one and two along a tail, and the joint
-/// release's error, which grows with the cells a region has, alternated with them: aligning every edge
-/// made a skewed table's 2-way TV 1.3 times worse at 2, and 2.1 times at every edge. Aligned to a coarser
-/// grid on shallower axes (16 cells per axis, flights at d = 4, ε = 1), the pairwise 2-D W1 was 12% worse.
+/// release's error, which grows with the cells a region has, alternated with them: a skewed table's 2-way
+/// TV was 1.3 times worse with this threshold at 2, and 2.1 times with every edge aligned. Aligned to a
+/// coarser grid on shallower axes (16 cells per axis, flights at d = 4, ε = 1), the pairwise 2-D W1 was 12%
+/// worse.
 pub const QUANTILE_ALIGN_MIN_CELLS: f64 = 4.0;
 
 /// Where the d = 1 depth rule gives a column this many levels or fewer, its marginal is released as one
@@ -549,9 +550,9 @@ impl ReleasedMarginals {
     }
 
     /// Each column's warp in the quantile partition on `geometry`: its released marginal's CDF mixed with
-    /// the uniform one by [`QUANTILE_WARP_WEIGHT`] (uniform where it released nothing), aligned so that the
-    /// axis's cuts include the edges of [`QUANTILE_ALIGNED_CELLS`] equal cells of its bounds, or of half as
-    /// many as the axis has cells where that is fewer. Released counts and public sizes only.
+    /// the uniform one by [`QUANTILE_WARP_WEIGHT`] (uniform where it released nothing), on axes of at least
+    /// twice [`QUANTILE_ALIGNED_CELLS`] cells aligned so that their cuts include the edges of that many equal
+    /// cells of the bounds beside the heavy ones. Released counts and public sizes only.
     pub fn warps(&self, geometry: &CellGeometry) -> Vec<Arc<CellCdf>> {
         self.counts
             .iter()
