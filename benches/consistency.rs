@@ -1,11 +1,13 @@
 //! Top-down consistency on a noised tree against building that tree from its leaves (pairwise sums of
 //! every level), in one run: both touch every cell of every level once, so the ratio says what the
-//! consistency rule costs beyond the memory traffic any tree pass pays. Both rules, at two depths.
+//! consistency rule costs beyond the memory traffic any tree pass pays. Both rules, and the bottom-up pass
+//! (`--bottom-up average`) that runs before them, at two depths.
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use dpsynth::geometry::tree::CountTree;
+use dpsynth::mechanism::pmm::averaging::{average_tree, LevelWeights};
 use dpsynth::mechanism::pmm::consistency::{enforce_consistency, ConsistencyRule};
 use dpsynth::mechanism::pmm::noise::add_level_noise;
 use dpsynth::mechanism::pmm::schedule::{LevelSchedule, RootNoise};
@@ -29,8 +31,9 @@ fn skewed_leaves(depth: u32) -> Vec<u64> {
         .collect()
 }
 
-/// A tree whose every level carries the schedule's noise, clipped at zero as PMM does before consistency.
-fn noised_tree(depth: u32) -> CountTree {
+/// A tree whose every level carries the schedule's noise (the splits read it clipped at zero), and the
+/// bottom-up pass's weights for that schedule.
+fn noised_tree(depth: u32) -> (CountTree, LevelWeights) {
     let schedule = LevelSchedule::new(
         Neighbours::AddRemove,
         EPSILON,
@@ -41,7 +44,7 @@ fn noised_tree(depth: u32) -> CountTree {
     .expect("a valid bench schedule");
     let mut tree = CountTree::from_leaves(skewed_leaves(depth), depth);
     add_level_noise(&mut tree, &schedule.scales, &NoiseKey::from_user_seed(7));
-    tree
+    (tree, LevelWeights::new(&schedule.scales))
 }
 
 fn consistency_against_tree_build(c: &mut Criterion) {
@@ -61,7 +64,17 @@ fn consistency_against_tree_build(c: &mut Criterion) {
                 )
             },
         );
-        let tree = noised_tree(depth);
+        let (tree, weights) = noised_tree(depth);
+        group.bench_with_input(BenchmarkId::new("bottom_up_average", depth), &weights, |b, weights| {
+            b.iter_batched(
+                || tree.clone(),
+                |mut tree| {
+                    average_tree(&mut tree, weights);
+                    black_box(tree)
+                },
+                BatchSize::LargeInput,
+            )
+        });
         for (name, rule) in [
             ("uniform", ConsistencyRule::Uniform),
             ("proportional", ConsistencyRule::Proportional),

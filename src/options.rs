@@ -24,6 +24,8 @@ pub use crate::privacy::Neighbours;
 pub use crate::sampler::Placement;
 
 use crate::error::{Error, Result};
+pub use crate::mechanism::pmm::averaging::BottomUp;
+use crate::mechanism::pmm::averaging::{AUTO_BOTTOM_UP, PMM_BOTTOM_UP};
 use crate::mechanism::pmm::consistency::{Consistency, DEFAULT_CONSISTENCY, DEFAULT_PRUNE_SIGMAS};
 use crate::mechanism::pmm::marginals::DEFAULT_QUANTILE_MARGINAL_SHARE;
 use crate::privacy::{check_epsilon, DEFAULT_NOISY_N_SHARE};
@@ -210,6 +212,11 @@ pub struct SynthArgs {
     /// docs/accuracy.md, "Pruning") [default: 0, none].
     #[arg(long, value_name = "K", allow_negative_numbers = true)]
     pub prune_sigmas: Option<f64>,
+    /// pmm: before the top-down splits, average each cell's noisy count with its children's by inverse
+    /// variance, from the leaves up (post-processing: docs/mechanisms/pmm.md, "Averaging the levels
+    /// bottom-up") [default: average under --mechanism auto, none under pmm].
+    #[arg(long, value_enum)]
+    pub bottom_up: Option<BottomUp>,
     /// Where points go in their cell [default: uniform].
     #[arg(long, value_enum)]
     pub placement: Option<Placement>,
@@ -312,6 +319,7 @@ pub struct CovlossOptions {
 pub struct PmmOptions {
     /// Leaf depth r; `None` chooses it (from the public n, or from a released n̂).
     pub depth: Option<u32>,
+    pub bottom_up: BottomUp,
     pub consistency: ConsistencyRule,
     /// k: noisy counts below k·σ of their level are taken as empty before consistency (0: none).
     pub prune_sigmas: f64,
@@ -514,13 +522,14 @@ impl AutoChoice {
         smaller_table: None,
     };
 
-    /// `--marginal-share` or `--partition` given: PMM with those, as `--mechanism pmm` would run.
+    /// `--marginal-share` or `--partition` given: PMM with those, as `--mechanism pmm --bottom-up average` would
+    /// run.
     fn given(marginal_share: f64, partition: Partition) -> Self {
         AutoChoice {
             marginal_share,
             partition,
             reason: "--mechanism auto with --marginal-share or --partition given: PMM with the calibration given, \
-                     as --mechanism pmm",
+                     as --mechanism pmm --bottom-up average",
             larger_table: None,
             largest_table: None,
             smaller_table: None,
@@ -655,6 +664,7 @@ impl MechanismOptions {
 impl PmmOptions {
     pub const DEFAULT: PmmOptions = PmmOptions {
         depth: None,
+        bottom_up: PMM_BOTTOM_UP,
         consistency: DEFAULT_CONSISTENCY,
         prune_sigmas: DEFAULT_PRUNE_SIGMAS,
         noisy_n_share: DEFAULT_NOISY_N_SHARE,
@@ -668,9 +678,10 @@ impl PmmOptions {
         smaller_table: None,
     };
 
-    /// The tree's top-down step: the rule and the pruning these options ask for.
+    /// The tree's consistency step: the bottom-up pass, the rule and the pruning these options ask for.
     pub fn consistency_step(&self) -> Consistency {
         Consistency {
+            bottom_up: self.bottom_up,
             rule: self.consistency,
             prune_sigmas: self.prune_sigmas,
         }
@@ -913,6 +924,10 @@ impl SynthArgs {
                 "--consistency and --prune-sigmas apply to PMM's tree (--mechanism pmm, or lowdim with the inner pmm) only",
             ),
             (
+                self.bottom_up.is_some() && mechanism != Mechanism::Pmm,
+                "--bottom-up applies to --mechanism pmm and auto (lowdim's inner pmm keeps the textbook pass)",
+            ),
+            (
                 self.device == Some(DeviceChoice::Gpu) && mechanism == Mechanism::Psmm,
                 "--device gpu applies to --mechanism pmm; psmm bins its regular grid on the CPU (its cost is the projection)",
             ),
@@ -1018,6 +1033,10 @@ impl SynthArgs {
         let calibration = auto.unwrap_or(given);
         let pmm = PmmOptions {
             depth: self.depth,
+            bottom_up: self.bottom_up.unwrap_or(match requested {
+                Mechanism::Auto => AUTO_BOTTOM_UP,
+                _ => PMM_BOTTOM_UP,
+            }),
             consistency: self.consistency.unwrap_or(DEFAULT_CONSISTENCY),
             prune_sigmas: self.prune_sigmas.unwrap_or(DEFAULT_PRUNE_SIGMAS),
             noisy_n_share: root_share.unwrap_or(DEFAULT_NOISY_N_SHARE),
@@ -1232,7 +1251,19 @@ mod tests {
         let MechanismOptions::Pmm(auto) = args(&["--bounds", "a=0:1"]).resolve().unwrap().options.mechanism else {
             panic!("the default runs pmm");
         };
-        assert_eq!(PmmOptions { chosen_by: None, ..auto }, PmmOptions::DEFAULT);
+        assert_eq!(auto.bottom_up, AUTO_BOTTOM_UP);
+        assert_eq!(PmmOptions { chosen_by: None, bottom_up: PMM_BOTTOM_UP, ..auto }, PmmOptions::DEFAULT);
+        for (mechanism, given, bottom_up) in [
+            ("pmm", "average", BottomUp::Average),
+            ("auto", "none", BottomUp::None),
+            ("auto", "average", BottomUp::Average),
+        ] {
+            let words = ["--bounds", "a=0:1", "--mechanism", mechanism, "--bottom-up", given];
+            let MechanismOptions::Pmm(pmm) = args(&words).resolve().unwrap().options.mechanism else {
+                panic!("{mechanism} runs pmm");
+            };
+            assert_eq!(pmm.bottom_up, bottom_up, "{words:?}");
+        }
         let request = args(&["--bounds", "a=0:1", "--mechanism", "psmm", "--cells", "64"])
             .resolve()
             .unwrap();
@@ -1261,6 +1292,8 @@ mod tests {
             (&["--mechanism", "psmm", "--depth", "3"][..], "--depth"),
             (&["--mechanism", "psmm", "--consistency", "uniform"][..], "--consistency"),
             (&["--mechanism", "psmm", "--prune-sigmas", "1"][..], "--prune-sigmas"),
+            (&["--mechanism", "psmm", "--bottom-up", "average"][..], "--bottom-up"),
+            (&["--mechanism", "lowdim", "--root-share", "0.1", "--bottom-up", "average"][..], "--bottom-up"),
             (&["--prune-sigmas", "-1"][..], "--prune-sigmas must be a finite number of at least 0, got -1"),
             (&["--prune-sigmas", "NaN"][..], "--prune-sigmas must be a finite number"),
             (&["--mechanism", "psmm", "--device", "gpu"][..], "--device gpu"),

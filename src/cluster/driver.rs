@@ -163,7 +163,7 @@ pub fn synthesize_across(
         _ => release.plan.finish(&release.schedule, joint, root_count, scan, binning),
     };
     if let Some((pair_maps, parameters)) = pairs {
-        whole = PmmPlan::with_pair_maps(whole, pair_maps, parameters);
+        whole = release.plan.with_pair_maps(whole, pair_maps, parameters);
     }
     let epsilon_spent = whole.budget.check()?;
     // Every part is complete: rename them.
@@ -271,9 +271,12 @@ impl<'a> RankRelease<'a> {
         let tree = pool.install(|| PartTree::new(own, &ownership, rank));
         let mut top_counts = tree.top_counts();
         comm.sum(&mut top_counts);
-        let part = pool.install(|| {
-            tree.release(top_counts, &schedule.scales, n_hat, &seeds.noise, plan.consistency(), seeds.consistency())
+        let noised = pool.install(|| tree.noise(top_counts, &schedule.scales, n_hat, &seeds.noise, plan.consistency()));
+        let top_estimates = noised.top_estimates().map(|mut bits| {
+            comm.sum(&mut bits);
+            bits
         });
+        let part = pool.install(|| noised.release(top_estimates, plan.consistency(), seeds.consistency()));
         Ok((RankPart { plan, rows_read, schedule, part, marginals }, scan, binning))
     }
 

@@ -8,6 +8,7 @@ use rayon::prelude::*;
 
 use super::even_starts;
 use crate::geometry::tree::CountTree;
+use crate::mechanism::pmm::averaging::{average_cells, average_levels, settle, BottomUp, LevelWeights};
 use crate::mechanism::pmm::consistency::{enforce_consistency, split_children, Consistency};
 use crate::mechanism::pmm::noise::{add_level_noise, add_noise_to_cells};
 use crate::noise::discrete_laplace::RationalScale;
@@ -55,9 +56,10 @@ pub struct PartRelease {
     pub root_count: u64,
 }
 
-/// The true counts of one rank's subtrees, levels k..=r. Its release takes three steps, so that the caller
-/// runs the one collective on its own thread and the work on its pool: [`PartTree::new`], summing
-/// [`PartTree::top_counts`] over the ranks, [`PartTree::release`].
+/// The true counts of one rank's subtrees, levels k..=r. Its release takes these steps, so that the caller
+/// runs the collectives on its own thread and the work on its pool: [`PartTree::new`], summing
+/// [`PartTree::top_counts`] over the ranks, [`PartTree::noise`], summing [`NoisedPart::top_estimates`]
+/// over the ranks (with the bottom-up pass only), [`NoisedPart::release`].
 pub struct PartTree {
     top: u32,
     depth: u32,
@@ -97,36 +99,83 @@ impl PartTree {
         counts
     }
 
-    /// The release of this part, given the whole true level k: levels 0..=k released as on every rank,
-    /// then this rank's subtrees.
-    pub fn release(
-        mut self,
+    /// Noises this part, given the whole true level k: levels 0..=k as on every rank, then this rank's
+    /// subtrees. With the bottom-up pass, this part's subtrees are averaged up to level k here.
+    pub fn noise(
+        self,
         top_counts: Vec<u64>,
         scales: &[Option<RationalScale>],
         released_root: Option<u64>,
         key: &NoiseKey,
         consistency: Consistency,
-        coin_seed: u64,
-    ) -> PartRelease {
-        let (top, depth, first_cell, end_cell) = (self.top, self.depth, self.first_cell, self.end_cell);
+    ) -> NoisedPart {
+        let PartTree { top, depth, first_cell, end_cell, mut levels } = self;
         let mut top_tree = CountTree::from_leaves(top_counts, top);
         let mut top_scales = scales[..=top as usize].to_vec();
         if let Some(root) = released_root {
             top_tree.level_mut(0)[0] = root as i64;
             top_scales[0] = None;
         }
-        let floors = consistency.floors(scales);
         add_level_noise(&mut top_tree, &top_scales, key);
-        enforce_consistency(&mut top_tree, consistency.rule, &floors, coin_seed);
-        let released_top = top_tree.level(top);
-
-        let levels = &mut self.levels;
         for level in top + 1..=depth {
             if let Some(scale) = scales[level as usize] {
                 let first = (first_cell as u64) << (level - top);
                 add_noise_to_cells(&mut levels[(level - top) as usize], level, first, scale, key);
             }
         }
+        let averaging = (consistency.bottom_up == BottomUp::Average).then(|| {
+            let weights = LevelWeights::new(scales);
+            // Level k's cells of this part, noised as on every rank, take the place of its true counts.
+            levels[0].copy_from_slice(&top_tree.level(top)[first_cell..end_cell]);
+            let own_estimates = average_levels(&mut levels, top, &weights);
+            (weights, own_estimates)
+        });
+        let floors = consistency.floors(scales);
+        NoisedPart { top, depth, first_cell, end_cell, levels, top_tree, floors, averaging }
+    }
+}
+
+/// One rank's part, noised: levels 0..=k of the whole tree and this rank's subtrees below, with (when the
+/// bottom-up pass runs) the weights and this part's level-k estimates.
+pub struct NoisedPart {
+    top: u32,
+    depth: u32,
+    first_cell: usize,
+    end_cell: usize,
+    levels: Vec<Vec<i64>>,
+    top_tree: CountTree,
+    /// The pruning floors of every level.
+    floors: Vec<i64>,
+    averaging: Option<(LevelWeights, Vec<f64>)>,
+}
+
+impl NoisedPart {
+    /// With the bottom-up pass: the bits of this part's level-k estimates in its cells and zeros elsewhere.
+    /// Each cell has one owner, so their sum over the ranks is the whole level's estimates, bit for bit.
+    pub fn top_estimates(&self) -> Option<Vec<u64>> {
+        let (_, own) = self.averaging.as_ref()?;
+        let mut bits = vec![0u64; 1 << self.top];
+        for (total, estimate) in bits[self.first_cell..self.end_cell].iter_mut().zip(own) {
+            *total = estimate.to_bits();
+        }
+        Some(bits)
+    }
+
+    /// The release of this part: levels 0..=k (averaged from `top_estimates`, summed over the ranks, when
+    /// the pass runs) made consistent as on every rank, then this rank's subtrees.
+    pub fn release(self, top_estimates: Option<Vec<u64>>, consistency: Consistency, coin_seed: u64) -> PartRelease {
+        let NoisedPart { top, depth, first_cell, end_cell, mut levels, mut top_tree, floors, averaging } = self;
+        if let Some((weights, _)) = averaging {
+            let estimates: Vec<f64> =
+                top_estimates.expect("the summed level-k estimates").into_iter().map(f64::from_bits).collect();
+            top_tree.level_mut(top).iter_mut().zip(&estimates).for_each(|(count, &estimate)| *count = settle(estimate));
+            let mut below = estimates;
+            for level in (0..top).rev() {
+                below = average_cells(top_tree.level_mut(level), &below, |z: f64| z, level, &weights);
+            }
+        }
+        enforce_consistency(&mut top_tree, consistency.rule, &floors, coin_seed);
+        let released_top = top_tree.level(top);
         levels[0].copy_from_slice(&released_top[first_cell..end_cell]);
         for level in top..depth {
             let (upper, lower) = levels.split_at_mut((level - top) as usize + 1);
@@ -156,7 +205,8 @@ mod tests {
     use crate::progress::Timings;
 
     /// The parts of every rank count, put together, are the whole release, for roots noised or given,
-    /// trees shallower than the top level, ranks that own nothing, and pruning or none.
+    /// trees shallower than the top level, ranks that own nothing, pruning or none, and the bottom-up pass
+    /// or none.
     #[test]
     fn the_parts_of_any_rank_count_are_the_whole_release() {
         let key = NoiseKey::from_user_seed(9);
@@ -169,11 +219,14 @@ mod tests {
                 depth,
                 scales: scales.clone(),
             };
-            for consistency in [
-                Consistency { rule: ConsistencyRule::Uniform, prune_sigmas: 0.0 },
-                Consistency { rule: ConsistencyRule::Uniform, prune_sigmas: 2.0 },
-                Consistency { rule: ConsistencyRule::Proportional, prune_sigmas: 2.0 },
+            for (bottom_up, rule, prune_sigmas) in [
+                (BottomUp::None, ConsistencyRule::Uniform, 0.0),
+                (BottomUp::None, ConsistencyRule::Uniform, 2.0),
+                (BottomUp::None, ConsistencyRule::Proportional, 2.0),
+                (BottomUp::Average, ConsistencyRule::Uniform, 0.0),
+                (BottomUp::Average, ConsistencyRule::Proportional, 2.0),
             ] {
+                let consistency = Consistency { bottom_up, rule, prune_sigmas };
                 let whole =
                     release_leaf_counts(leaves.clone(), &schedule, root, &key, consistency, 77, &mut Timings::default());
                 for ranks in [1, 2, 3, 7, 40] {
@@ -184,7 +237,12 @@ mod tests {
                         let tree = PartTree::new(own, &ownership, comm.rank());
                         let mut top_counts = tree.top_counts();
                         comm.sum(&mut top_counts);
-                        tree.release(top_counts, &scales, root, &key, consistency, 77)
+                        let noised = tree.noise(top_counts, &scales, root, &key, consistency);
+                        let estimates = noised.top_estimates().map(|mut bits| {
+                            comm.sum(&mut bits);
+                            bits
+                        });
+                        noised.release(estimates, consistency, 77)
                     });
                     let joined: Vec<u64> = parts.iter().flat_map(|part| part.leaves.clone()).collect();
                     assert_eq!(joined, whole, "depth {depth}, {ranks} ranks, {consistency:?}");

@@ -59,6 +59,11 @@ impl CountTree {
         &mut self.levels[level as usize]
     }
 
+    /// Every level, root first, for passes that walk the tree bottom-up.
+    pub fn levels_mut(&mut self) -> &mut [Vec<i64>] {
+        &mut self.levels
+    }
+
     /// A parent level and its child level, for top-down passes.
     pub fn parent_and_children_mut(&mut self, parent_level: u32) -> (&[i64], &mut [i64]) {
         let (upper, lower) = self.levels.split_at_mut(parent_level as usize + 1);

@@ -73,7 +73,7 @@ fn readme_main_job_runs_on_the_bundled_flights_table() {
             ("count and marginals", vec![]),
             ("marginals", vec![]),
             ("bin", vec!["read and bin", "merge"]),
-            ("noise and consistency", vec!["tree", "noise", "consistency", "leaves"]),
+            ("noise and consistency", vec!["tree", "noise", "averaging", "consistency", "leaves"]),
             ("pairs", vec![]),
             ("sample and write", vec!["sample and encode", "write"]),
             ("close table", vec![]),

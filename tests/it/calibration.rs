@@ -315,7 +315,7 @@ fn auto_runs_the_quantile_partition_at_four_columns_and_says_why() {
 
 /// `--mechanism auto` at d = 3: the quantile partition with the marginal share 0.45 below ε·n̂ = 3·10^4,
 /// midpoint cells with the share 0.3 from there on, and the report says which and why. Each run is the one
-/// `--mechanism pmm` gives with those flags, byte for byte: a larger table's run whose tree were cut at its
+/// `--mechanism pmm --bottom-up average` gives with those flags, byte for byte: a larger table's run whose tree were cut at its
 /// marginals' quantiles (as the pass that the quantile partition's plan starts with would cut it) differs,
 /// and so does one whose n̂ or marginals were released at another plan's share. Each stays within ε.
 #[test]
@@ -347,15 +347,16 @@ fn auto_at_three_columns_runs_midpoint_cells_on_larger_tables() {
         assert!((marginals - share * epsilon).abs() < 1e-6, "marginals {marginals}");
         assert!((spent - (levels + marginals)).abs() < 1e-6 && spent <= epsilon, "spent {spent} of {epsilon}");
         let given = format!("pmm-3-{epsilon}");
-        synth(dir.path(), &input, &given, &[&common[..], flags].concat());
+        synth(dir.path(), &input, &given, &[&common[..], flags, &["--bottom-up", "average"]].concat());
         let read = |name: &str| std::fs::read(dir.path().join(format!("{name}.parquet"))).unwrap();
-        assert!(read(&name) == read(&given), "auto's run at ε = {epsilon} is --mechanism pmm {flags:?}'s");
+        let words = format!("--mechanism pmm {flags:?} --bottom-up average");
+        assert!(read(&name) == read(&given), "auto's run at ε = {epsilon} is {words}'s");
     }
 }
 
 /// `--mechanism auto` at d = 3 and 4 on a table too small for its marginals (shallower than
 /// `AUTO_PLAIN_BELOW_MARGINAL_DEPTH` at this n̂): plain PMM, and the report says so and why. At d = 3 it
-/// is `--mechanism pmm`'s run, byte for byte; at d = 4 it releases the n̂ of auto's other plans (the pairs'
+/// is `--mechanism pmm --bottom-up average`'s run, byte for byte; at d = 4 it releases the n̂ of auto's other plans (the pairs'
 /// share off first: 0.8ε/16) and gives the tree the rest of ε. A plan that released n̂ at its own share
 /// fails the run, and one that planned its levels as if n̂ were free overspends ε.
 #[test]
@@ -381,10 +382,11 @@ fn auto_runs_plain_pmm_on_tables_too_small_for_its_marginals() {
         let (spent, levels, marginals, pairs) = spent_parts(&report);
         assert_eq!((marginals, pairs), (0.0, 0.0));
         assert!((spent - levels).abs() < 1e-9 && spent <= epsilon && spent > 0.999 * epsilon, "spent {spent} of {epsilon}");
+        assert_eq!(parameters["bottom_up"], "average");
         if d == 3 {
-            synth(dir.path(), &input, "pmm-3", &common);
+            synth(dir.path(), &input, "pmm-3", &[&common[..], &["--bottom-up", "average"]].concat());
             let read = |name: &str| std::fs::read(dir.path().join(format!("{name}.parquet"))).unwrap();
-            assert!(read(&name) == read("pmm-3"), "auto's small-table run is --mechanism pmm's");
+            assert!(read(&name) == read("pmm-3"), "auto's small-table run is --mechanism pmm --bottom-up average's");
         } else if relation == "add-remove" {
             let n_hat = parameters["levels"][0]["epsilon"].as_f64().unwrap();
             assert!((n_hat - 0.8 * epsilon / 16.0).abs() < 1e-6 * epsilon, "n̂ spent {n_hat}");
@@ -565,4 +567,37 @@ fn pair_maps_are_seeded_whatever_the_threads() {
     }
     let bytes = |name: &str| std::fs::read(dir.path().join(name)).unwrap();
     assert!(bytes("1.parquet") == bytes("2.parquet"), "the output depends on the thread count");
+}
+
+/// The bottom-up pass (`--bottom-up average`, auto's default) is post-processing of the noisy levels: with
+/// the same seed a run spends the same ε on the same levels and marginals with it as without, and only
+/// the output changes. A pass that noised or read anything more would show in the levels or the total.
+#[test]
+fn averaging_spends_nothing_and_changes_only_the_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.parquet");
+    write(&input, &skewed_columns(6));
+    let run = |name: &str, bottom_up: &str| {
+        let extra = ["--mechanism", "auto", "--epsilon", "2", "--bottom-up", bottom_up];
+        (synth(dir.path(), &input, name, &extra), std::fs::read(dir.path().join(format!("{name}.parquet"))).unwrap())
+    };
+    let (averaged, averaged_rows) = run("averaged", "average");
+    let (noisy, noisy_rows) = run("noisy", "none");
+    assert_eq!(averaged["parameters"]["bottom_up"], "average");
+    assert_eq!(noisy["parameters"]["bottom_up"], "none");
+    assert_eq!(averaged["guarantee"]["epsilon_spent"], noisy["guarantee"]["epsilon_spent"]);
+    let parameters = |report: &serde_json::Value, path: &[&str]| path.iter().fold(report["parameters"].clone(), |v, k| v[k].clone());
+    for path in [
+        &["levels"][..],
+        &["depth"],
+        &["marginal_calibration", "epsilon_per_column"],
+        &["pair_marginals", "epsilon_per_pair"],
+        &["pair_marginals", "selection_epsilon"],
+    ] {
+        assert!(!parameters(&noisy, path).is_null(), "{path:?} is in the report");
+        assert_eq!(parameters(&averaged, path), parameters(&noisy, path), "{path:?}");
+    }
+    assert_ne!(averaged_rows, noisy_rows, "the pass changed nothing");
+    let bound = |report: &serde_json::Value| report["accuracy"]["expected_w1_bound"].as_f64().unwrap();
+    assert!(bound(&averaged) < bound(&noisy), "the averaged counts' errors are smaller");
 }

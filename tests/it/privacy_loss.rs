@@ -10,6 +10,7 @@ use dpsynth::encoding::read::BitRows;
 use dpsynth::mechanism::covloss::moments::{pair_counts, second_moment};
 use dpsynth::mechanism::covloss::partition::SpectralPartition;
 use dpsynth::mechanism::covloss::{CovlossPlan, CovlossSettings, Damping};
+use dpsynth::mechanism::pmm::averaging::BottomUp;
 use dpsynth::mechanism::pmm::consistency::{Consistency, ConsistencyRule};
 use dpsynth::mechanism::pmm::marginals::{release_flat, MarginalPlan, MarginalShape, MarginalTree};
 use dpsynth::mechanism::pmm::release_leaf_counts;
@@ -40,7 +41,7 @@ fn outcome_frequencies(
             None,
             &key,
             // Unpruned, so that every noisy outcome stays visible (pruning is post-processing).
-            Consistency { rule: ConsistencyRule::Uniform, prune_sigmas: 0.0 },
+            Consistency { bottom_up: BottomUp::None, rule: ConsistencyRule::Uniform, prune_sigmas: 0.0 },
             run,
             &mut Timings::default(),
         );

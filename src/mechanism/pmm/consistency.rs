@@ -1,5 +1,6 @@
-//! Top-down consistency (dissertation Algorithm 3): turn non-negative noisy counts into counts whose
+//! Top-down consistency (dissertation Algorithm 3): turn noisy counts, clipped at 0, into counts whose
 //! children sum to their parent, level by level, each pair adjusted towards a point comparable with it.
+//! (With `--bottom-up average` the noisy counts are first replaced by estimates: [`super::averaging`].)
 //!
 //! Given a parent count m and clipped noisy children (a, b), both rules pick integers (x, y) ≥ 0 with
 //! x + y = m and (x − a)(y − b) ≥ 0, which is all the accuracy proof (Lemma 3.16) needs. Where a rule
@@ -14,6 +15,7 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
+use super::averaging::BottomUp;
 use crate::geometry::tree::CountTree;
 use crate::noise::discrete_laplace::RationalScale;
 
@@ -36,9 +38,11 @@ pub const DEFAULT_CONSISTENCY: ConsistencyRule = ConsistencyRule::Uniform;
 /// smooth ones (docs/accuracy.md, "Pruning"), and no public input tells them apart.
 pub const DEFAULT_PRUNE_SIGMAS: f64 = 0.0;
 
-/// The top-down step's settings: its rule, and the floors below which noisy counts are taken as empty.
+/// The consistency step's settings: the bottom-up pass before the splits, the top-down rule, and the
+/// floors below which noisy counts are taken as empty.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Consistency {
+    pub bottom_up: BottomUp,
     pub rule: ConsistencyRule,
     /// k: a noisy count below k·σ of its level is taken as 0 before the splits (0: no pruning).
     pub prune_sigmas: f64,
@@ -59,9 +63,12 @@ impl Consistency {
     }
 }
 
-/// Makes `tree` consistent from the root down, each level's noisy counts below `floors[level]` taken as
-/// empty first (no floor where `floors` ends). The root count is kept as it is.
+/// Makes `tree` consistent from the root down, each level's noisy counts clipped at 0 and those below
+/// `floors[level]` taken as empty first (no floor where `floors` ends). The root count is kept as it is,
+/// clipped at 0.
 pub fn enforce_consistency(tree: &mut CountTree, rule: ConsistencyRule, floors: &[i64], coin_seed: u64) {
+    let root = &mut tree.level_mut(0)[0];
+    *root = (*root).max(0);
     for parent_level in 0..tree.depth() {
         let floor = floors.get(parent_level as usize + 1).copied().unwrap_or(0);
         let (parents, children) = tree.parent_and_children_mut(parent_level);
@@ -69,12 +76,12 @@ pub fn enforce_consistency(tree: &mut CountTree, rule: ConsistencyRule, floors: 
     }
 }
 
-/// One level of the top-down pass: the children of `parents` (cells `first_parent ..` of `parent_level`)
-/// made to sum to them, noisy children below `floor` taken as empty: a pruned child beside a kept one
-/// gets nothing (the uniform rule would otherwise hand it half of any deficit, so the noise of empty
-/// cells would still draw mass), two pruned children share their parent by the rule. A rank's part of
-/// the tree runs this on its own cells and gets the whole tree's result there: each pair depends only on
-/// its parent, its noisy children and its coin.
+/// One level of the top-down pass: the children of `parents` (cells `first_parent ..` of `parent_level`,
+/// non-negative) made to sum to them, the noisy children read as max(0, ·), those below `floor` taken as
+/// empty: a pruned child beside a kept one gets nothing (the uniform rule would otherwise hand it half of
+/// any deficit, so the noise of empty cells would still draw mass), two pruned children share their parent
+/// by the rule. A rank's part of the tree runs this on its own cells and gets the whole tree's result
+/// there: each pair depends only on its parent, its noisy children and its coin.
 pub fn split_children(
     parents: &[i64],
     children: &mut [i64],
@@ -92,11 +99,12 @@ pub fn split_children(
             let first_cell = first_parent + (task * CELLS_PER_TASK) as u64;
             for (offset, (&parent, pair)) in parents.iter().zip(children.chunks_exact_mut(2)).enumerate() {
                 let coin = || coin_flip(coin_seed, parent_level, first_cell + offset as u64);
-                let (left, right) = match (pair[0] < floor, pair[1] < floor) {
+                let (a, b) = (pair[0].max(0), pair[1].max(0));
+                let (left, right) = match (a < floor, b < floor) {
                     (true, false) => (0, parent),
                     (false, true) => (parent, 0),
                     (true, true) => split(rule, parent, 0, 0, coin),
-                    (false, false) => split(rule, parent, pair[0], pair[1], coin),
+                    (false, false) => split(rule, parent, a, b, coin),
                 };
                 pair[0] = left;
                 pair[1] = right;
@@ -284,7 +292,7 @@ mod tests {
     fn floors_are_k_sigma_rounded_up_on_noised_levels_below_the_root() {
         let scale = |sigma: f64| RationalScale::round_up(sigma);
         let scales = [scale(3.0), None, scale(1.5), scale(2.25)];
-        let pruned = Consistency { rule: ConsistencyRule::Proportional, prune_sigmas: 2.0 };
+        let pruned = Consistency { bottom_up: BottomUp::None, rule: ConsistencyRule::Proportional, prune_sigmas: 2.0 };
         assert_eq!(pruned.floors(&scales), [0, 0, 3, 5]);
         let unpruned = Consistency { prune_sigmas: 0.0, ..pruned };
         assert_eq!(unpruned.floors(&scales), [0, 0, 0, 0]);

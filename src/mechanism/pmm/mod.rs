@@ -3,10 +3,12 @@
 //!
 //! - [`plan`]: the plan from public inputs and the release from the data (the mechanism's one entry);
 //! - [`schedule`]: the per-level noise scales, the depth rule and the accuracy bound;
-//! - [`noise`]: noise on every cell of every noised level; [`consistency`]: the top-down step;
+//! - [`noise`]: noise on every cell of every noised level; [`averaging`]: the optional bottom-up pass;
+//!   [`consistency`]: the top-down step;
 //! - [`marginals`], [`pairs`]: released 1-D and 2-way marginals the synthetic columns are mapped onto;
 //! - [`report`]: what the run report says about a PMM release.
 
+pub mod averaging;
 pub mod consistency;
 pub mod marginals;
 pub mod noise;
@@ -20,6 +22,7 @@ pub use plan::PmmPlan;
 use crate::geometry::tree::CountTree;
 use crate::privacy::NoiseKey;
 use crate::progress::Timings;
+use averaging::{average_tree, BottomUp, LevelWeights};
 use consistency::{enforce_consistency, Consistency};
 use noise::add_level_noise;
 use schedule::LevelSchedule;
@@ -36,9 +39,9 @@ pub fn coarsen_leaves(leaves: Vec<u64>, from_depth: u32, to_depth: u32) -> Vec<u
         .collect()
 }
 
-/// Noise every level the schedule noises, then make the tree consistent (pruned below `consistency`'s
-/// floors). With `released_root`, the root count is that already-released n̂ and is not noised again.
-/// Returns the consistent leaf counts.
+/// Noise every level the schedule noises, then make the tree consistent (averaged bottom-up first when
+/// `consistency` says so, pruned below its floors). With `released_root`, the root count is that
+/// already-released n̂ and is not noised again. Returns the consistent leaf counts.
 pub fn release_leaf_counts(
     true_leaves: Vec<u64>,
     schedule: &LevelSchedule,
@@ -55,6 +58,9 @@ pub fn release_leaf_counts(
         scales[0] = None;
     }
     timings.time("noise", || add_level_noise(&mut tree, &scales, key));
+    if consistency.bottom_up == BottomUp::Average {
+        timings.time("averaging", || average_tree(&mut tree, &LevelWeights::new(&scales)));
+    }
     let floors = consistency.floors(&scales);
     timings.time("consistency", || enforce_consistency(&mut tree, consistency.rule, &floors, coin_seed));
     timings.time("leaves", || tree.into_leaves().into_iter().map(|count| count as u64).collect())
@@ -97,20 +103,58 @@ mod tests {
         .unwrap();
         let leaves: Vec<u64> = (0..256).map(|leaf| leaf % 3).collect();
         let n_hat = row_count.release(leaves.iter().sum(), &key);
-        let released = release_leaf_counts(
-            leaves,
-            &schedule,
-            Some(n_hat),
-            &key,
-            Consistency { rule: ConsistencyRule::Uniform, prune_sigmas: 2.0 },
-            2,
-            &mut Timings::default(),
-        );
-        assert_eq!(
-            released.iter().sum::<u64>(),
-            n_hat,
-            "the consistent leaves must sum to the released root"
-        );
+        for bottom_up in [BottomUp::None, BottomUp::Average] {
+            let released = release_leaf_counts(
+                leaves.clone(),
+                &schedule,
+                Some(n_hat),
+                &key,
+                Consistency { bottom_up, rule: ConsistencyRule::Uniform, prune_sigmas: 2.0 },
+                2,
+                &mut Timings::default(),
+            );
+            assert_eq!(
+                released.iter().sum::<u64>(),
+                n_hat,
+                "{bottom_up:?}: the consistent leaves must sum to the released root"
+            );
+        }
+    }
+
+    /// The bottom-up pass does what it is for: on a 1-D tree (where the area between the CDFs is W1) and
+    /// on a 3-D one (the same area in Morton order: the errors of whole subtrees), averaged releases are
+    /// closer to the data than the textbook ones from the same noise, over 12 keys.
+    #[test]
+    fn averaging_brings_the_release_closer_to_the_data() {
+        let cdf_distance = |released: &[u64], truth: &[u64]| {
+            let (mut gap, mut area) = (0i64, 0.0);
+            for (&a, &b) in released.iter().zip(truth) {
+                gap += a as i64 - b as i64;
+                area += gap.unsigned_abs() as f64;
+            }
+            area / released.len() as f64
+        };
+        // Measured: 0.85x at d = 1 (σ_j equal on every level, so the children measure a cell less well),
+        // 0.45x at d = 3.
+        for (dims, depth, at_most) in [(1, 12, 0.92), (3, 15, 0.6)] {
+            let leaves: Vec<u64> = (0..1u64 << depth).map(|cell| (cell * 2654435761 >> 7) % 5 + cell % 3).collect();
+            let row_count = NoisyRowCount::plan(1.0 / 16.0).unwrap();
+            let root = RootNoise::Released(row_count.scale);
+            let schedule = LevelSchedule::new(Neighbours::AddRemove, 0.5, dims, depth, root).unwrap();
+            let mut distances = [0.0; 2];
+            for seed in 0..12 {
+                let key = NoiseKey::from_user_seed(seed);
+                let n_hat = row_count.release(leaves.iter().sum(), &key);
+                for (distance, bottom_up) in distances.iter_mut().zip([BottomUp::None, BottomUp::Average]) {
+                    let consistency = Consistency { bottom_up, rule: ConsistencyRule::Uniform, prune_sigmas: 0.0 };
+                    let released =
+                        release_leaf_counts(leaves.clone(), &schedule, Some(n_hat), &key, consistency, 5, &mut Timings::default());
+                    *distance += cdf_distance(&released, &leaves);
+                }
+            }
+            let [noisy, averaged] = distances;
+            assert!(averaged < at_most * noisy, "d = {dims}: averaged {averaged} against noisy {noisy}");
+        }
     }
 
     #[test]
@@ -120,15 +164,17 @@ mod tests {
             LevelSchedule::new(Neighbours::Replace, 1.0, 1, 10, RootNoise::InSchedule).unwrap();
         let leaves: Vec<u64> = (0..1024).map(|leaf| leaf % 5).collect();
         let n: u64 = leaves.iter().sum();
-        let released = release_leaf_counts(
-            leaves,
-            &schedule,
-            None,
-            &key,
-            Consistency { rule: ConsistencyRule::Proportional, prune_sigmas: 0.0 },
-            2,
-            &mut Timings::default(),
-        );
-        assert_eq!(released.iter().sum::<u64>(), n);
+        for bottom_up in [BottomUp::None, BottomUp::Average] {
+            let released = release_leaf_counts(
+                leaves.clone(),
+                &schedule,
+                None,
+                &key,
+                Consistency { bottom_up, rule: ConsistencyRule::Proportional, prune_sigmas: 0.0 },
+                2,
+                &mut Timings::default(),
+            );
+            assert_eq!(released.iter().sum::<u64>(), n, "{bottom_up:?}");
+        }
     }
 }

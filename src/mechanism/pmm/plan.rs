@@ -7,6 +7,7 @@
 //! and half with equal widths). With `--pair-share` a share of ε is set aside first for the pair
 //! histograms, which the release then maps the joint release's column pairs onto (pairs.rs).
 
+use super::averaging::BottomUp;
 use super::consistency::Consistency;
 use super::marginals::{BinnedMarginals, MarginalPlan, MonotoneMap, Partition, ReleasedMarginals};
 use super::pairs::{PairMap, PairParameters, PairPlan};
@@ -32,27 +33,61 @@ use crate::sampler::Placement;
 /// exceeds 20σ_0 with probability below e^{-20}, and then the pass is simply repeated at the right depth.
 const ROOT_NOISE_HEADROOM: f64 = 20.0;
 
-const ACCURACY_FORMULA: &str = "E W1 <= (1/n) * sum_j (2*sqrt(2)*sigma_j + f_j) * Delta_{j-1} + 2^-floor(r/d), \
-    f_j = ceil(k*sigma_j) the pruning floor  (dissertation Thm 3.9; Lemma 3.16 with pruned counts)";
+/// The bound's words with `$scope` after them: for the noisy counts (`--bottom-up none`), and for the
+/// counts averaged bottom-up (`schedule::LevelSchedule::accuracy_bound` has the terms).
+macro_rules! accuracy_formulas {
+    ($scope:literal) => {
+        AccuracyFormulas {
+            noisy: concat!(
+                "E W1 <= (1/n) * sum_j (2*sqrt(2)*sigma_j + f_j) * Delta_{j-1} + 2^-floor(r/d), f_j = ceil(k*sigma_j) \
+                 the pruning floor  (dissertation Thm 3.9; Lemma 3.16 with pruned counts)",
+                $scope
+            ),
+            averaged: concat!(
+                "E W1 <= (1/n) * sum_j (e_j + f_j) * Delta_{j-1} + 2^-floor(r/d), e_j = sqrt(2*V_j) + 1/2 on the \
+                 levels averaged bottom-up (V_j the variance of their estimates; 1/2 for rounding them to counts), \
+                 sqrt(2*V_r) at the leaves, 2*sqrt(2)*sigma_0 at a noised root, f_j = ceil(k*sigma_j) the pruning \
+                 floor  (dissertation Thm 3.9; Lemma 3.16 with averaged, pruned counts)",
+                $scope
+            ),
+        }
+    };
+}
+
+/// The bound's words for both kinds of counts the splits read.
+struct AccuracyFormulas {
+    noisy: &'static str,
+    averaged: &'static str,
+}
+
+impl AccuracyFormulas {
+    fn for_counts(&self, bottom_up: BottomUp) -> &'static str {
+        match bottom_up {
+            BottomUp::None => self.noisy,
+            BottomUp::Average => self.averaged,
+        }
+    }
+}
+
+const ACCURACY_FORMULA: AccuracyFormulas = accuracy_formulas!("");
 
 /// With `--marginal-share` the bound is the joint tree's: the maps move points, and no bound is proven
 /// for the calibrated table.
-const CALIBRATED_ACCURACY_FORMULA: &str = "E W1 <= (1/n) * sum_j (2*sqrt(2)*sigma_j + f_j) * Delta_{j-1} + \
-    2^-floor(r/d), f_j = ceil(k*sigma_j) the pruning floor  (dissertation Thm 3.9; Lemma 3.16 with pruned \
-    counts) for the joint tree BEFORE the marginal maps; not proven for the calibrated table";
+const CALIBRATED_ACCURACY_FORMULA: AccuracyFormulas =
+    accuracy_formulas!(" for the joint tree BEFORE the marginal maps; not proven for the calibrated table");
 
 /// With `--partition quantile` the bound is the joint tree's in the warped coordinates.
-const QUANTILE_ACCURACY_FORMULA: &str = "E W1 <= (1/n) * sum_j (2*sqrt(2)*sigma_j + f_j) * Delta_{j-1} + \
-    2^-floor(r/d), f_j = ceil(k*sigma_j) the pruning floor  (dissertation Thm 3.9; Lemma 3.16 with pruned \
-    counts) for the joint tree in the warped coordinates (each axis through (G + uniform)/2, G its released \
-    marginal's CDF, aligned to the pair cells on axes of 64 cells or more), BEFORE the maps back; not proven in \
-    the columns' units";
+const QUANTILE_ACCURACY_FORMULA: AccuracyFormulas = accuracy_formulas!(
+    " for the joint tree in the warped coordinates (each axis through (G + uniform)/2, G its released \
+     marginal's CDF, aligned to the pair cells on axes of 64 cells or more), BEFORE the maps back; not proven in \
+     the columns' units"
+);
 
 /// With `--pair-share` the bound is the joint tree's before any map.
-const PAIR_MAPPED_ACCURACY_FORMULA: &str = "E W1 <= (1/n) * sum_j (2*sqrt(2)*sigma_j + f_j) * Delta_{j-1} + \
-    2^-floor(r/d), f_j = ceil(k*sigma_j) the pruning floor  (dissertation Thm 3.9; Lemma 3.16 with pruned \
-    counts) for the joint tree in its own coordinates, BEFORE the marginal and pair maps; not proven for the \
-    mapped table";
+const PAIR_MAPPED_ACCURACY_FORMULA: AccuracyFormulas = accuracy_formulas!(
+    " for the joint tree in its own coordinates, BEFORE the marginal and pair maps; not proven for the \
+     mapped table"
+);
 
 /// Where the size that fixes the depth comes from.
 #[derive(Clone, Copy, Debug)]
@@ -401,14 +436,14 @@ impl PmmPlan {
     /// `release` with each gated pair's child mapped onto its released pair histogram.
     fn pair_mapped(&self, pairs: &PairPlan, release: Release, data: &DataPass, seeds: &RunSeeds) -> Result<Release> {
         let (maps, parameters) = pairs.release(&release.measure, data, seeds, self.placement)?;
-        Ok(Self::with_pair_maps(release, maps, parameters))
+        Ok(self.with_pair_maps(release, maps, parameters))
     }
 
     /// `release` with the pair `maps` after it: their budget, parameters and the bound's words join it.
-    pub fn with_pair_maps(mut release: Release, maps: Vec<PairMap>, parameters: PairParameters) -> Release {
+    pub fn with_pair_maps(&self, mut release: Release, maps: Vec<PairMap>, parameters: PairParameters) -> Release {
         parameters.spend(&mut release.budget);
         release.measure = ReleasedMeasure::PairMapped { inner: Box::new(release.measure), maps };
-        release.accuracy.formula = PAIR_MAPPED_ACCURACY_FORMULA;
+        release.accuracy.formula = PAIR_MAPPED_ACCURACY_FORMULA.for_counts(self.consistency.bottom_up);
         if let MechanismParameters::Pmm(pmm) = &mut release.parameters {
             pmm.pair_marginals = Some(parameters);
         }
@@ -573,7 +608,8 @@ impl PmmPlan {
         release.accuracy.formula = match marginals.parameters.partition {
             Partition::Midpoint => CALIBRATED_ACCURACY_FORMULA,
             Partition::Quantile => QUANTILE_ACCURACY_FORMULA,
-        };
+        }
+        .for_counts(self.consistency.bottom_up);
         if let MechanismParameters::Pmm(parameters) = &mut release.parameters {
             parameters.marginal_calibration = Some(marginals.parameters);
         }
@@ -641,7 +677,7 @@ impl PmmPlan {
 
     /// Theorem 3.9 for `schedule` with this plan's pruning floors, for n (or n̂) rows.
     pub fn accuracy_bound(&self, schedule: &LevelSchedule, n: f64) -> f64 {
-        schedule.accuracy_bound(n, &self.consistency.floors(&schedule.scales))
+        schedule.accuracy_bound(n, &self.consistency.floors(&schedule.scales), self.consistency.bottom_up)
     }
 
     /// The release of `measure` (whose total is `root_count`) under `schedule`: its budget, report
@@ -667,7 +703,7 @@ impl PmmPlan {
                 expected_w1_bound: self.accuracy_bound(schedule, root_count as f64),
                 units: NORMALISED_UNITS,
                 n: root_count,
-                formula: ACCURACY_FORMULA,
+                formula: ACCURACY_FORMULA.for_counts(self.consistency.bottom_up),
             },
             measure,
             anonymity: None,
@@ -738,6 +774,7 @@ impl PmmPlan {
         PmmParameters {
             depth: schedule.depth,
             depth_rule: self.depth_rule.clone(),
+            bottom_up: value_name(&self.consistency.bottom_up),
             consistency: value_name(&self.consistency.rule),
             prune_sigmas: self.consistency.prune_sigmas,
             placement: value_name(&self.placement),

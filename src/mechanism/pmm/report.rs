@@ -9,6 +9,8 @@ use super::pairs::PairParameters;
 pub struct PmmParameters {
     pub depth: u32,
     pub depth_rule: String,
+    /// The pass before the top-down splits: `none` (the noisy counts) or `average` (averaged bottom-up).
+    pub bottom_up: String,
     pub consistency: String,
     /// k of the pruning floors: noisy counts below ⌈k·σ_j⌉ were taken as empty before consistency.
     pub prune_sigmas: f64,

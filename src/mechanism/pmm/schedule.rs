@@ -3,6 +3,7 @@
 //! public n under `replace`) or of already-released values (the noisy root count n̂), never of the data.
 
 use crate::error::Result;
+use super::averaging::{BottomUp, LevelWeights};
 use crate::geometry::partition::{level_diameter_sum, MAX_DEPTH};
 use crate::noise::discrete_laplace::RationalScale;
 use crate::privacy::{noise_scale, Neighbours};
@@ -75,21 +76,36 @@ impl LevelSchedule {
     }
 
     /// Theorem 3.9 for this schedule with the consistency's pruning `floors` (f_j, none where the slice
-    /// ends): E W1 ≤ (1/n) Σ_j (2√2 σ_j + f_j) Δ_{j−1} + 2^{−⌊r/d⌋}, in normalised ℓ∞ units, over noised
-    /// levels; `n` is the public n (replace) or the released n̂ (add-remove). A pruned count is off the
-    /// true one by less than |λ_j| + f_j, which is all Lemma 3.16 changes.
-    pub fn accuracy_bound(&self, n: f64, floors: &[i64]) -> f64 {
+    /// ends): E W1 ≤ (1/n) Σ_j (e_j + f_j) Δ_{j−1} + 2^{−⌊r/d⌋}, in normalised ℓ∞ units, over noised
+    /// levels; `n` is the public n (replace) or the released n̂ (add-remove). e_j bounds the mean of the
+    /// larger error of two sibling counts the splits read: 2√2 σ_j for the noisy counts (E|λ| ≤ √2 σ, twice);
+    /// after `bottom_up` averaging √(2 V_j) (Cauchy–Schwarz on the two unbiased estimates) plus ½ for the
+    /// rounding above the leaves, the root kept as it is. A pruned count is off the true one by less than its
+    /// error + f_j, which is all Lemma 3.16 changes.
+    pub fn accuracy_bound(&self, n: f64, floors: &[i64], bottom_up: BottomUp) -> f64 {
         let sigmas = self
             .scales
             .iter()
             .enumerate()
             .filter_map(|(level, scale)| Some((level as u32, scale.as_ref()?.to_f64())));
+        let (errors, per_error): (Vec<(u32, f64)>, f64) = match bottom_up {
+            BottomUp::None => (sigmas.collect(), NOISY_COUNT_ERROR),
+            BottomUp::Average => {
+                let weights = LevelWeights::new(&self.scales);
+                let error = |(level, sigma): (u32, f64)| match level {
+                    0 => (level, NOISY_COUNT_ERROR * sigma),
+                    _ if level == self.depth => (level, (2.0 * weights.variance(level)).sqrt()),
+                    _ => (level, (2.0 * weights.variance(level)).sqrt() + 0.5),
+                };
+                (sigmas.map(error).collect(), 1.0)
+            }
+        };
         let pruning: f64 = floors
             .iter()
             .enumerate()
             .map(|(level, &floor)| floor as f64 * level_diameter_sum(self.dims, (level as u32).checked_sub(1)))
             .sum();
-        theorem_3_9_bound(self.dims, self.depth, sigmas, n) + pruning / n.max(1.0)
+        theorem_3_9_bound(self.dims, self.depth, errors.into_iter(), per_error, n) + pruning / n.max(1.0)
     }
 }
 
@@ -109,17 +125,22 @@ fn optimal_scales(
         .collect()
 }
 
+/// e_j / σ_j for noisy counts: E max(|λ_θ0|, |λ_θ1|) ≤ E|λ_θ0| + E|λ_θ1| ≤ 2·√2 σ_j.
+const NOISY_COUNT_ERROR: f64 = 2.0 * std::f64::consts::SQRT_2;
+
+/// (c/n) Σ_j t_j Δ_{j−1} + 2^{−⌊r/d⌋}: e_j = c·t_j over the levels' terms t_j (σ_j with c = 2√2 for the
+/// noisy counts).
 fn theorem_3_9_bound(
     dims: usize,
     depth: u32,
-    sigmas: impl Iterator<Item = (u32, f64)>,
+    terms: impl Iterator<Item = (u32, f64)>,
+    per_term: f64,
     n: f64,
 ) -> f64 {
-    let noise: f64 = sigmas
-        .map(|(level, sigma)| sigma * level_diameter_sum(dims, level.checked_sub(1)))
+    let noise: f64 = terms
+        .map(|(level, term)| term * level_diameter_sum(dims, level.checked_sub(1)))
         .sum();
-    2.0 * std::f64::consts::SQRT_2 * noise / n.max(1.0)
-        + crate::geometry::partition::cell_diameter(dims, depth)
+    per_term * noise / n.max(1.0) + crate::geometry::partition::cell_diameter(dims, depth)
 }
 
 /// The leaf depth for this relation and budget, from a size that is public (replace) or released
@@ -161,7 +182,7 @@ pub fn bound_minimising_depth(
     let bound = |depth: u32| {
         let levels = optimal_scales(dims, first_level, depth, epsilon_levels, sensitivity);
         let root = root_sigma.map(|sigma| (0, sigma));
-        theorem_3_9_bound(dims, depth, root.into_iter().chain(levels), n)
+        theorem_3_9_bound(dims, depth, root.into_iter().chain(levels), NOISY_COUNT_ERROR, n)
     };
     (0..=max_depth.min(MAX_DEPTH))
         .min_by(|&a, &b| bound(a).total_cmp(&bound(b)))
@@ -253,9 +274,27 @@ mod tests {
         let floors = [0, 3, 0, 5, 2];
         // In d = 2 the diameters of levels 0, 2 and 3 sum to Δ_0 = 1, Δ_2 = 2 and Δ_3 = 4.
         let added = (3.0 * 1.0 + 5.0 * 2.0 + 2.0 * 4.0) / n;
-        let (bare, pruned) = (schedule.accuracy_bound(n, &[]), schedule.accuracy_bound(n, &floors));
-        assert!(close(pruned - bare, added, 1e-12), "{pruned} − {bare} against {added}");
-        assert_eq!(schedule.accuracy_bound(n, &[0; 5]), bare);
+        for bottom_up in [BottomUp::None, BottomUp::Average] {
+            let (bare, pruned) = (schedule.accuracy_bound(n, &[], bottom_up), schedule.accuracy_bound(n, &floors, bottom_up));
+            assert!(close(pruned - bare, added, 1e-12), "{bottom_up:?}: {pruned} − {bare} against {added}");
+            assert_eq!(schedule.accuracy_bound(n, &[0; 5], bottom_up), bare);
+        }
+    }
+
+    #[test]
+    fn averaging_puts_each_levels_estimate_error_in_the_bound() {
+        // d = 1: every level's cells together have diameter 1, so the bound is (1/n) Σ_j e_j + 2^-r.
+        let (depth, n) = (3, 500.0);
+        let schedule = LevelSchedule::new(Neighbours::AddRemove, 0.7, 1, depth, RootNoise::InSchedule).unwrap();
+        let weights = LevelWeights::new(&schedule.scales);
+        let sigma = |level: usize| schedule.scales[level].unwrap().to_f64();
+        let root = 2.0 * std::f64::consts::SQRT_2 * sigma(0);
+        let inner: f64 = (1..depth).map(|level| (2.0 * weights.variance(level)).sqrt() + 0.5).sum();
+        let leaves = (2.0 * weights.variance(depth)).sqrt();
+        let expected = (root + inner + leaves) / n + 0.125;
+        let averaged = schedule.accuracy_bound(n, &[], BottomUp::Average);
+        assert!(close(averaged, expected, 1e-12), "{averaged} against {expected}");
+        assert!(averaged < schedule.accuracy_bound(n, &[], BottomUp::None));
     }
 
     #[test]
@@ -354,7 +393,7 @@ mod tests {
                 let bound_at = |r: u32| {
                     LevelSchedule::new(Neighbours::Replace, epsilon, dims, r, RootNoise::InSchedule)
                         .unwrap()
-                        .accuracy_bound(n, &[])
+                        .accuracy_bound(n, &[], BottomUp::None)
                 };
                 let best = bound_at(depth);
                 for r in 0..=MAX_DEPTH {
