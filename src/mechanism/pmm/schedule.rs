@@ -2,8 +2,8 @@
 //! depth rule and the accuracy bound. Everything here is a function of public inputs (ε, d, depth, the
 //! public n under `replace`) or of already-released values (the noisy root count n̂), never of the data.
 
-use crate::error::Result;
 use super::averaging::{BottomUp, LevelWeights};
+use crate::error::Result;
 use crate::geometry::partition::{level_diameter_sum, MAX_DEPTH};
 use crate::noise::discrete_laplace::RationalScale;
 use crate::privacy::{noise_scale, Neighbours};
@@ -275,7 +275,8 @@ mod tests {
         // In d = 2 the diameters of levels 0, 2 and 3 sum to Δ_0 = 1, Δ_2 = 2 and Δ_3 = 4.
         let added = (3.0 * 1.0 + 5.0 * 2.0 + 2.0 * 4.0) / n;
         for bottom_up in [BottomUp::None, BottomUp::Average] {
-            let (bare, pruned) = (schedule.accuracy_bound(n, &[], bottom_up), schedule.accuracy_bound(n, &floors, bottom_up));
+            let bare = schedule.accuracy_bound(n, &[], bottom_up);
+            let pruned = schedule.accuracy_bound(n, &floors, bottom_up);
             assert!(close(pruned - bare, added, 1e-12), "{bottom_up:?}: {pruned} − {bare} against {added}");
             assert_eq!(schedule.accuracy_bound(n, &[0; 5], bottom_up), bare);
         }
