@@ -89,6 +89,24 @@ impl RationalScale {
     pub fn to_f64(&self) -> f64 {
         self.num as f64 / self.den as f64
     }
+
+    /// Var Lap_Z(σ) = 2q/(1 − q)², q = e^{−1/σ} (1 − q from `exp_m1`, exact to the last bits for large σ):
+    /// for weights and reports, in floating point like [`RationalScale::to_f64`].
+    pub fn variance(&self) -> f64 {
+        let (q, one_minus_q) = self.q_and_one_minus_q();
+        2.0 * q / (one_minus_q * one_minus_q)
+    }
+
+    /// E|Lap_Z(σ)| = 2q/(1 − q²), q = e^{−1/σ}: as [`RationalScale::variance`].
+    pub fn mean_absolute(&self) -> f64 {
+        let (q, one_minus_q) = self.q_and_one_minus_q();
+        2.0 * q / (one_minus_q * (1.0 + q))
+    }
+
+    fn q_and_one_minus_q(&self) -> (f64, f64) {
+        let exponent = -1.0 / self.to_f64();
+        (exponent.exp(), -exponent.exp_m1())
+    }
 }
 
 /// One exact draw of Lap_Z(`scale`): P(Z = z) = (1−q)/(1+q) · q^{|z|} with q = e^{−den/num}.
@@ -250,6 +268,22 @@ mod tests {
 
     const FIT_SCALES: [f64; 5] = [0.3, 1.0, 2.5, 10.0, 37.7];
     const FIT_SAMPLES: usize = 60_000;
+
+    /// The closed forms against the sums of the pmf (1 − q)/(1 + q)·q^|z| over |z| ≤ 60σ + 60.
+    #[test]
+    fn variance_and_mean_absolute_are_the_pmfs() {
+        for sigma in [0.2, 1.0, 7.5, 300.0] {
+            let scale = scale(sigma);
+            let q = (-1.0 / scale.to_f64()).exp();
+            let pmf = |z: f64| (1.0 - q) / (1.0 + q) * q.powf(z);
+            let (variance, mean_absolute) = (1..=(60.0 * sigma) as u64 + 60)
+                .map(|z| z as f64)
+                .fold((0.0, 0.0), |(v, m), z| (v + 2.0 * z * z * pmf(z), m + 2.0 * z * pmf(z)));
+            let closed = scale.variance();
+            assert!((closed / variance - 1.0).abs() < 1e-9, "σ = {sigma}: {closed} against {variance}");
+            assert!((scale.mean_absolute() / mean_absolute - 1.0).abs() < 1e-9, "σ = {sigma}: mean |Z|");
+        }
+    }
 
     #[test]
     fn histogram_fits_the_exact_pmf() {

@@ -41,12 +41,6 @@ pub const PMM_BOTTOM_UP: BottomUp = BottomUp::None;
 /// levels bottom-up"): the pairwise 2-D W1, the 2-way TV and the correlation error all fell.
 pub const AUTO_BOTTOM_UP: BottomUp = BottomUp::Average;
 
-/// Var Lap_Z(σ) = 2q/(1 − q)² with q = e^{−1/σ}.
-fn discrete_laplace_variance(scale: RationalScale) -> f64 {
-    let q = (-1.0 / scale.to_f64()).exp();
-    2.0 * q / ((1.0 - q) * (1.0 - q))
-}
-
 /// Per level: the weight of a cell's own noisy count in its estimate, and the estimate's variance.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LevelWeights {
@@ -62,7 +56,7 @@ impl LevelWeights {
     pub fn new(scales: &[Option<RationalScale>]) -> Self {
         let depth = scales.len() - 1;
         let mut own = vec![1.0; depth + 1];
-        let mut variance: Vec<f64> = scales.iter().map(|scale| scale.map_or(0.0, discrete_laplace_variance)).collect();
+        let mut variance: Vec<f64> = scales.iter().map(|scale| scale.map_or(0.0, |scale| scale.variance())).collect();
         for level in (1..depth).rev() {
             if scales[level].is_none() {
                 continue;
@@ -161,7 +155,7 @@ mod tests {
     #[test]
     fn weights_follow_inverse_variance_from_the_leaves_up() {
         let weights = LevelWeights::new(&scales(&[5.0, 4.0, 3.0, 2.0]));
-        let var = |sigma: f64| discrete_laplace_variance(RationalScale::round_up(sigma).unwrap());
+        let var = |sigma: f64| RationalScale::round_up(sigma).unwrap().variance();
         assert_eq!(weights.variance(3), var(2.0));
         let v2 = var(3.0) * 2.0 * var(2.0) / (var(3.0) + 2.0 * var(2.0));
         assert!((weights.variance(2) - v2).abs() < 1e-12);
@@ -231,7 +225,7 @@ mod tests {
         let expected = weights.variance(1);
         assert!(mean.abs() < 4.0 * (expected / errors[0].len() as f64).sqrt(), "bias {mean}");
         assert!((variance / expected - 1.0).abs() < 0.06, "variance {variance}, V_1 {expected}");
-        let noise = discrete_laplace_variance(scales[1].unwrap());
+        let noise = scales[1].unwrap().variance();
         assert!(expected < 0.75 * noise, "V_1 {expected} against the noise's {noise}");
         for other in &errors[1..] {
             assert!(moments(other).1 > variance, "a moved weight did no worse");

@@ -382,7 +382,7 @@ pub fn accuracy_bound(
     normaliser: Normaliser,
     mass: u64,
 ) -> f64 {
-    let variance = discrete_laplace_variance(cell_scale);
+    let variance = cell_scale.variance();
     let side = grid.cells_per_axis() as u64;
     let dims = grid.dims() as i32;
     let levels = side.next_power_of_two().trailing_zeros();
@@ -398,7 +398,7 @@ pub fn accuracy_bound(
     }
     let normaliser_error = match normaliser {
         Normaliser::PublicN => 0.0,
-        Normaliser::ReleasedCount(scale) => discrete_laplace_mean_absolute(scale),
+        Normaliser::ReleasedCount(scale) => scale.mean_absolute(),
         Normaliser::NoisyTotal => (grid.cell_count() as f64 * variance).sqrt() + 1.0,
     };
     grid.cell_diameter()
@@ -410,20 +410,6 @@ pub const ACCURACY_FORMULA: &str = "E W1 <= 1/k + 2*(sqrt(Var lambda)*H + E|M - 
      H = sqrt(m) + sum_{l=1..ceil(log2 k)} D_l * sum_{blocks of 2^(L-l) cells per axis} sqrt(cells in block), \
      D_l = (parent block width - 1)/k  (dissertation Thm 3.6 with the Laplacian complexity bounded by dyadic chaining; \
      the rates of Cor 3.7)";
-
-/// Var Lap_Z(σ) = 2p/(1 − p)², p = e^{−1/σ}.
-fn discrete_laplace_variance(scale: RationalScale) -> f64 {
-    let p = (-1.0 / scale.to_f64()).exp();
-    let one_minus_p = -(-1.0 / scale.to_f64()).exp_m1();
-    2.0 * p / (one_minus_p * one_minus_p)
-}
-
-/// E|Lap_Z(σ)| = 2p/(1 − p²), p = e^{−1/σ}.
-fn discrete_laplace_mean_absolute(scale: RationalScale) -> f64 {
-    let p = (-1.0 / scale.to_f64()).exp();
-    let one_minus_p = -(-1.0 / scale.to_f64()).exp_m1();
-    2.0 * p / (one_minus_p * (1.0 + p))
-}
 
 #[cfg(test)]
 mod tests {
