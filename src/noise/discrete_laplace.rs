@@ -90,7 +90,7 @@ impl RationalScale {
         self.num as f64 / self.den as f64
     }
 
-    /// Var Lap_Z(σ) = 2q/(1 − q)², q = e^{−1/σ} (1 − q from `exp_m1`, exact to the last bits for large σ):
+    /// Var Lap_Z(σ) = 2q/(1 − q)², q = e^{−1/σ} (1 − q from `exp_m1`, which keeps its precision for large σ):
     /// for weights and reports, in floating point like [`RationalScale::to_f64`].
     pub fn variance(&self) -> f64 {
         let (q, one_minus_q) = self.q_and_one_minus_q();
