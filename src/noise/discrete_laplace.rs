@@ -269,16 +269,16 @@ mod tests {
     const FIT_SCALES: [f64; 5] = [0.3, 1.0, 2.5, 10.0, 37.7];
     const FIT_SAMPLES: usize = 60_000;
 
-    /// The closed forms against the sums of the pmf (1 − q)/(1 + q)·q^|z| over |z| ≤ 60σ + 60.
+    /// The closed forms against the sums of the oracle's pmf over |z| ≤ 60σ + 60.
     #[test]
     fn variance_and_mean_absolute_are_the_pmfs() {
         for sigma in [0.2, 1.0, 7.5, 300.0] {
             let scale = scale(sigma);
-            let q = (-1.0 / scale.to_f64()).exp();
-            let pmf = |z: f64| (1.0 - q) / (1.0 + q) * q.powf(z);
-            let (variance, mean_absolute) = (1..=(60.0 * sigma) as u64 + 60)
-                .map(|z| z as f64)
-                .fold((0.0, 0.0), |(v, m), z| (v + 2.0 * z * z * pmf(z), m + 2.0 * z * pmf(z)));
+            let law = Law::new(scale.to_f64());
+            let (variance, mean_absolute) = (1..=(60.0 * sigma) as i64 + 60).fold((0.0, 0.0), |(v, m), z| {
+                let twice = 2.0 * law.pmf(z);
+                (v + twice * (z * z) as f64, m + twice * z as f64)
+            });
             let closed = scale.variance();
             assert!((closed / variance - 1.0).abs() < 1e-9, "σ = {sigma}: {closed} against {variance}");
             assert!((scale.mean_absolute() / mean_absolute - 1.0).abs() < 1e-9, "σ = {sigma}: mean |Z|");
