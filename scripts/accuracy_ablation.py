@@ -45,7 +45,8 @@ ROOT = Path(__file__).resolve().parent.parent
 BINARY = ROOT / "target" / "release" / "dpsynth"
 DATASET = ROOT / "datasets" / "flights.parquet"
 CONFIG = ROOT / "datasets" / "flights.toml"
-SCORES = ["subsample_w1", "ratio_to_floor", "pairwise_w1", "max_1d_w1", "tv_2way", "mean_error", "correlation_error"]
+SCORES = ["subsample_w1", "ratio_to_floor", "pairwise_w1", "max_1d_w1", "tv_2way", "mean_error", "correlation_error",
+          "rank_correlation_error"]
 
 
 def peer_command(method, column_set, epsilon, output, dataset, config, seed):
@@ -85,6 +86,7 @@ def scores(evaluation):
         "tv_2way": pairs["mean_tv"] if pairs else None,
         "mean_error": evaluation["mean_error"]["max_abs"],
         "correlation_error": evaluation["correlation_error"]["frobenius"],
+        "rank_correlation_error": evaluation["rank_correlation_error"]["frobenius"],
     }
 
 

@@ -14,7 +14,7 @@ their runs do not repeat); seconds are its wall time end to end (read Parquet, f
 Parquet) and peak memory its maximum resident set (getrusage of the child). The scores come from
 `dpsynth eval` against the real table (scripts/accuracy_ablation.py's, in normalised l-infinity units):
 the joint W1 by exact transport on 1000-row subsamples, the largest 1-D W1, the mean 2-way TV, the
-largest mean error and the correlation error; the grid estimate of the whole tables' W1 and its
+largest mean error, the correlation error and the rank correlation error; the grid estimate of the whole tables' W1 and its
 interval, and the covariance error, are in peers.csv too. peers.md gives each score's mean over seeds.
 
 Privacy models differ and the table says so: dpsynth is pure ε-DP (δ = 0, add-remove neighbours, n
@@ -198,9 +198,10 @@ def main():
         writer = csv.DictWriter(file, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    shown = ["subsample_w1", "max_1d_w1", "tv_2way", "mean_error", "correlation_error", "seconds", "peak_mib"]
+    shown = ["subsample_w1", "max_1d_w1", "tv_2way", "mean_error", "correlation_error", "rank_correlation_error",
+             "seconds", "peak_mib"]
     lines = ["| method | d | ε | δ | seeds | joint W1 | largest 1-D W1 | 2-way TV | largest mean err | corr. err | "
-             "seconds | peak MiB |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "rank corr. err | seconds | peak MiB |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     groups = {}
     for row in rows:
         groups.setdefault((row["method"], row["d"], row["epsilon"], row["delta"]), []).append(row)

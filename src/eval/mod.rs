@@ -113,7 +113,8 @@ pub struct CovarianceError {
     pub max_abs: f64,
 }
 
-/// Of the Pearson correlation matrices (scale-free: what covariance error says, without the spreads).
+/// Of the Pearson correlation matrices (scale-free: what covariance error says, without the spreads), or of
+/// Spearman's rank correlation matrices ([`EvalReport::rank_correlation_error`]).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CorrelationError {
     pub frobenius: f64,
@@ -158,6 +159,9 @@ pub struct EvalReport {
     /// The k-way marginal errors again, all on one grid (comparable across k).
     pub marginals_equal_grid: Vec<MarginalErrors>,
     pub correlation_error: CorrelationError,
+    /// Of Spearman's rank correlation matrices: the dependence of the bulk of the rows, which a long tail
+    /// can hide from `correlation_error` (a column whose values sit in a small part of its bounds).
+    pub rank_correlation_error: CorrelationError,
     /// What a reader should know before trusting a number (a headline that cannot rank methods, a run
     /// report that does not match the table, ...).
     pub warnings: Vec<String>,
@@ -307,6 +311,17 @@ fn compare(
         summary::difference_norms(&moments_real.covariance, &moments_synth.covariance);
     let (correlation_max, correlation_frobenius) =
         summary::difference_norms(&correlation_real, &correlation_synth);
+    let started = Instant::now();
+    // One table at a time (each sort is parallel): the ranks are as large as the table.
+    let (rank_real, rank_synth) = (
+        summary::rank_correlation(&real.points, dims),
+        summary::rank_correlation(&synth.points, dims),
+    );
+    let (rank_max, rank_frobenius) = summary::difference_norms(&rank_real, &rank_synth);
+    timings.push(PhaseTiming {
+        phase: "rank_correlation",
+        seconds: started.elapsed().as_secs_f64(),
+    });
     let synth_report = table_report(synth);
     let warnings = warnings(
         &distances.w1,
@@ -343,6 +358,10 @@ fn compare(
         correlation_error: CorrelationError {
             frobenius: correlation_frobenius,
             max_abs: correlation_max,
+        },
+        rank_correlation_error: CorrelationError {
+            frobenius: rank_frobenius,
+            max_abs: rank_max,
         },
         warnings,
     })
@@ -515,6 +534,11 @@ impl EvalReport {
             "correlation error: max {}, Frobenius {}\n",
             format::sig(self.correlation_error.max_abs),
             format::sig(self.correlation_error.frobenius)
+        );
+        text += &format!(
+            "rank correlation error: max {}, Frobenius {}\n",
+            format::sig(self.rank_correlation_error.max_abs),
+            format::sig(self.rank_correlation_error.frobenius)
         );
         for warning in &self.warnings {
             text += &format!("warning: {warning}\n");

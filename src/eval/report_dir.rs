@@ -412,6 +412,19 @@ fn headline(output: &EvalOutput) -> Vec<Block> {
             .collect::<Vec<_>>(),
     ));
     rows.push(headline_row(
+        "Rank correlation error",
+        "Largest difference of a rank (Spearman) correlation between two columns: the bulk's dependence.",
+        &reports
+            .iter()
+            .map(|report| {
+                Some((
+                    report.rank_correlation_error.max_abs,
+                    sig(report.rank_correlation_error.max_abs),
+                ))
+            })
+            .collect::<Vec<_>>(),
+    ));
+    rows.push(headline_row(
         "Covariance error (Frobenius)",
         "Size of the difference of the covariance matrices, in range units squared.",
         &reports

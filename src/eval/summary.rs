@@ -91,6 +91,36 @@ impl Moments {
     }
 }
 
+/// Spearman's rank correlation matrix (row-major d × d): the Pearson correlation of each column's
+/// mid-ranks ([`mid_ranks`]). Unlike Pearson's it does not change under a strictly increasing change of a
+/// column, so a long tail cannot carry it: it says whether the bulk of the rows keeps its dependence.
+pub fn rank_correlation(points: &[f64], dims: usize) -> Vec<f64> {
+    Moments::of(&mid_ranks(points, dims), dims).correlation()
+}
+
+/// Each value replaced by its rank in its column, 0-based; tied values share the mean of their ranks, so
+/// the result does not depend on how a sort orders them.
+pub fn mid_ranks(points: &[f64], dims: usize) -> Vec<f64> {
+    let rows = points.len() / dims;
+    let mut ranks = vec![0.0; points.len()];
+    // (value, row) pairs sort faster than row numbers read through the strided table.
+    let mut sorted: Vec<(f64, usize)> = Vec::with_capacity(rows);
+    for axis in 0..dims {
+        sorted.clear();
+        sorted.extend(points.iter().skip(axis).step_by(dims).copied().zip(0..));
+        sorted.par_sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+        let mut first = 0;
+        for ties in sorted.chunk_by(|a, b| a.0 == b.0) {
+            let mid_rank = first as f64 + (ties.len() - 1) as f64 / 2.0;
+            for &(_, row) in ties {
+                ranks[row * dims + axis] = mid_rank;
+            }
+            first += ties.len();
+        }
+    }
+    ranks
+}
+
 /// Σ over rows of `add(row, accumulator)`, an accumulator of `width` values, in fixed chunks.
 fn chunked_sum(
     points: &[f64],
@@ -337,6 +367,51 @@ mod tests {
         assert_eq!(moments.mean, vec![0.5, 0.5]);
         assert_eq!(moments.covariance, vec![0.25; 4]);
         assert_eq!(moments.std(), vec![0.5, 0.5]);
+    }
+
+    #[test]
+    fn mid_ranks_count_the_values_below_and_share_ties() {
+        let mut rng = case_rng(13);
+        // unit_points puts a tenth of the values on 0 and on 1 (and some tables on a lattice): many ties.
+        for (n, dims) in [(1, 1), (2, 2), (300, 3)] {
+            let points = unit_points(&mut rng, n, dims);
+            let ranks = mid_ranks(&points, dims);
+            for axis in 0..dims {
+                let column: Vec<f64> = points.iter().skip(axis).step_by(dims).copied().collect();
+                for (row, &value) in column.iter().enumerate() {
+                    let below = column.iter().filter(|&&other| other < value).count();
+                    let tied = column.iter().filter(|&&other| other == value).count();
+                    let expected = below as f64 + (tied - 1) as f64 / 2.0;
+                    assert_eq!(ranks[row * dims + axis], expected, "n {n}, row {row}, axis {axis}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rank_correlation_ignores_increasing_changes_of_a_column_where_pearson_does_not() {
+        // y follows x closely; x^6 keeps the order of x but bends it (a long tail, seen from Pearson).
+        let mut rng = case_rng(14);
+        let n = 2000;
+        let noise = unit_points(&mut rng, n, 1);
+        let mut points = Vec::with_capacity(2 * n);
+        for (row, &e) in noise.iter().enumerate() {
+            let x = (row as f64 + 0.5) / n as f64;
+            points.extend([x, 0.8 * x + 0.2 * e]);
+        }
+        let bent: Vec<f64> = points
+            .chunks_exact(2)
+            .flat_map(|row| [row[0].powi(6), row[1]])
+            .collect();
+        let (rank, rank_bent) = (rank_correlation(&points, 2), rank_correlation(&bent, 2));
+        assert_eq!(rank, rank_bent);
+        let (pearson, pearson_bent) = (Moments::of(&points, 2).correlation(), Moments::of(&bent, 2).correlation());
+        assert!(pearson[1] - pearson_bent[1] > 0.1, "Pearson {} vs {}", pearson[1], pearson_bent[1]);
+        // Known values: a column against itself reversed, and a constant column (0, as Pearson's).
+        let reversed: Vec<f64> = (0..n).flat_map(|row| [row as f64, -(row as f64)]).collect();
+        assert!((rank_correlation(&reversed, 2)[1] + 1.0).abs() < 1e-12);
+        let constant: Vec<f64> = (0..n).flat_map(|row| [row as f64, 0.5]).collect();
+        assert_eq!(rank_correlation(&constant, 2), vec![1.0, 0.0, 0.0, 1.0]);
     }
 
     #[test]

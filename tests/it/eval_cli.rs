@@ -80,6 +80,7 @@ fn identical_tables_are_at_distance_zero_and_the_json_has_every_key() {
     assert_eq!(number(&json, &["mean_error", "l2"]), 0.0);
     assert_eq!(number(&json, &["covariance_error", "frobenius"]), 0.0);
     assert_eq!(number(&json, &["covariance_error", "max_abs"]), 0.0);
+    assert_eq!(number(&json, &["rank_correlation_error", "frobenius"]), 0.0);
     let marginals = json["marginals"].as_array().unwrap();
     assert_eq!(marginals.len(), 2);
     for marginal in marginals {
@@ -589,6 +590,9 @@ fn several_synthetic_tables_are_ranked_on_the_same_real_subsamples_with_their_ru
     assert!(equal.iter().all(|marginal| marginal["side"] == 16));
     assert!(number(&equal[0], &["max_tv"]) <= number(&equal[1], &["max_tv"]));
     assert!(number(&comparisons[0], &["correlation_error", "max_abs"]) < 0.2);
+    assert!(number(&comparisons[0], &["rank_correlation_error", "max_abs"]) < 0.2);
+    // A shift keeps every column's order, so the ranks' dependence is the real table's exactly.
+    assert_eq!(number(&comparisons[1], &["rank_correlation_error", "frobenius"]), 0.0);
     assert_eq!(comparisons[0]["warnings"], serde_json::json!([]));
     let warnings = comparisons[1]["warnings"].to_string();
     assert!(
