@@ -14,8 +14,9 @@ their runs do not repeat); seconds are its wall time end to end (read Parquet, f
 Parquet) and peak memory its maximum resident set (getrusage of the child). The scores come from
 `dpsynth eval` against the real table (scripts/accuracy_ablation.py's, in normalised l-infinity units):
 the joint W1 by exact transport on 1000-row subsamples, the largest 1-D W1, the mean 2-way TV, the
-largest mean error, the correlation error and the rank correlation error; the grid estimate of the whole tables' W1 and its
-interval, and the covariance error, are in peers.csv too. peers.md gives each score's mean over seeds.
+largest mean error, the correlation error and the rank correlation error; the grid estimate of the whole
+tables' W1 and its interval, and the covariance error, are in peers.csv too. peers.md gives each score's
+mean over seeds.
 
 Privacy models differ and the table says so: dpsynth is pure ε-DP (δ = 0, add-remove neighbours, n
 private); MST and AIM are (ε, δ)-DP through zCDP with smartnoise's default δ = 1e-9, and are given the

@@ -100,7 +100,7 @@ pub fn rank_correlation(points: &[f64], dims: usize) -> Vec<f64> {
 
 /// Each value replaced by its rank in its column, 0-based; tied values share the mean of their ranks, so
 /// the result does not depend on how a sort orders them.
-pub fn mid_ranks(points: &[f64], dims: usize) -> Vec<f64> {
+fn mid_ranks(points: &[f64], dims: usize) -> Vec<f64> {
     let rows = points.len() / dims;
     let mut ranks = vec![0.0; points.len()];
     // (value, row) pairs sort faster than row numbers read through the strided table.
