@@ -189,6 +189,12 @@ pub struct SynthArgs {
     /// `--mechanism auto` takes 0.2 at d ≥ 4 once ε·n̂ reaches 3·10^4, unless this is given].
     #[arg(long, allow_negative_numbers = true)]
     pub pair_share: Option<f64>,
+    /// pmm and auto: share of ε (after any pair share) spent on cutting the joint tree's dense leaves finer,
+    /// taken from the tree's: a leaf whose released count could fill 2^k sub-cells (k ≤ 6) with 4 noise
+    /// scales each gets its sub-cells' counts released, and its rows are drawn in them (docs/mechanisms/pmm.md,
+    /// "Dense leaves cut finer") [default: 0, off; not across MPI ranks yet].
+    #[arg(long, allow_negative_numbers = true)]
+    pub refine_share: Option<f64>,
     /// pmm: where the tree cuts each axis: `midpoint` halves the public bounds, `quantile` cuts at the
     /// quantiles of the released 1-D marginals mixed half and half with equal widths (--marginal-share,
     /// 0.3 unless given) [default: midpoint; `--mechanism auto` chooses it unless this or --marginal-share
@@ -332,6 +338,8 @@ pub struct PmmOptions {
     pub partition: Partition,
     /// Share of ε spent on the pair histograms (0: no pair maps), taken before every other share.
     pub pair_share: f64,
+    /// Share of ε spent on the dense leaves' sub-cells (0: none), taken from the tree's.
+    pub refine_share: f64,
     /// `--mechanism auto`: the rule that chose these settings, for the report.
     pub chosen_by: Option<&'static str>,
     /// `--mechanism auto` at d ≥ 3: the settings it runs instead on a table large enough for them.
@@ -672,6 +680,7 @@ impl PmmOptions {
         marginal_share: 0.0,
         partition: Partition::Midpoint,
         pair_share: 0.0,
+        refine_share: 0.0,
         chosen_by: None,
         larger_table: None,
         largest_table: None,
@@ -756,6 +765,9 @@ impl SynthOptions {
                     return Err(Error::bad_input(
                         "--partition quantile cuts the axes at the released marginals' quantiles: it needs --marginal-share above 0 (0.3 when not given)",
                     ));
+                }
+                if pmm.refine_share != 0.0 {
+                    check_share("--refine-share", pmm.refine_share)?;
                 }
                 for (share, flag) in [(pmm.marginal_share, "--marginal-share"), (pmm.pair_share, "--pair-share")] {
                     if share == 0.0 {
@@ -912,6 +924,10 @@ impl SynthArgs {
                 "--pair-share applies to --mechanism pmm or auto only",
             ),
             (
+                self.refine_share.is_some() && mechanism != Mechanism::Pmm,
+                "--refine-share applies to --mechanism pmm or auto only",
+            ),
+            (
                 self.depth.is_some() && mechanism == Mechanism::Psmm,
                 "--depth applies to --mechanism pmm; psmm's partition is set by --cells (default about εn cells)",
             ),
@@ -1044,6 +1060,7 @@ impl SynthArgs {
             marginal_share: calibration.marginal_share,
             partition: calibration.partition,
             pair_share: self.pair_share.unwrap_or(0.0),
+            refine_share: self.refine_share.unwrap_or(0.0),
             chosen_by: auto.map(|auto| auto.reason),
             larger_table: None,
             largest_table: None,

@@ -69,6 +69,12 @@ pub fn synthesize_across(
             options.mechanism.name()
         )));
     };
+    if pmm.refine_share > 0.0 {
+        return Err(Error::bad_input(
+            "--refine-share does not run across ranks yet (its finer leaves are binned on one machine): run it on \
+             one machine, or leave it out",
+        ));
+    }
     let part = part_path(&outputs.directory, comm.rank());
     let mut named = vec![NamedPath::new("the part", &part)];
     named.extend(outputs.report.as_deref().map(|path| NamedPath::new("--report", path)));

@@ -50,6 +50,9 @@ pub enum NoiseStream {
     /// One column's finer histogram of its flat marginal's heavy cells, under that column's key, the
     /// heavy cells' sub-cells drawn in order.
     MarginalRefinement,
+    /// The sub-cells of one refined leaf of the joint tree (`--refine-share`; chunk = the leaf), drawn in
+    /// order.
+    PmmRefinedLeaf,
     /// One cell of the online tree (chunk = the cell's heap index 2^depth + code): its thresholds,
     /// checks, Binary Mechanism and level totals, drawn in order and resumed from a saved position.
     OnlineCell,
@@ -77,6 +80,7 @@ impl NoiseStream {
             NoiseStream::MarginalHistogram => 132,
             NoiseStream::PairSelection => 133,
             NoiseStream::MarginalRefinement => 134,
+            NoiseStream::PmmRefinedLeaf => 135,
         }
     }
 
@@ -99,6 +103,7 @@ impl NoiseStream {
             NoiseStream::MarginalHistogram,
             NoiseStream::PairSelection,
             NoiseStream::MarginalRefinement,
+            NoiseStream::PmmRefinedLeaf,
         ])
     }
 }

@@ -229,6 +229,12 @@ fn only_pmm_runs_across_ranks() {
     let refused = run_local(2, |comm| synthesize_across(comm, &input, &outputs, &psmm, &progress).err().unwrap().to_string());
     assert!(refused[0].contains("--mechanism psmm does not run across ranks"), "{}", refused[0]);
     assert!(!outputs.directory.exists());
+    let mut refined = options(Neighbours::AddRemove, 1);
+    refined.mechanism = MechanismOptions::Pmm(PmmOptions { refine_share: 0.1, ..PmmOptions::DEFAULT });
+    let refused =
+        run_local(2, |comm| synthesize_across(comm, &input, &outputs, &refined, &progress).err().unwrap().to_string());
+    assert!(refused[0].contains("--refine-share does not run across ranks"), "{}", refused[0]);
+    assert!(!outputs.directory.exists());
 }
 
 #[test]

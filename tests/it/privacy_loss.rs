@@ -420,6 +420,48 @@ fn flat_marginal_sub_cells_stay_within_their_share_of_epsilon() {
     assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
 }
 
+/// `--refine-share`'s release: the sub-cells of a dense leaf, Lap_Z(1/(share·ε)) each under add-remove, on
+/// neighbouring tables where the added row lands in the leaf's first sub-cell. Which leaves are cut, and how
+/// deep, is read from the tree's release, the same on both tables. The outcome is the first two sub-cells'
+/// noisy counts; a scale halved (or the replace sensitivity forgotten) doubles the log ratio.
+#[test]
+fn refined_leaves_stay_within_their_share_of_epsilon() {
+    use dpsynth::mechanism::pmm::refine::LeafRefinement;
+    for neighbours in [Neighbours::AddRemove, Neighbours::Replace] {
+        let public = dpsynth::mechanism::PublicInputs { neighbours, ..replace_inputs(3, 8.0, 10_000) };
+        let refinement = LeafRefinement::new(&public, 0.25).unwrap();
+        let claimed = refinement.epsilon;
+        assert!((claimed - 2.0).abs() < 1e-12, "the sub-cells claim {claimed}");
+        let released_leaf = 5_000;
+        let levels = refinement.levels_for(released_leaf, 2);
+        assert_eq!(levels, 2, "a leaf of {released_leaf} rows is cut as deep as allowed");
+        let sub_cells = |moved: u64| {
+            let mut counts = vec![3u64; 1 << levels];
+            match neighbours {
+                Neighbours::AddRemove => counts[0] += moved,
+                Neighbours::Replace => {
+                    counts[0] += moved;
+                    counts[1] += 1 - moved;
+                }
+            }
+            counts
+        };
+        let frequencies = |counts: &[u64], seed_base: u64| {
+            let mut frequencies: HashMap<Vec<i64>, u64> = HashMap::new();
+            for run in 0..RUNS {
+                let key = NoiseKey::from_user_seed(seed_base + run);
+                let noisy = refinement.noisy_sub_cells(counts, 11, &key);
+                *frequencies.entry(noisy[..2].to_vec()).or_insert(0) += 1;
+            }
+            frequencies
+        };
+        let worst =
+            max_log_frequency_ratio(&frequencies(&sub_cells(0), 0), &frequencies(&sub_cells(1), 1 << 40), MIN_COUNT);
+        assert!(worst <= claimed + SLACK, "{neighbours:?}: log ratio {worst} exceeds the sub-cells' ε = {claimed}");
+        assert!(worst >= 0.5 * claimed, "{neighbours:?}: log ratio {worst}: much more noise than ε = {claimed} needs");
+    }
+}
+
 /// `--pair-share`'s release: d − 1 pair histograms of 0.9·ε·S/(d − 1) each (the scores spend the other
 /// tenth), on neighbouring tables where the added row lands in cell 0 of every pair (d = 3: two pairs).
 /// The outcome is that cell's noisy count in both histograms, compared with what they claim together; a

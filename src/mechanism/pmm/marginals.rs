@@ -499,7 +499,7 @@ fn pruned(count: i64, floor: i64) -> u64 {
 
 /// `total` shared out in proportion to `weights` (evenly where they are all 0), in whole counts that sum
 /// to `total`: each part is the rounded-down cumulative share minus the ones before it.
-fn apportion(total: u64, weights: &[u64]) -> Vec<u64> {
+pub(crate) fn apportion(total: u64, weights: &[u64]) -> Vec<u64> {
     let sum: u128 = weights.iter().map(|&weight| u128::from(weight)).sum();
     let evenly = sum == 0;
     let sum = if evenly { weights.len() as u128 } else { sum };

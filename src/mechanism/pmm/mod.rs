@@ -6,6 +6,7 @@
 //! - [`noise`]: noise on every cell of every noised level; [`averaging`]: the optional bottom-up pass;
 //!   [`consistency`]: the top-down step;
 //! - [`marginals`], [`pairs`]: released 1-D and 2-way marginals the synthetic columns are mapped onto;
+//! - [`refine`]: the dense leaves cut finer (`--refine-share`);
 //! - [`report`]: what the run report says about a PMM release.
 
 pub mod averaging;
@@ -14,6 +15,7 @@ pub mod marginals;
 pub mod noise;
 pub mod pairs;
 pub mod plan;
+pub mod refine;
 pub mod report;
 pub mod schedule;
 

@@ -5,12 +5,17 @@
 //! `--marginal-share` the columns are then mapped onto released 1-D marginals, and with `--partition
 //! quantile` those marginals are released first and the tree's cells are cut at their quantiles (half
 //! and half with equal widths). With `--pair-share` a share of ε is set aside first for the pair
-//! histograms, which the release then maps the joint release's column pairs onto (pairs.rs).
+//! histograms, which the release then maps the joint release's column pairs onto (pairs.rs). With
+//! `--refine-share` the tree's dense leaves are cut finer, their sub-cells released from the tree's share
+//! (refine.rs).
+
+use std::sync::Arc;
 
 use super::averaging::BottomUp;
 use super::consistency::Consistency;
 use super::marginals::{BinnedMarginals, MarginalPlan, MonotoneMap, Partition, ReleasedMarginals};
 use super::pairs::{PairMap, PairParameters, PairPlan};
+use super::refine::{AxisShapes, LeafRefinement, LeafRefinementParameters};
 use super::report::{AutoSwitch, AutoThresholds, LevelInfo, PmmParameters};
 use super::schedule::{
     cell_memory_bytes, choose_depth, max_depth_for_memory, LevelSchedule, RootNoise,
@@ -20,6 +25,7 @@ use crate::binner::device::DeviceChoice;
 use crate::binner::pass::DataPass;
 use crate::binner::ScanStats;
 use crate::error::{Error, Result};
+use crate::geometry::cdf::CellCdf;
 use crate::geometry::partition::{CellGeometry, MAX_DEPTH};
 use crate::mechanism::{
     AccuracyBound, MechanismParameters, PublicInputs, Release, ReleasedMeasure, NORMALISED_UNITS,
@@ -132,6 +138,8 @@ pub struct PmmPlan {
     marginals: Option<MarginalPlan>,
     /// `--pair-share`: the pair histograms the column pairs are mapped onto.
     pairs: Option<PairPlan>,
+    /// `--refine-share`: the dense leaves' sub-cells.
+    refinement: Option<LeafRefinement>,
     /// `--mechanism auto`: the rule that chose the settings.
     chosen_by: Option<&'static str>,
     /// `--mechanism auto` with [`LargerTable`] or [`SmallerTable`] settings: where it switches to them.
@@ -258,18 +266,16 @@ impl PmmPlan {
                 TreeSize::ReleasedFirst(NoisyRowCount::plan(n_hat_epsilon.unwrap_or(share_of_n_hat))?)
             }
         };
-        let tree_share = 1.0 - options.marginal_share;
+        let tree_share = 1.0 - options.marginal_share - options.refine_share;
         let level_epsilon = match (size, n_hat_epsilon) {
             (TreeSize::ReleasedFirst(_), Some(n_hat_epsilon)) => public.epsilon * tree_share - n_hat_epsilon,
-            (TreeSize::ReleasedFirst(_), None) => {
-                public.epsilon * (1.0 - options.noisy_n_share - options.marginal_share)
-            }
+            (TreeSize::ReleasedFirst(_), None) => public.epsilon * (tree_share - options.noisy_n_share),
             _ => public.epsilon * tree_share,
         };
         if level_epsilon <= 0.0 {
             return Err(Error::bad_input(format!(
-                "--root-share {} and --marginal-share {} leave nothing of ε for the tree",
-                options.noisy_n_share, options.marginal_share
+                "--root-share {}, --marginal-share {} and --refine-share {} leave nothing of ε for the tree",
+                options.noisy_n_share, options.marginal_share, options.refine_share
             )));
         }
         let mut plan = Self::with_size(public, public.dims, level_epsilon, size, options, "")?;
@@ -278,6 +284,9 @@ impl PmmPlan {
             plan.marginals = Some(MarginalPlan::new(public, options.marginal_share, options)?);
         }
         plan.pairs = pairs;
+        if options.refine_share > 0.0 {
+            plan.refinement = Some(LeafRefinement::new(public, options.refine_share)?);
+        }
         Ok(plan)
     }
 
@@ -398,6 +407,7 @@ impl PmmPlan {
             device: options.device,
             marginals: None,
             pairs: None,
+            refinement: None,
             chosen_by: options.chosen_by,
             auto_thresholds: None,
             larger: None,
@@ -472,7 +482,8 @@ impl PmmPlan {
             Ok((plan, counts, schedule, n_hat))
         })?;
         let marginals = plan.released_marginals(data, n_hat, None, seeds, timings)?;
-        Ok((plan.leaves_release(&schedule, counts, marginals, scan, binning), plan))
+        let refined = plan.refined(&schedule, counts, data, (None, marginals.as_ref()), seeds, timings)?;
+        Ok((plan.leaves_release(&schedule, refined, marginals, scan, binning), plan))
     }
 
     /// The quantile partition (`--partition quantile`): n̂ first when the plan releases it (from a pass
@@ -512,7 +523,38 @@ impl PmmPlan {
             timings.time_in_parts("bin", |parts| data.leaf_counts_on(geometry, &axes, plan.device, parts))?;
         let counts = timings
             .time_in_parts("noise and consistency", |parts| plan.release_with(&schedule, leaves, n_hat, seeds, parts));
-        Ok((plan.leaves_release(&schedule, counts, marginals, scan, binning), plan))
+        let refined = plan.refined(&schedule, counts, data, (warps.as_deref(), marginals.as_ref()), seeds, timings)?;
+        Ok((plan.leaves_release(&schedule, refined, marginals, scan, binning), plan))
+    }
+
+    /// The released leaf `counts` with the dense leaves cut finer when the plan has `--refine-share`: from a
+    /// pass binning the data that much deeper, on the same axes (`warps`: the quantile partition's, so that
+    /// the finer cells nest in the leaves). On midpoint cells the rows no sub-cell places follow the released
+    /// `marginals` inside their cells when there are some.
+    fn refined(
+        &self,
+        schedule: &LevelSchedule,
+        counts: Vec<u64>,
+        data: &DataPass,
+        (warps, marginals): (Option<&[Arc<CellCdf>]>, Option<&ReleasedMarginals>),
+        seeds: &RunSeeds,
+        timings: &mut Timings,
+    ) -> Result<RefinedLeaves> {
+        let Some(refinement) = &self.refinement else {
+            return Ok(RefinedLeaves { depth: schedule.depth, counts, parameters: None });
+        };
+        let levels = LeafRefinement::max_levels(schedule.depth, self.memory_depth);
+        let geometry = CellGeometry::new(self.dims, schedule.depth + levels);
+        let axes = data.axes(&geometry, warps);
+        let (fine, ..) = timings.time_in_parts("bin the refined leaves", |parts| {
+            data.leaf_counts_on(geometry, &axes, self.device, parts)
+        })?;
+        let shapes = (marginals.filter(|_| warps.is_none()))
+            .map(|released| AxisShapes::from_marginals(&geometry, &released.counts));
+        let (counts, parameters) = timings.time("refine the dense leaves", || {
+            refinement.refine(&counts, (geometry, fine), levels, (&seeds.noise, seeds.placement()), shapes.as_ref())
+        });
+        Ok(RefinedLeaves { depth: geometry.depth(), counts, parameters: Some(parameters) })
     }
 
     /// The marginals' release when the plan has them (from leaves already `binned`, or a pass of their
@@ -572,20 +614,30 @@ impl PmmPlan {
     fn leaves_release(
         &self,
         schedule: &LevelSchedule,
-        counts: Vec<u64>,
+        leaves: RefinedLeaves,
         marginals: Option<ReleasedMarginals>,
         scan: ScanStats,
         binning: String,
     ) -> Release {
+        let RefinedLeaves { depth, counts, parameters: refined } = leaves;
         let root_count: u64 = counts.iter().sum();
-        let geometry = CellGeometry::new(self.dims, schedule.depth);
-        let Some(marginals) = marginals else {
-            let leaves = ReleasedMeasure::Leaves { geometry, counts };
-            return self.finish(schedule, leaves, root_count, scan, binning);
+        let geometry = CellGeometry::new(self.dims, depth);
+        let mut release = match marginals {
+            None => {
+                let leaves = ReleasedMeasure::Leaves { geometry, counts };
+                self.finish(schedule, leaves, root_count, scan, binning)
+            }
+            Some(marginals) => {
+                let maps = marginals.maps(&geometry, &counts);
+                let joint = ReleasedMeasure::Leaves { geometry, counts };
+                self.finish_calibrated(schedule, joint, maps, marginals, root_count, scan, binning)
+            }
         };
-        let maps = marginals.maps(&geometry, &counts);
-        let joint = ReleasedMeasure::Leaves { geometry, counts };
-        self.finish_calibrated(schedule, joint, maps, marginals, root_count, scan, binning)
+        if let (Some(refinement), MechanismParameters::Pmm(parameters)) = (&self.refinement, &mut release.parameters) {
+            refinement.spend(&mut release.budget);
+            parameters.refined_leaves = refined;
+        }
+        release
     }
 
     /// [`finish`](Self::finish) for the `joint` release (total `root_count`) with each column mapped by
@@ -791,10 +843,18 @@ impl PmmPlan {
                 .collect(),
             marginal_calibration: None,
             pair_marginals: None,
+            refined_leaves: None,
             auto: self.chosen_by,
             auto_switch: None,
         }
     }
+}
+
+/// The released leaf counts, at the tree's depth or, with `--refine-share`, that many levels deeper.
+struct RefinedLeaves {
+    depth: u32,
+    counts: Vec<u64>,
+    parameters: Option<LeafRefinementParameters>,
 }
 
 /// Refuses a `--depth` whose cell arrays would not fit in the run's memory limit.

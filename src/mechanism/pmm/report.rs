@@ -4,6 +4,7 @@ use serde::Serialize;
 
 use super::marginals::MarginalParameters;
 use super::pairs::PairParameters;
+use super::refine::LeafRefinementParameters;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct PmmParameters {
@@ -28,6 +29,9 @@ pub struct PmmParameters {
     /// `--pair-share`: the released pair histograms and which pairs were mapped onto them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pair_marginals: Option<PairParameters>,
+    /// `--refine-share`: the dense leaves cut finer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refined_leaves: Option<LeafRefinementParameters>,
 }
 
 /// Where `--mechanism auto` switches settings, in ε·n: n is n̂ under add-remove (released before the
