@@ -204,7 +204,7 @@ impl LeafSampler {
 }
 
 /// A uniform draw from [0, 1) with 53 random bits.
-fn unit_interval(rng: &mut impl Rng) -> f64 {
+pub(crate) fn unit_interval(rng: &mut impl Rng) -> f64 {
     (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 

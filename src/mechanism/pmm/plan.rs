@@ -633,8 +633,10 @@ impl PmmPlan {
                 self.finish_calibrated(schedule, joint, maps, marginals, root_count, scan, binning)
             }
         };
-        if let (Some(refinement), MechanismParameters::Pmm(parameters)) = (&self.refinement, &mut release.parameters) {
+        if let Some(refinement) = &self.refinement {
             refinement.spend(&mut release.budget);
+        }
+        if let MechanismParameters::Pmm(parameters) = &mut release.parameters {
             parameters.refined_leaves = refined;
         }
         release

@@ -10,10 +10,9 @@
 //!
 //! Rows not placed by a released sub-cell (an unrefined leaf's, or a sub-cell's inside it) are spread over
 //! the finer cells as the released 1-D marginals say when the run has them on midpoint cells ([`AxisShapes`]),
-//! not evenly:
-//! otherwise a dense leaf's rows would crowd where its columns' mass is while its lighter neighbours' stayed
-//! uniform, and independent skewed columns would come out correlated (a rank correlation of 0.09 where the
-//! data have 0.00).
+//! not evenly: otherwise a dense leaf's rows would crowd where its columns' mass is while its lighter
+//! neighbours' stayed uniform, and independent skewed columns would come out correlated (a rank correlation
+//! of 0.09 where the data have 0.00).
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -28,6 +27,7 @@ use crate::noise::laplace_table::ScaleSampler;
 use crate::privacy::budget::Budget;
 use crate::privacy::streams::NoiseStream;
 use crate::privacy::{noise_scale, NoiseKey};
+use crate::sampler::unit_interval;
 
 use super::marginals::apportion;
 
@@ -117,12 +117,15 @@ impl LeafRefinement {
             .map(|(leaf, (block, &count))| {
                 let k = self.levels_for(count, levels);
                 let per_sub_cell = width >> k;
-                let true_sub: Vec<u64> = block.chunks_exact(per_sub_cell).map(|finer| finer.iter().sum()).collect();
                 let released: Vec<u64> = match k {
                     0 => vec![0],
-                    _ => (self.noisy_sub_cells(&true_sub, leaf as u64, key).into_iter())
-                        .map(|noisy| noisy.max(0) as u64)
-                        .collect(),
+                    _ => {
+                        let true_sub: Vec<u64> =
+                            block.chunks_exact(per_sub_cell).map(|finer| finer.iter().sum()).collect();
+                        (self.noisy_sub_cells(&true_sub, leaf as u64, key).into_iter())
+                            .map(|noisy| noisy.max(0) as u64)
+                            .collect()
+                    }
                 };
                 let mut coins = Xoshiro256PlusPlus::seed_from_u64(placement ^ (leaf as u64).wrapping_mul(LEAF_MIX));
                 let sub_counts = apportion(count, &released);
@@ -149,6 +152,76 @@ impl LeafRefinement {
 
 /// Spreads the leaf numbers over the placement seed's coin streams (the golden ratio's odd multiplier).
 const LEAF_MIX: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// Each column's released 1-D marginal as weights of the finer leaves' cells on its axis: where rows not
+/// placed by a released sub-cell go inside their cell (post-processing of the marginals).
+pub struct AxisShapes {
+    weights: Vec<Vec<f64>>,
+}
+
+impl AxisShapes {
+    /// From each column's released marginal counts (`ReleasedMarginals::counts`: equal cells of its bounds,
+    /// so on the midpoint partition's axes) on the axes of `fine`; a marginal coarser than the axis is spread
+    /// evenly inside its cells.
+    pub fn from_marginals(fine: &CellGeometry, marginals: &[Vec<u64>]) -> Self {
+        let weights = marginals
+            .iter()
+            .enumerate()
+            .map(|(axis, released)| {
+                let cells = 1usize << fine.axis_bits(axis);
+                if released.iter().all(|&count| count == 0) {
+                    return vec![1.0; cells];
+                }
+                if released.len() >= cells {
+                    let per = released.len() / cells;
+                    released.chunks_exact(per).map(|block| block.iter().sum::<u64>() as f64).collect()
+                } else {
+                    let per = cells / released.len();
+                    (0..cells).map(|cell| released[cell / per] as f64 / per as f64).collect()
+                }
+            })
+            .collect();
+        AxisShapes { weights }
+    }
+
+    /// The weights of finer leaves `first .. first + len` (codes of `decoder`'s geometry): the product of
+    /// their axes' weights.
+    fn weights(&self, decoder: &LeafDecoder, first: u32, len: usize) -> Vec<f64> {
+        let mut indices = vec![0u32; self.weights.len()];
+        (first..first + len as u32)
+            .map(|code| {
+                decoder.axis_indices(code, &mut indices);
+                indices.iter().zip(&self.weights).map(|(&index, axis)| axis[index as usize]).product()
+            })
+            .collect()
+    }
+}
+
+/// `rows` drawn one by one over `cells` in proportion to `weights` (evenly without, or where they are all 0).
+fn draw_into(cells: &mut [u64], rows: u64, weights: Option<&[f64]>, coins: &mut impl Rng) {
+    cells.fill(0);
+    let cumulative: Option<Vec<f64>> = weights.map(|weights| {
+        let mut sum = 0.0;
+        weights
+            .iter()
+            .map(|&weight| {
+                sum += weight;
+                sum
+            })
+            .collect()
+    });
+    let total = cumulative.as_ref().and_then(|cumulative| cumulative.last().copied()).unwrap_or(0.0);
+    for _ in 0..rows {
+        let cell = match &cumulative {
+            Some(cumulative) if total > 0.0 => {
+                let target = unit_interval(coins) * total;
+                cumulative.partition_point(|&upto| upto <= target).min(cells.len() - 1)
+            }
+            _ => (coins.next_u64() % cells.len() as u64) as usize,
+        };
+        cells[cell] += 1;
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -266,73 +339,4 @@ mod tests {
         };
         assert_eq!(run(1), run(3));
     }
-}
-
-/// Each column's released 1-D marginal as weights of the finer leaves' cells on its axis: where rows not
-/// placed by a released sub-cell go inside their cell (post-processing of the marginals).
-pub struct AxisShapes {
-    weights: Vec<Vec<f64>>,
-}
-
-impl AxisShapes {
-    /// From each column's released marginal counts (`ReleasedMarginals::counts`: equal cells of its bounds,
-    /// so on the midpoint partition's axes) on the axes of `fine`; a marginal coarser than the axis is spread
-    /// evenly inside its cells.
-    pub fn from_marginals(fine: &CellGeometry, marginals: &[Vec<u64>]) -> Self {
-        let weights = marginals
-            .iter()
-            .enumerate()
-            .map(|(axis, released)| {
-                let cells = 1usize << fine.axis_bits(axis);
-                if released.iter().all(|&count| count == 0) {
-                    return vec![1.0; cells];
-                }
-                if released.len() >= cells {
-                    let per = released.len() / cells;
-                    released.chunks_exact(per).map(|block| block.iter().sum::<u64>() as f64).collect()
-                } else {
-                    let per = cells / released.len();
-                    (0..cells).map(|cell| released[cell / per] as f64 / per as f64).collect()
-                }
-            })
-            .collect();
-        AxisShapes { weights }
-    }
-
-    /// The weights of finer leaves `first .. first + len` (codes of `decoder`'s geometry): the product of
-    /// their axes' weights.
-    fn weights(&self, decoder: &LeafDecoder, first: u32, len: usize) -> Vec<f64> {
-        let mut indices = vec![0u32; self.weights.len()];
-        (first..first + len as u32)
-            .map(|code| {
-                decoder.axis_indices(code, &mut indices);
-                indices.iter().zip(&self.weights).map(|(&index, axis)| axis[index as usize]).product()
-            })
-            .collect()
-    }
-}
-
-/// `rows` drawn one by one over `cells` in proportion to `weights` (evenly without, or where they are all 0).
-fn draw_into(cells: &mut [u64], rows: u64, weights: Option<&[f64]>, coins: &mut impl Rng) {
-    cells.fill(0);
-    let cumulative: Option<Vec<f64>> = weights.map(|weights| {
-        let mut sum = 0.0;
-        weights.iter().map(|&weight| { sum += weight; sum }).collect()
-    });
-    let total = cumulative.as_ref().and_then(|cumulative| cumulative.last().copied()).unwrap_or(0.0);
-    for _ in 0..rows {
-        let cell = match &cumulative {
-            Some(cumulative) if total > 0.0 => {
-                let target = unit_interval(coins) * total;
-                cumulative.partition_point(|&upto| upto <= target).min(cells.len() - 1)
-            }
-            _ => (coins.next_u64() % cells.len() as u64) as usize,
-        };
-        cells[cell] += 1;
-    }
-}
-
-/// A uniform draw from [0, 1) with 53 random bits.
-fn unit_interval(coins: &mut impl Rng) -> f64 {
-    (coins.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
