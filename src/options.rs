@@ -192,7 +192,7 @@ pub struct SynthArgs {
     /// pmm and auto: share of ε (after any pair share) spent on cutting the joint tree's dense leaves finer,
     /// taken from the tree's: a leaf whose released count could fill 2^k sub-cells (k ≤ 6) with 4 noise
     /// scales each gets its sub-cells' counts released, and its rows are drawn in them (docs/mechanisms/pmm.md,
-    /// "Dense leaves cut finer") [default: 0, off; not across MPI ranks yet].
+    /// "Dense leaves cut finer") [default: 0, off].
     #[arg(long, allow_negative_numbers = true)]
     pub refine_share: Option<f64>,
     /// pmm: where the tree cuts each axis: `midpoint` halves the public bounds, `quantile` cuts at the

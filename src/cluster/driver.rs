@@ -5,6 +5,7 @@
 //! `--marginal-share` (and `--partition quantile`, and so `--mechanism auto`) the 1-D marginals are
 //! summed over the ranks and released identically on each, and every rank maps its rows through them;
 //! with `--pair-share` the histograms the pairs are chosen, gated and fitted from are summed likewise.
+//! With `--refine-share` each rank bins its rows again, deeper, and refines the leaves it owns.
 //! The parts are written to temporary names and renamed only once every rank has written its own; rank 0
 //! then writes the report (the single-machine report) and the diagnostics (with one entry per rank).
 
@@ -12,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::exchange::{Exchange, LocalCounts};
+use super::exchange::{Exchange, ExchangeRule, LocalCounts};
 use super::part::{Ownership, PartRelease, PartTree};
 use super::rows::{allocate_part_rows, rows_before};
 use super::{agree, weighted_starts, Communicator};
@@ -29,6 +30,7 @@ use crate::mechanism::pmm::marginals::{
     axis_counts, BinnedMarginals, CalibratedRows, MarginalPlan, MonotoneMap, ReleasedMarginals,
 };
 use crate::mechanism::pmm::pairs::{DrawnRows, PairMap, PairMappedRows, PairParameters, PairPlan, PAIR_BITS};
+use crate::mechanism::pmm::refine::{AxisShapes, LeafRefinementParameters};
 use crate::mechanism::pmm::schedule::LevelSchedule;
 use crate::mechanism::pmm::PmmPlan;
 use crate::mechanism::{leaf_value_cells, PublicInputs, ReleasedMeasure};
@@ -69,12 +71,6 @@ pub fn synthesize_across(
             options.mechanism.name()
         )));
     };
-    if pmm.refine_share > 0.0 {
-        return Err(Error::bad_input(
-            "--refine-share does not run across ranks yet (its finer leaves are binned on one machine): run it on \
-             one machine, or leave it out",
-        ));
-    }
     let part = part_path(&outputs.directory, comm.rank());
     let mut named = vec![NamedPath::new("the part", &part)];
     named.extend(outputs.report.as_deref().map(|path| NamedPath::new("--report", path)));
@@ -91,13 +87,12 @@ pub fn synthesize_across(
     let mut public = rank_public;
     public.memory_limit = rank_public.memory_limit.saturating_mul(comm.size() as u64);
     let plan = PmmPlan::new(&public, pmm)?;
-    let exchange = Exchange::choose(
-        plan.planned_depth(),
-        public.file_rows,
-        comm.size(),
-        rank_public.memory_limit,
-        rank_public.threads,
-    );
+    let exchange = ExchangeRule {
+        file_rows: public.file_rows,
+        ranks: comm.size(),
+        rank_memory_limit: rank_public.memory_limit,
+        threads: rank_public.threads,
+    };
     let weights: Vec<u64> = (0..source.row_group_count()).map(|group| source.row_group_bytes(group)).collect();
     let shares = weighted_starts(&weights, comm.size());
     let rank = comm.rank();
@@ -122,7 +117,7 @@ pub fn synthesize_across(
     // Collectives stay on this thread (MPI is initialised for one thread); the work runs on the pool.
     let (release, scan, binning) =
         timings.time("bin, exchange, noise and consistency", || rank_release.release())?;
-    let geometry = CellGeometry::new(plan.dims(), release.schedule.depth);
+    let geometry = CellGeometry::new(plan.dims(), release.depth);
     // --marginal-share: every rank maps its rows onto the released marginals, from the joint
     // release's own marginals summed over the ranks' parts.
     let maps = release.marginals.as_ref().map(|marginals| {
@@ -168,6 +163,7 @@ pub fn synthesize_across(
         }
         _ => release.plan.finish(&release.schedule, joint, root_count, scan, binning),
     };
+    release.plan.with_refined_leaves(&mut whole, release.refined);
     if let Some((pair_maps, parameters)) = pairs {
         whole = release.plan.with_pair_maps(whole, pair_maps, parameters);
     }
@@ -229,7 +225,11 @@ struct RankPart<'a> {
     /// Rows this rank read (the scan statistics returned beside are every rank's).
     rows_read: u64,
     schedule: LevelSchedule,
+    /// The depth of the part's leaves: the tree's, or deeper with `--refine-share`.
+    depth: u32,
     part: PartRelease,
+    /// `--refine-share`: the report's words, summed over the ranks.
+    refined: Option<LeafRefinementParameters>,
     /// `--marginal-share`: the released marginals, the same on every rank.
     marginals: Option<ReleasedMarginals>,
 }
@@ -246,10 +246,12 @@ struct RankCounts<'a> {
     schedule: LevelSchedule,
     n_hat: Option<u64>,
     marginals: Option<ReleasedMarginals>,
+    /// The quantile partition's axes, when the tree is cut at its marginals' quantiles.
+    warps: Option<Vec<Arc<CellCdf>>>,
 }
 
 /// What every step of a rank's release reads: the ranks, this rank's pool, the plan (the same on every
-/// rank), this rank's share of the data, the run's seeds and how leaves are exchanged.
+/// rank), this rank's share of the data, the run's seeds and the rule that says how leaves are exchanged.
 #[derive(Clone, Copy)]
 struct RankRelease<'a> {
     comm: &'a dyn Communicator,
@@ -257,20 +259,20 @@ struct RankRelease<'a> {
     plan: &'a PmmPlan,
     data: &'a DataPass<'a>,
     seeds: &'a RunSeeds,
-    exchange: Exchange,
+    exchange: ExchangeRule,
 }
 
 impl<'a> RankRelease<'a> {
     /// Bins this rank's share, sums the row counts (n̂ and the depth follow from the total as on one
-    /// machine), reduce-scatters the leaves to their owners and releases this rank's part of the tree.
-    /// Returns it with the scan statistics summed over the ranks.
+    /// machine), reduce-scatters the leaves to their owners and releases this rank's part of the tree (its
+    /// dense leaves cut finer with `--refine-share`). Returns it with the scan statistics summed over the ranks.
     fn release(&self) -> Result<(RankPart<'a>, ScanStats, String)> {
         let RankRelease { comm, pool, plan, seeds, .. } = *self;
         let binned = match plan.quantile_marginals() {
             Some(marginals) => self.bin_on_quantiles(marginals)?,
             None => self.bin_on_midpoints()?,
         };
-        let RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals } = binned;
+        let RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals, warps } = binned;
         let ownership = Ownership::new(schedule.depth, comm.size());
         let own = counts.to_owners(comm, &ownership.leaf_starts());
         let rank = comm.rank();
@@ -283,7 +285,8 @@ impl<'a> RankRelease<'a> {
             bits
         });
         let part = pool.install(|| noised.release(top_estimates, plan.consistency(), seeds.consistency()));
-        Ok((RankPart { plan, rows_read, schedule, part, marginals }, scan, binning))
+        let (depth, part, refined) = self.refined(plan, &ownership, part, (warps.as_deref(), marginals.as_ref()))?;
+        Ok((RankPart { plan, rows_read, schedule, depth, part, refined, marginals }, scan, binning))
     }
 
     /// The midpoint partition: the joint leaves at the planned depth (binned again when n̂ asks for a
@@ -291,12 +294,14 @@ impl<'a> RankRelease<'a> {
     fn bin_on_midpoints(&self) -> Result<RankCounts<'a>> {
         let RankRelease { pool, plan, seeds, .. } = *self;
         let planned = plan.planned_depth();
-        let (mut counts, rows_read, scan, binning) = self.bin(CellGeometry::new(plan.dims(), planned), None)?;
+        let exchange = self.exchange.at(planned);
+        let (mut counts, rows_read, scan, binning) =
+            self.bin(CellGeometry::new(plan.dims(), planned), None, exchange)?;
         let (plan, schedule, n_hat) = plan.plan_for_rows(scan.rows_binned, seeds)?;
         if schedule.depth <= planned {
             counts = pool.install(|| counts.coarsen(planned, schedule.depth));
         } else {
-            counts = self.bin(CellGeometry::new(plan.dims(), schedule.depth), None)?.0;
+            counts = self.bin(CellGeometry::new(plan.dims(), schedule.depth), None, exchange)?.0;
         }
         let marginals = match plan.marginals() {
             Some(marginals) => {
@@ -304,7 +309,7 @@ impl<'a> RankRelease<'a> {
             }
             None => None,
         };
-        Ok(RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals })
+        Ok(RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals, warps: None })
     }
 
     /// The quantile partition: n̂ first when the plan releases it (from a pass that also bins the
@@ -334,23 +339,56 @@ impl<'a> RankRelease<'a> {
         };
         let geometry = CellGeometry::new(plan.dims(), schedule.depth);
         let warps = marginals.as_ref().filter(|_| plan.cuts_at_quantiles()).map(|released| released.warps(&geometry));
-        let (counts, rows_read, scan, binning) = self.bin(geometry, warps.as_deref())?;
-        Ok(RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals })
+        let exchange = self.exchange.at(self.plan.planned_depth());
+        let (counts, rows_read, scan, binning) = self.bin(geometry, warps.as_deref(), exchange)?;
+        Ok(RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals, warps })
     }
 
     /// This rank's leaf counts on `geometry`, each axis cut at the quantiles of `warps` when given (the
-    /// quantile partition); with the rows this rank read, the scan statistics of every rank summed, and
-    /// the binner's line.
+    /// quantile partition), held as `exchange` says; with the rows this rank read, the scan statistics of
+    /// every rank summed, and the binner's line.
     fn bin(
         &self,
         geometry: CellGeometry,
         warps: Option<&[Arc<CellCdf>]>,
+        exchange: Exchange,
     ) -> Result<(LocalCounts, u64, ScanStats, String)> {
-        let RankRelease { comm, pool, plan, data, exchange, .. } = *self;
+        let RankRelease { comm, pool, plan, data, .. } = *self;
         let axes = data.axes(&geometry, warps);
         let (counts, scan, binning) =
             agree(comm, pool.install(|| LocalCounts::bin(data, geometry, &axes, plan.device(), exchange)))?;
         Ok((counts, scan.rows_read, summed(comm, scan), binning))
+    }
+
+    /// `--refine-share` across ranks: each rank bins its rows `levels` deeper (on the tree's axes), the counts
+    /// go to the ranks that own their leaves, and each rank refines its own `part` of the leaves. The noise
+    /// and the coins are keyed by the leaf, so the parts are the single machine's refinement. Returns the
+    /// depth of the part's leaves, the part, and the report's words summed over the ranks.
+    fn refined(
+        &self,
+        plan: &PmmPlan,
+        ownership: &Ownership,
+        part: PartRelease,
+        (warps, marginals): (Option<&[Arc<CellCdf>]>, Option<&ReleasedMarginals>),
+    ) -> Result<(u32, PartRelease, Option<LeafRefinementParameters>)> {
+        let RankRelease { comm, pool, seeds, exchange, .. } = *self;
+        let Some((refinement, levels)) = plan.refinement(ownership.depth) else {
+            return Ok((ownership.depth, part, None));
+        };
+        let geometry = CellGeometry::new(plan.dims(), ownership.depth + levels);
+        let (counts, ..) = self.bin(geometry, warps, exchange.at(geometry.depth()))?;
+        let starts: Vec<usize> = ownership.leaf_starts().iter().map(|&start| start << levels).collect();
+        let own = counts.to_owners(comm, &starts);
+        let shapes = AxisShapes::of_run(&geometry, marginals, warps.is_some());
+        let coins = (&seeds.noise, seeds.placement());
+        let (leaves, mut parameters) = pool.install(|| {
+            refinement.refine((part.first_leaf, &part.leaves), (geometry, own), levels, coins, shapes.as_ref())
+        });
+        let mut refined = [parameters.leaves_refined, parameters.sub_cells];
+        comm.sum(&mut refined);
+        [parameters.leaves_refined, parameters.sub_cells] = refined;
+        let part = PartRelease { first_leaf: part.first_leaf << levels, leaves, ..part };
+        Ok((geometry.depth(), part, Some(parameters)))
     }
 
     /// The marginal trees of `plan` released from every rank's leaf counts summed (`binned`: this rank's

@@ -24,12 +24,21 @@ pub enum Exchange {
     Sparse,
 }
 
-impl Exchange {
-    /// Dense while a full histogram fits a rank's own memory limit and the rank's rows are at least an
-    /// eighth of the leaves; sparse otherwise. Decided from public values every rank shares.
-    pub fn choose(depth: u32, file_rows: u64, ranks: usize, rank_memory_limit: u64, threads: usize) -> Self {
-        let dense_fits = cell_memory_bytes(depth, threads) <= u128::from(rank_memory_limit);
-        let rows_per_rank = file_rows / ranks as u64;
+/// The public values, the same on every rank, that choose the [`Exchange`] at a depth.
+#[derive(Clone, Copy, Debug)]
+pub struct ExchangeRule {
+    pub file_rows: u64,
+    pub ranks: usize,
+    pub rank_memory_limit: u64,
+    pub threads: usize,
+}
+
+impl ExchangeRule {
+    /// Dense while a full histogram of the leaves at `depth` fits a rank's own memory limit and the rank's
+    /// rows are at least an eighth of them; sparse otherwise.
+    pub fn at(&self, depth: u32) -> Exchange {
+        let dense_fits = cell_memory_bytes(depth, self.threads) <= u128::from(self.rank_memory_limit);
+        let rows_per_rank = self.file_rows / self.ranks as u64;
         if dense_fits && u128::from(rows_per_rank) * 8 >= 1u128 << depth {
             Exchange::Dense
         } else {

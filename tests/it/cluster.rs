@@ -113,6 +113,26 @@ fn without_memory_cap(mut report: serde_json::Value) -> serde_json::Value {
     report
 }
 
+/// A report without the device line, which says how the ranks exchanged their leaves (dense or sparse), nor
+/// the memory cap.
+fn comparable(report: &Path) -> serde_json::Value {
+    let mut report = without_memory_cap(report_json(report));
+    report.as_object_mut().unwrap().remove("device");
+    report
+}
+
+/// `options` on one machine into DIR/single.parquet with its report at DIR/single.json: the rows and the
+/// report's path.
+fn run_single(dir: &Path, input: &Path, options: &SynthOptions) -> (Vec<Vec<f64>>, PathBuf) {
+    let single = OutputPaths {
+        table: dir.join("single.parquet"),
+        report: Some(dir.join("single.json")),
+        diagnostics: None,
+    };
+    synthesize(input, &single, options, &Progress::hidden()).unwrap();
+    (rows_of(&[single.table]), single.report.unwrap())
+}
+
 #[test]
 fn parts_in_rank_order_are_the_single_machine_table_for_any_rank_count() {
     let dir = tempfile::tempdir().unwrap();
@@ -229,12 +249,43 @@ fn only_pmm_runs_across_ranks() {
     let refused = run_local(2, |comm| synthesize_across(comm, &input, &outputs, &psmm, &progress).err().unwrap().to_string());
     assert!(refused[0].contains("--mechanism psmm does not run across ranks"), "{}", refused[0]);
     assert!(!outputs.directory.exists());
-    let mut refined = options(Neighbours::AddRemove, 1);
-    refined.mechanism = MechanismOptions::Pmm(PmmOptions { refine_share: 0.1, ..PmmOptions::DEFAULT });
-    let refused =
-        run_local(2, |comm| synthesize_across(comm, &input, &outputs, &refined, &progress).err().unwrap().to_string());
-    assert!(refused[0].contains("--refine-share does not run across ranks"), "{}", refused[0]);
-    assert!(!outputs.directory.exists());
+}
+
+#[test]
+fn refined_leaves_across_ranks_give_the_single_machine_table() {
+    // --refine-share: each rank bins its rows deeper and refines the leaves it owns, with the noise and coins
+    // keyed by the leaf; on the tree alone, after marginals on midpoint cells (their shapes place the rows) or
+    // on quantile cells, and before pairs. The finer leaves are exchanged sparse at the default depth and
+    // dense at depth 9. At ε = 10 some leaves are dense enough to be cut.
+    let dir = tempfile::tempdir().unwrap();
+    let input = dataset(dir.path());
+    let refined = PmmOptions { refine_share: 0.2, ..PmmOptions::DEFAULT };
+    let variants = [
+        ("the tree", refined.clone()),
+        ("the tree at depth 9", PmmOptions { depth: Some(9), ..refined.clone() }),
+        ("marginals on midpoint cells", PmmOptions { marginal_share: 0.3, ..refined.clone() }),
+        ("quantile cells", PmmOptions { marginal_share: 0.3, partition: Partition::Quantile, ..refined.clone() }),
+        ("pairs", PmmOptions { pair_share: 0.2, ..refined.clone() }),
+    ];
+    for (name, pmm) in variants {
+        for (neighbours, rows) in [(Neighbours::AddRemove, None), (Neighbours::Replace, Some(12_345))] {
+            let mut run = options(neighbours, 1);
+            run.epsilon = 10.0;
+            run.rows = rows;
+            run.mechanism = MechanismOptions::Pmm(pmm.clone());
+            let case = format!("{name}, {neighbours:?}, --rows {rows:?}");
+            let (expected, report) = run_single(dir.path(), &input, &run);
+            let expected_report = comparable(&report);
+            let refined_leaves = &expected_report["parameters"]["refined_leaves"];
+            assert!(refined_leaves["leaves_refined"].as_u64().unwrap() > 0, "{case}: {refined_leaves}");
+            for ranks in [2, 3] {
+                let (parts, report) = run_across(dir.path(), &format!("refined-{ranks}"), ranks, &input, &run);
+                let same = rows_of(&parts) == expected;
+                assert!(same, "{case}, {ranks} ranks: the parts differ from one machine's table");
+                assert_eq!(comparable(&report), expected_report, "{case}, {ranks} ranks");
+            }
+        }
+    }
 }
 
 #[test]
@@ -245,7 +296,6 @@ fn released_marginals_and_pairs_across_ranks_give_the_single_machine_table() {
     // and bins its pairs; the histograms are summed. Rows and report are one machine's, with --rows too.
     let dir = tempfile::tempdir().unwrap();
     let input = dataset(dir.path());
-    let progress = Progress::hidden();
     let auto = AutoChoice::for_columns(3, false);
     // What auto runs at d ≥ 4: the quantile partition, and pairs from ε·n̂ = `from_epsilon_n` on (the
     // choice is made on the n̂ the ranks release together).
@@ -316,14 +366,8 @@ fn released_marginals_and_pairs_across_ranks_give_the_single_machine_table() {
                 run.rows = rows;
                 run.mechanism = MechanismOptions::Pmm(pmm.clone());
                 let case = format!("{name}, {neighbours:?}, --rows {rows:?}");
-                let single = OutputPaths {
-                    table: dir.path().join("single.parquet"),
-                    report: Some(dir.path().join("single.json")),
-                    diagnostics: None,
-                };
-                synthesize(&input, &single, &run, &progress).unwrap();
-                let expected = rows_of(&[single.table.clone()]);
-                let expected_report = report_json(single.report.as_ref().unwrap());
+                let (expected, report) = run_single(dir.path(), &input, &run);
+                let expected_report = report_json(&report);
                 let parameters = &expected_report["parameters"];
                 if pmm.larger_table.is_some() && pmm.smaller_table.is_none() {
                     // Taken (from 0) or not (from ∞): the largest or the larger table's pairs, partition and
@@ -367,30 +411,19 @@ fn quantile_cells_aligned_to_the_pair_cells_across_ranks_give_the_single_machine
     // every rank builds them from the same released marginals and the same depth.
     let dir = tempfile::tempdir().unwrap();
     let input = dataset(dir.path());
-    let progress = Progress::hidden();
     for neighbours in [Neighbours::AddRemove, Neighbours::Replace] {
         let mut run = options(neighbours, 1);
         run.epsilon = 2000.0;
         let pmm = PmmOptions { marginal_share: 0.3, partition: Partition::Quantile, ..PmmOptions::DEFAULT };
         run.mechanism = MechanismOptions::Pmm(pmm);
-        let single = OutputPaths {
-            table: dir.path().join("single.parquet"),
-            report: Some(dir.path().join("single.json")),
-            diagnostics: None,
-        };
-        synthesize(&input, &single, &run, &progress).unwrap();
-        // The device line says how the ranks exchanged their leaves (sparse here: 2^20 leaves and more).
-        let comparable = |report: &PathBuf| {
-            let mut report = without_memory_cap(report_json(report));
-            report.as_object_mut().unwrap().remove("device");
-            report
-        };
-        let expected_report = comparable(single.report.as_ref().unwrap());
+        // The ranks exchange their leaves sparse here (2^20 leaves and more): the device line differs.
+        let (expected, report) = run_single(dir.path(), &input, &run);
+        let expected_report = comparable(&report);
         let depth = expected_report["parameters"]["depth"].as_u64().unwrap();
         assert!(depth >= 18, "{neighbours:?}: depth {depth}, fewer than 64 cells per axis");
         for ranks in [2, 3] {
             let (parts, report) = run_across(dir.path(), &format!("aligned-{ranks}"), ranks, &input, &run);
-            let same = rows_of(&parts) == rows_of(&[single.table.clone()]);
+            let same = rows_of(&parts) == expected;
             assert!(same, "{neighbours:?}, {ranks} ranks: the parts differ from one machine's table");
             assert_eq!(comparable(&report), expected_report, "{neighbours:?}, {ranks} ranks");
         }
@@ -471,12 +504,13 @@ fn mpi_parts_are_the_single_machine_table() {
     let common = ["--bounds", "a=0:1", "--bounds", "b=0:1", "--bounds", "c=0:1", "--epsilon", "1", "--seed", "23", "--quiet"];
     // The default depth exchanges dense histograms; depth 20 (2^20 leaves, 40 000 rows) sorted codes;
     // auto releases the marginals (d = 3); --partition quantile cuts the tree at their quantiles, and
-    // --pair-share maps pairs onto released 2-way marginals.
+    // --pair-share maps pairs onto released 2-way marginals; --refine-share cuts dense leaves finer.
     for (name, extra) in [
         ("dense", &[][..]),
         ("sparse", &["--neighbours", "replace", "--depth", "20"][..]),
         ("auto", &["--mechanism", "auto"][..]),
         ("quantile and pairs", &["--partition", "quantile", "--pair-share", "0.2"][..]),
+        ("refined", &["--refine-share", "0.1"][..]),
     ] {
         let single = dir.path().join(format!("single-{name}.parquet"));
         let output =

@@ -540,19 +540,18 @@ impl PmmPlan {
         seeds: &RunSeeds,
         timings: &mut Timings,
     ) -> Result<RefinedLeaves> {
-        let Some(refinement) = &self.refinement else {
+        let Some((refinement, levels)) = self.refinement(schedule.depth) else {
             return Ok(RefinedLeaves { depth: schedule.depth, counts, parameters: None });
         };
-        let levels = LeafRefinement::max_levels(schedule.depth, self.memory_depth);
         let geometry = CellGeometry::new(self.dims, schedule.depth + levels);
         let axes = data.axes(&geometry, warps);
         let (fine, ..) = timings.time_in_parts("bin the refined leaves", |parts| {
             data.leaf_counts_on(geometry, &axes, self.device, parts)
         })?;
-        let shapes = (marginals.filter(|_| warps.is_none()))
-            .map(|released| AxisShapes::from_marginals(&geometry, &released.counts));
+        let shapes = AxisShapes::of_run(&geometry, marginals, warps.is_some());
+        let coins = (&seeds.noise, seeds.placement());
         let (counts, parameters) = timings.time("refine the dense leaves", || {
-            refinement.refine(&counts, (geometry, fine), levels, (&seeds.noise, seeds.placement()), shapes.as_ref())
+            refinement.refine((0, &counts), (geometry, fine), levels, coins, shapes.as_ref())
         });
         Ok(RefinedLeaves { depth: geometry.depth(), counts, parameters: Some(parameters) })
     }
@@ -633,13 +632,25 @@ impl PmmPlan {
                 self.finish_calibrated(schedule, joint, maps, marginals, root_count, scan, binning)
             }
         };
+        self.with_refined_leaves(&mut release, refined);
+        release
+    }
+
+    /// `--refine-share`: the refinement and how many levels below a tree of `depth` it cuts the leaves, when
+    /// the plan has it.
+    pub fn refinement(&self, depth: u32) -> Option<(&LeafRefinement, u32)> {
+        let levels = LeafRefinement::max_levels(depth, self.memory_depth);
+        self.refinement.as_ref().map(|refinement| (refinement, levels))
+    }
+
+    /// `release` with the refinement's budget and its report `parameters` (`None` without `--refine-share`).
+    pub fn with_refined_leaves(&self, release: &mut Release, parameters: Option<LeafRefinementParameters>) {
         if let Some(refinement) = &self.refinement {
             refinement.spend(&mut release.budget);
         }
-        if let MechanismParameters::Pmm(parameters) = &mut release.parameters {
-            parameters.refined_leaves = refined;
+        if let MechanismParameters::Pmm(pmm) = &mut release.parameters {
+            pmm.refined_leaves = parameters;
         }
-        release
     }
 
     /// [`finish`](Self::finish) for the `joint` release (total `root_count`) with each column mapped by

@@ -29,7 +29,7 @@ use crate::privacy::streams::NoiseStream;
 use crate::privacy::{noise_scale, NoiseKey};
 use crate::sampler::unit_interval;
 
-use super::marginals::apportion;
+use super::marginals::{apportion, ReleasedMarginals};
 
 /// The most levels a leaf is cut below the tree's depth (2 per axis at d = 3). On flights (d = 3, ε = 1 and
 /// 10, three seeds, share 0.05) 9 levels gave the same scores as 6 but the rank correlation error at ε = 10
@@ -93,14 +93,14 @@ impl LeafRefinement {
         ScaleSampler::new(self.scale).noisy_counts(sub_cells, &mut key.stream(NoiseStream::PmmRefinedLeaf, leaf))
     }
 
-    /// The released `leaves` (the tree's consistent counts) on `fine` leaves `levels` deeper, from the true
-    /// counts there (`counts`, overwritten): a refined leaf's count shared out over its sub-cells as their
-    /// release says, the rows of each sub-cell (and of an unrefined leaf) drawn over its finer leaves as
-    /// `shapes` weigh them (evenly without), with coins from `placement` keyed by the leaf. Returns the
-    /// counts and the report's words.
+    /// The released `leaves` (the tree's consistent counts, from leaf `first_leaf` on: all of them, or a rank's
+    /// part) on `fine` leaves `levels` deeper, from the true counts there (`counts`, overwritten): a refined
+    /// leaf's count shared out over its sub-cells as their release says, the rows of each sub-cell (and of an
+    /// unrefined leaf) drawn over its finer leaves as `shapes` weigh them (evenly without), with coins from
+    /// `placement` keyed by the leaf. Returns the counts and the report's words.
     pub fn refine(
         &self,
-        leaves: &[u64],
+        (first_leaf, leaves): (usize, &[u64]),
         (fine, mut counts): (CellGeometry, Vec<u64>),
         levels: u32,
         (key, placement): (&NoiseKey, u64),
@@ -108,13 +108,14 @@ impl LeafRefinement {
     ) -> (Vec<u64>, LeafRefinementParameters) {
         let width = 1usize << levels;
         assert_eq!(counts.len(), leaves.len() * width, "the true counts lie `levels` below the leaves");
-        assert_eq!(counts.len(), fine.leaf_count());
+        assert!((first_leaf + leaves.len()) * width <= fine.leaf_count());
         let decoder = LeafDecoder::new(&fine);
         let (refined, sub_cells) = counts
             .par_chunks_mut(width)
             .zip(leaves.par_iter())
             .enumerate()
-            .map(|(leaf, (block, &count))| {
+            .map(|(index, (block, &count))| {
+                let leaf = first_leaf + index;
                 let k = self.levels_for(count, levels);
                 let per_sub_cell = width >> k;
                 let released: Vec<u64> = match k {
@@ -182,6 +183,12 @@ impl AxisShapes {
             })
             .collect();
         AxisShapes { weights }
+    }
+
+    /// The shapes of a run's released `marginals` on `fine` when its cells are cut at midpoints; none when they
+    /// are cut at quantiles (`quantile_cells`: the warps would need inverting) or there are no marginals.
+    pub fn of_run(fine: &CellGeometry, marginals: Option<&ReleasedMarginals>, quantile_cells: bool) -> Option<Self> {
+        marginals.filter(|_| !quantile_cells).map(|released| Self::from_marginals(fine, &released.counts))
     }
 
     /// The weights of finer leaves `first .. first + len` (codes of `decoder`'s geometry): the product of
@@ -281,7 +288,8 @@ mod tests {
         fine[16] = 2;
         fine[40] = 7;
         let fine = (CellGeometry::new(2, 2 + levels), fine);
-        let (counts, parameters) = refinement.refine(&leaves, fine, levels, (&NoiseKey::from_user_seed(3), 1), None);
+        let key = NoiseKey::from_user_seed(3);
+        let (counts, parameters) = refinement.refine((0, &leaves), fine, levels, (&key, 1), None);
         for (leaf, block) in counts.chunks(1 << levels).enumerate() {
             assert_eq!(block.iter().sum::<u64>(), leaves[leaf], "leaf {leaf}");
         }
@@ -303,7 +311,7 @@ mod tests {
         let shapes = AxisShapes::from_marginals(&fine, &[vec![1, 1], vec![90, 2, 2, 6, 10, 10, 10, 10]]);
         let leaves = [5_000u64; 4];
         let key = NoiseKey::from_user_seed(1);
-        let (counts, parameters) = refinement.refine(&leaves, (fine, vec![0; 64]), 4, (&key, 2), Some(&shapes));
+        let (counts, parameters) = refinement.refine((0, &leaves), (fine, vec![0; 64]), 4, (&key, 2), Some(&shapes));
         assert_eq!(parameters.leaves_refined, 0);
         let decoder = LeafDecoder::new(&fine);
         let mut indices = [0u32; 2];
@@ -335,8 +343,30 @@ mod tests {
         let run = |threads: usize| {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
             let key = NoiseKey::from_user_seed(9);
-            pool.install(|| refinement.refine(&leaves, fine.clone(), 3, (&key, 4), None).0)
+            pool.install(|| refinement.refine((0, &leaves), fine.clone(), 3, (&key, 4), None).0)
         };
         assert_eq!(run(1), run(3));
+    }
+
+    /// A rank refines its own leaves (the cluster's parts): the parts put together are the whole refinement.
+    #[test]
+    fn refined_parts_put_together_are_the_whole_refinement() {
+        let refinement = refinement(2.0);
+        let leaves: Vec<u64> = (0..64u64).map(|leaf| (leaf * 7919) % 300).collect();
+        let fine: Vec<u64> = (0..64u64 << 3).map(|cell| (cell * 104_729) % 40).collect();
+        let geometry = CellGeometry::new(3, 9);
+        let shapes = AxisShapes::from_marginals(&geometry, &[vec![5, 1], vec![1, 2, 3, 4], vec![9; 8]]);
+        let key = NoiseKey::from_user_seed(9);
+        let refine = |first: usize, end: usize| {
+            let part = (geometry, fine[first << 3..end << 3].to_vec());
+            refinement.refine((first, &leaves[first..end]), part, 3, (&key, 4), Some(&shapes))
+        };
+        let (whole, parameters) = refine(0, 64);
+        let parts = [refine(0, 20), refine(20, 21), refine(21, 64)];
+        let joined: Vec<u64> = parts.iter().flat_map(|(counts, _)| counts.clone()).collect();
+        assert_eq!(joined, whole);
+        let refined: u64 = parts.iter().map(|(_, part)| part.leaves_refined).sum();
+        assert_eq!(refined, parameters.leaves_refined);
+        assert!(refined > 0);
     }
 }
