@@ -5,6 +5,9 @@
 
 use std::sync::Arc;
 
+use rayon::prelude::*;
+
+use super::cpu::CpuBinner;
 use super::device::{ChosenBinner, DeviceChoice};
 use super::grid::GridBinner;
 use super::histogram::SpillingHistogram;
@@ -94,6 +97,23 @@ impl DataPass<'_> {
         };
         bar.finish();
         Ok(outcome)
+    }
+
+    /// Every row's leaf code on `geometry` (the columns quantised by `axes`), sorted, what the scan saw, and the
+    /// binner's words: for leaves that outnumber the rows, where a histogram per thread would be mostly zeros.
+    pub fn sorted_leaf_codes(
+        &self,
+        geometry: CellGeometry,
+        axes: &[AxisPlan],
+    ) -> Result<(Vec<u32>, ScanStats, String)> {
+        let binner = CpuBinner::new(geometry);
+        let bar = self.progress.phase("bin", self.source.row_count(), "rows");
+        let worker = || Ok(binner.code_worker());
+        let (workers, scan) = scan_quantised_rows(self.source, self.columns, axes, self.nulls, &worker, &bar)?;
+        bar.finish();
+        let mut codes: Vec<u32> = workers.into_iter().flat_map(|worker| worker.codes).collect();
+        codes.par_sort_unstable();
+        Ok((codes, scan, format!("cpu: sorted leaf codes ({:?} deposit)", binner.method())))
     }
 
     /// What a pass over the used columns sees (rows binned, dropped, clamped) without binning: the true

@@ -4,12 +4,9 @@
 //! rows and its own 2^r / P leaves: what lets the tree outgrow one machine's memory (the plan's memory
 //! cap grows with the number of ranks).
 
-use rayon::prelude::*;
-
 use super::Communicator;
-use crate::binner::cpu::CpuBinner;
 use crate::binner::pass::DataPass;
-use crate::binner::{scan_quantised_rows, AxisPlan, ScanStats};
+use crate::binner::{AxisPlan, ScanStats};
 use crate::binner::device::DeviceChoice;
 use crate::error::Result;
 use crate::geometry::partition::CellGeometry;
@@ -69,16 +66,9 @@ impl LocalCounts {
             let (leaves, scan, binning) = data.leaf_counts_on(geometry, axes, device, &mut Timings::default())?;
             return Ok((LocalCounts::Dense(leaves), scan, binning));
         }
-        let binner = CpuBinner::new(geometry);
-        let bar = data.progress.phase("bin", data.source.row_count(), "rows");
-        let (workers, scan) =
-            scan_quantised_rows(data.source, data.columns, axes, data.nulls, &|| Ok(binner.code_worker()), &bar)?;
-        bar.finish();
-        let mut codes: Vec<u32> = workers.into_iter().flat_map(|worker| worker.codes).collect();
-        codes.par_sort_unstable();
+        let (codes, scan, binning) = data.sorted_leaf_codes(geometry, axes)?;
         let (codes, counts) = runs(codes.into_iter().map(|code| (code, 1)));
-        let binning = format!("cpu: sorted leaf codes ({:?} deposit), sent to their owners", binner.method());
-        Ok((LocalCounts::Sparse { codes, counts }, scan, binning))
+        Ok((LocalCounts::Sparse { codes, counts }, scan, format!("{binning}, sent to their owners")))
     }
 
     /// The counts of the ancestors at depth `to` of the leaves at depth `from` (Morton order: a leaf's

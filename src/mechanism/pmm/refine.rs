@@ -110,11 +110,16 @@ impl LeafRefinement {
         assert_eq!(counts.len(), leaves.len() * width, "the true counts lie `levels` below the leaves");
         assert!((first_leaf + leaves.len()) * width <= fine.leaf_count());
         let decoder = LeafDecoder::new(&fine);
+        let low_indices = shapes.map(|_| low_axis_indices(&decoder, fine.dims(), width));
         let (refined, sub_cells) = counts
             .par_chunks_mut(width)
             .zip(leaves.par_iter())
             .enumerate()
             .map(|(index, (block, &count))| {
+                if count == 0 {
+                    block.fill(0);
+                    return (0, 0);
+                }
                 let leaf = first_leaf + index;
                 let k = self.levels_for(count, levels);
                 let per_sub_cell = width >> k;
@@ -130,10 +135,12 @@ impl LeafRefinement {
                 };
                 let mut coins = Xoshiro256PlusPlus::seed_from_u64(placement ^ (leaf as u64).wrapping_mul(LEAF_MIX));
                 let sub_counts = apportion(count, &released);
+                let weights = shapes.zip(low_indices.as_deref()).map(|(shapes, low)| {
+                    shapes.leaf_weights(&decoder, (leaf * width) as u32, low)
+                });
                 for (sub_cell, (finer, rows)) in block.chunks_exact_mut(per_sub_cell).zip(sub_counts).enumerate() {
-                    let first = (leaf * width + sub_cell * per_sub_cell) as u32;
-                    let weights = shapes.map(|shapes| shapes.weights(&decoder, first, per_sub_cell));
-                    draw_into(finer, rows, weights.as_deref(), &mut coins);
+                    let shape = weights.as_ref().map(|weights| &weights[sub_cell * per_sub_cell..][..per_sub_cell]);
+                    draw_into(finer, rows, shape, &mut coins);
                 }
                 (u64::from(k > 0), if k > 0 { 1u64 << k } else { 0 })
             })
@@ -191,22 +198,37 @@ impl AxisShapes {
         marginals.filter(|_| !quantile_cells).map(|released| Self::from_marginals(fine, &released.counts))
     }
 
-    /// The weights of finer leaves `first .. first + len` (codes of `decoder`'s geometry): the product of
-    /// their axes' weights.
-    fn weights(&self, decoder: &LeafDecoder, first: u32, len: usize) -> Vec<f64> {
-        let mut indices = vec![0u32; self.weights.len()];
-        (first..first + len as u32)
-            .map(|code| {
-                decoder.axis_indices(code, &mut indices);
-                indices.iter().zip(&self.weights).map(|(&index, axis)| axis[index as usize]).product()
+    /// The weights of one leaf's finer leaves (codes of `decoder`'s geometry from `first`, a multiple of their
+    /// number): the product of their axes' weights. Their axis indices are the first's with the low codes'
+    /// (`low`, from [`low_axis_indices`]) set in the low bits, so the first is decoded once.
+    fn leaf_weights(&self, decoder: &LeafDecoder, first: u32, low: &[u32]) -> Vec<f64> {
+        let mut base = vec![0u32; self.weights.len()];
+        decoder.axis_indices(first, &mut base);
+        low.chunks_exact(base.len())
+            .map(|low| {
+                let indices = low.iter().zip(&base).map(|(&low, &base)| (base | low) as usize);
+                indices.zip(&self.weights).map(|(index, axis)| axis[index]).product()
             })
             .collect()
     }
 }
 
+/// The axis indices of codes `0 .. width` (`dims` each, flat): what the low bits of a block of `width` finer
+/// leaves add to the first's.
+fn low_axis_indices(decoder: &LeafDecoder, dims: usize, width: usize) -> Vec<u32> {
+    let mut indices = vec![0u32; dims * width];
+    for (code, out) in indices.chunks_exact_mut(dims).enumerate() {
+        decoder.axis_indices(code as u32, out);
+    }
+    indices
+}
+
 /// `rows` drawn one by one over `cells` in proportion to `weights` (evenly without, or where they are all 0).
 fn draw_into(cells: &mut [u64], rows: u64, weights: Option<&[f64]>, coins: &mut impl Rng) {
     cells.fill(0);
+    if rows == 0 {
+        return;
+    }
     let cumulative: Option<Vec<f64>> = weights.map(|weights| {
         let mut sum = 0.0;
         weights
