@@ -99,6 +99,15 @@ impl DataPass<'_> {
         Ok(outcome)
     }
 
+    /// The leaf histogram of `geometry` (the columns quantised by `axes`) from the rows' sorted codes: for leaves
+    /// that outnumber the rows, where a histogram per thread, merged, would be mostly zeros.
+    pub fn leaf_counts_from_codes(&self, geometry: CellGeometry, axes: &[AxisPlan]) -> Result<Vec<u64>> {
+        let (codes, ..) = self.sorted_leaf_codes(geometry, axes)?;
+        let mut leaves = vec![0u64; geometry.leaf_count()];
+        codes.into_iter().for_each(|code| leaves[code as usize] += 1);
+        Ok(leaves)
+    }
+
     /// Every row's leaf code on `geometry` (the columns quantised by `axes`), sorted, what the scan saw, and the
     /// binner's words: for leaves that outnumber the rows, where a histogram per thread would be mostly zeros.
     pub fn sorted_leaf_codes(

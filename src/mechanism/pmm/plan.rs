@@ -549,11 +549,7 @@ impl PmmPlan {
             if geometry.leaf_count() as u64 <= data.file_rows() {
                 return Ok(data.leaf_counts_on(geometry, &axes, self.device, parts)?.0);
             }
-            // Finer leaves than rows: the rows' sorted codes, not a histogram per thread merged.
-            let (codes, ..) = parts.time("read and sort", || data.sorted_leaf_codes(geometry, &axes))?;
-            let mut fine = vec![0u64; geometry.leaf_count()];
-            codes.into_iter().for_each(|code| fine[code as usize] += 1);
-            Ok(fine)
+            parts.time("read and sort", || data.leaf_counts_from_codes(geometry, &axes))
         })?;
         let shapes = AxisShapes::of_run(&geometry, marginals, warps.is_some());
         let coins = (&seeds.noise, seeds.placement());
