@@ -50,8 +50,10 @@ impl Cells {
 }
 
 /// Draws the synthetic rows of a released set of cell counts, in cell order.
-pub struct LeafSampler {
+pub struct LeafSampler<'a> {
     cells: Cells,
+    /// The cells counted, where only some are ([`LeafSampler::sparse`]): count i is cell `codes[i]`'s.
+    codes: Option<&'a [u32]>,
     /// Width of every cell on each axis.
     widths: Vec<f64>,
     /// offsets[θ] = Σ_{θ' < θ} m_θ', with the total at the end.
@@ -64,7 +66,7 @@ pub struct LeafSampler {
     seed: u64,
 }
 
-impl LeafSampler {
+impl<'a> LeafSampler<'a> {
     /// Rows in the leaves of the dyadic partition (PMM).
     pub fn new(
         geometry: CellGeometry,
@@ -102,6 +104,21 @@ impl LeafSampler {
         Self::with_cells(cells, widths, leaf_counts, placement, seed)
     }
 
+    /// Rows in the leaves `codes` (ascending) of the dyadic partition, with `leaf_counts` each: the rows of
+    /// [`LeafSampler::new`] on every leaf's count, the others' 0 (a leaf without rows draws nothing).
+    pub fn sparse(
+        geometry: CellGeometry,
+        codes: &'a [u32],
+        leaf_counts: &[u64],
+        placement: Placement,
+        seed: u64,
+    ) -> Self {
+        assert_eq!(codes.len(), leaf_counts.len());
+        assert!(codes.windows(2).all(|pair| pair[0] < pair[1]), "the leaves are listed once each, in code order");
+        assert!(codes.last().is_none_or(|&last| (last as usize) < geometry.leaf_count()));
+        LeafSampler { codes: Some(codes), ..Self::new_unchecked(geometry, leaf_counts, placement, seed) }
+    }
+
     /// Rows in the cubes of a regular grid (PSMM).
     pub fn on_grid(grid: RegularGrid, cell_counts: &[u64], placement: Placement, seed: u64) -> Self {
         assert_eq!(cell_counts.len(), grid.cell_count());
@@ -118,6 +135,7 @@ impl LeafSampler {
     ) -> Self {
         LeafSampler {
             cells,
+            codes: None,
             widths,
             offsets: running_totals(counts),
             first_cell: 0,
@@ -186,7 +204,8 @@ impl LeafSampler {
                 leaf += 1;
             }
             if corner_leaf != leaf {
-                self.cells.axis_indices(self.first_cell + leaf, &mut indices);
+                let cell = self.codes.map_or(self.first_cell + leaf, |codes| codes[leaf] as usize);
+                self.cells.axis_indices(cell, &mut indices);
                 for axis in 0..dims {
                     corner[axis] = indices[axis] as f64 * widths[axis];
                 }
@@ -223,7 +242,7 @@ pub trait RowGenerator: Sync {
     fn sample_rows(&self, start: u64, rows: usize, columns: &mut [Vec<f64>]);
 }
 
-impl RowGenerator for LeafSampler {
+impl RowGenerator for LeafSampler<'_> {
     fn total_rows(&self) -> u64 {
         LeafSampler::total_rows(self)
     }
@@ -397,6 +416,26 @@ mod tests {
             start += rows;
         }
         assert_eq!(reference, pieces);
+    }
+
+    #[test]
+    fn leaves_listed_where_they_hold_rows_draw_the_rows_of_every_leaf() {
+        let geometry = CellGeometry::new(3, 9);
+        let counts: Vec<u64> = (0..512u64).map(|leaf| if leaf % 5 == 2 { leaf % 7 } else { 0 }).collect();
+        let (codes, listed): (Vec<u32>, Vec<u64>) = (counts.iter().enumerate())
+            .filter(|(_, &count)| count > 0)
+            .map(|(code, &count)| (code as u32, count))
+            .unzip();
+        for placement in [Placement::Uniform, Placement::Centre] {
+            let dense = LeafSampler::new(geometry, &counts, placement, 5);
+            let sparse = LeafSampler::sparse(geometry, &codes, &listed, placement, 5);
+            assert_eq!(sparse.total_rows(), dense.total_rows());
+            let rows = dense.total_rows() as usize;
+            let (mut from_dense, mut from_sparse) = (vec![Vec::new(); 3], vec![Vec::new(); 3]);
+            dense.sample_rows(0, rows, &mut from_dense);
+            sparse.sample_rows(0, rows, &mut from_sparse);
+            assert_eq!(from_dense, from_sparse, "{placement:?}");
+        }
     }
 
     #[test]

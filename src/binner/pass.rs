@@ -99,15 +99,6 @@ impl DataPass<'_> {
         Ok(outcome)
     }
 
-    /// The leaf histogram of `geometry` (the columns quantised by `axes`) from the rows' sorted codes: for leaves
-    /// that outnumber the rows, where a histogram per thread, merged, would be mostly zeros.
-    pub fn leaf_counts_from_codes(&self, geometry: CellGeometry, axes: &[AxisPlan]) -> Result<Vec<u64>> {
-        let (codes, ..) = self.sorted_leaf_codes(geometry, axes)?;
-        let mut leaves = vec![0u64; geometry.leaf_count()];
-        codes.into_iter().for_each(|code| leaves[code as usize] += 1);
-        Ok(leaves)
-    }
-
     /// Every row's leaf code on `geometry` (the columns quantised by `axes`), sorted, what the scan saw, and the
     /// binner's words: for leaves that outnumber the rows, where a histogram per thread would be mostly zeros.
     pub fn sorted_leaf_codes(
@@ -120,7 +111,8 @@ impl DataPass<'_> {
         let worker = || Ok(binner.code_worker());
         let (workers, scan) = scan_quantised_rows(self.source, self.columns, axes, self.nulls, &worker, &bar)?;
         bar.finish();
-        let mut codes: Vec<u32> = workers.into_iter().flat_map(|worker| worker.codes).collect();
+        let mut codes = Vec::with_capacity(workers.iter().map(|worker| worker.codes.len()).sum());
+        workers.into_iter().for_each(|worker| codes.extend(worker.codes));
         codes.par_sort_unstable();
         Ok((codes, scan, format!("cpu: sorted leaf codes ({:?} deposit)", binner.method())))
     }

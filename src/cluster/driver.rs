@@ -30,7 +30,7 @@ use crate::mechanism::pmm::marginals::{
     axis_counts, BinnedMarginals, CalibratedRows, MarginalPlan, MonotoneMap, ReleasedMarginals,
 };
 use crate::mechanism::pmm::pairs::{DrawnRows, PairMap, PairMappedRows, PairParameters, PairPlan, PAIR_BITS};
-use crate::mechanism::pmm::refine::{AxisShapes, LeafRefinementParameters};
+use crate::mechanism::pmm::refine::{AxisShapes, FinerCounts, LeafRefinementParameters};
 use crate::mechanism::pmm::schedule::LevelSchedule;
 use crate::mechanism::pmm::PmmPlan;
 use crate::mechanism::{leaf_value_cells, PublicInputs, ReleasedMeasure};
@@ -121,7 +121,7 @@ pub fn synthesize_across(
     // --marginal-share: every rank maps its rows onto the released marginals, from the joint
     // release's own marginals summed over the ranks' parts.
     let maps = release.marginals.as_ref().map(|marginals| {
-        let mut axes = axis_counts(&geometry, &release.part.leaves, release.part.first_leaf);
+        let mut axes = axis_counts(&geometry, release.part.cells());
         for axis in &mut axes {
             comm.sum(axis);
         }
@@ -378,16 +378,18 @@ impl<'a> RankRelease<'a> {
         let geometry = CellGeometry::new(plan.dims(), ownership.depth + levels);
         let (counts, ..) = self.bin(geometry, warps, exchange.at(geometry.depth()))?;
         let starts: Vec<usize> = ownership.leaf_starts().iter().map(|&start| start << levels).collect();
-        let own = counts.to_owners(comm, &starts);
+        let own = FinerCounts::Histogram(counts.to_owners(comm, &starts));
         let shapes = AxisShapes::of_run(&geometry, marginals, warps.is_some());
         let coins = (&seeds.noise, seeds.placement());
         let (leaves, mut parameters) = pool.install(|| {
-            refinement.refine((part.first_leaf, &part.leaves), (geometry, own), levels, coins, shapes.as_ref())
+            refinement.refine((part.first_leaf, &part.leaves), (geometry, &own), levels, coins, shapes.as_ref())
         });
         let mut refined = [parameters.leaves_refined, parameters.sub_cells];
         comm.sum(&mut refined);
         [parameters.leaves_refined, parameters.sub_cells] = refined;
-        let part = PartRelease { first_leaf: part.first_leaf << levels, leaves, ..part };
+        // A rank's part stays a full array: its true finer counts came as one (the exchange's).
+        let first_leaf = part.first_leaf << levels;
+        let part = PartRelease { first_leaf, leaves: leaves.to_dense(first_leaf, part.leaves.len() << levels), ..part };
         Ok((geometry.depth(), part, Some(parameters)))
     }
 

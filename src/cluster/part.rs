@@ -56,6 +56,13 @@ pub struct PartRelease {
     pub root_count: u64,
 }
 
+impl PartRelease {
+    /// (leaf code, count) of each leaf it owns.
+    pub fn cells(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        (self.first_leaf..).zip(self.leaves.iter().copied())
+    }
+}
+
 /// The true counts of one rank's subtrees, levels k..=r. Its release takes these steps, so that the caller
 /// runs the collectives on its own thread and the work on its pool: [`PartTree::new`], summing
 /// [`PartTree::top_counts`] over the ranks, [`PartTree::noise`], summing [`NoisedPart::top_estimates`]

@@ -35,6 +35,7 @@ use lowdim::report::{InnerParameters, LowdimParameters};
 use pe::report::PeParameters;
 use pmm::marginals::{CalibratedRows, MonotoneMap};
 use pmm::pairs::{PairMap, PairMappedRows};
+use pmm::refine::SparseLeaves;
 use pmm::report::PmmParameters;
 use psmm::report::PsmmParameters;
 
@@ -134,6 +135,9 @@ pub enum ReleasedMeasure {
         geometry: CellGeometry,
         counts: Vec<u64>,
     },
+    /// Counts on the leaves of the dyadic partition, listed where they are not 0: the joint tree's leaves cut
+    /// finer (`--refine-share`), too many to list all.
+    SparseLeaves { geometry: CellGeometry, leaves: SparseLeaves },
     /// Counts on the cubes of a regular grid.
     Grid { grid: RegularGrid, counts: Vec<u64> },
     /// A measure on lowdim's projected unit cube, lifted to data space and clamped.
@@ -175,6 +179,7 @@ impl ReleasedMeasure {
             ReleasedMeasure::Leaves { counts, .. } | ReleasedMeasure::Grid { counts, .. } => {
                 counts.iter().sum()
             }
+            ReleasedMeasure::SparseLeaves { leaves, .. } => leaves.total(),
             ReleasedMeasure::Lifted { inner, .. }
             | ReleasedMeasure::Calibrated { inner, .. }
             | ReleasedMeasure::PairMapped { inner, .. } => inner.total(),
@@ -189,7 +194,9 @@ impl ReleasedMeasure {
     /// ([`crate::io::integer_cells`]).
     pub fn value_cells(&self, dims: usize) -> Vec<Option<u64>> {
         match self {
-            ReleasedMeasure::Leaves { geometry, .. } => leaf_value_cells(geometry),
+            ReleasedMeasure::Leaves { geometry, .. } | ReleasedMeasure::SparseLeaves { geometry, .. } => {
+                leaf_value_cells(geometry)
+            }
             ReleasedMeasure::Grid { grid, .. } => vec![Some(u64::from(grid.cells_per_axis())); dims],
             ReleasedMeasure::Calibrated { value_cells, .. } => value_cells.clone(),
             // A mapped child is put back onto its own released marginal.
@@ -213,6 +220,19 @@ impl ReleasedMeasure {
             ReleasedMeasure::Leaves { geometry, counts: released } => Box::new(LeafSampler::new(
                 *geometry,
                 &rows_per_cell(released, rows),
+                placement,
+                seed,
+            )),
+            // An empty release spreads `--rows` over every leaf (allocate_rows), as many as the memory cap let the
+            // refinement cut.
+            ReleasedMeasure::SparseLeaves { geometry, leaves } if leaves.total() == 0 => {
+                let every_leaf = vec![0; geometry.leaf_count()];
+                Box::new(LeafSampler::new(*geometry, &rows_per_cell(&every_leaf, rows), placement, seed))
+            }
+            ReleasedMeasure::SparseLeaves { geometry, leaves } => Box::new(LeafSampler::sparse(
+                *geometry,
+                &leaves.codes,
+                &rows_per_cell(&leaves.counts, rows),
                 placement,
                 seed,
             )),

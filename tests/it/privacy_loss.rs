@@ -446,11 +446,12 @@ fn refined_leaves_stay_within_their_share_of_epsilon() {
             }
             counts
         };
+        let noise = refinement.noise();
         let frequencies = |counts: &[u64], seed_base: u64| {
             let mut frequencies: HashMap<Vec<i64>, u64> = HashMap::new();
             for run in 0..RUNS {
                 let key = NoiseKey::from_user_seed(seed_base + run);
-                let noisy = refinement.noisy_sub_cells(counts, 11, &key);
+                let noisy = LeafRefinement::noisy_sub_cells(&noise, counts, 11, &key);
                 *frequencies.entry(noisy[..2].to_vec()).or_insert(0) += 1;
             }
             frequencies

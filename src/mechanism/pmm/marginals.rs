@@ -20,7 +20,7 @@ use super::schedule::LevelSchedule;
 use crate::binner::pass::DataPass;
 use crate::error::{Error, Result};
 use crate::geometry::cdf::CellCdf;
-use crate::geometry::partition::CellGeometry;
+use crate::geometry::partition::{CellGeometry, LeafDecoder};
 use crate::mechanism::PublicInputs;
 use crate::noise::discrete_laplace::RationalScale;
 use crate::noise::laplace_table::ScaleSampler;
@@ -569,10 +569,10 @@ impl ReleasedMarginals {
         maps.iter().zip(&self.parameters.depths).map(|(map, &depth)| map.as_ref().map(|_| 1u64 << depth)).collect()
     }
 
-    /// The maps x ↦ G⁻¹(F(x)) of each column, F from the joint leaf counts `counts` on `geometry` (the
-    /// identity where either side released nothing).
-    pub fn maps(&self, geometry: &CellGeometry, counts: &[u64]) -> Vec<Option<MonotoneMap>> {
-        self.maps_from(&axis_counts(geometry, counts, 0))
+    /// The maps x ↦ G⁻¹(F(x)) of each column, F from the joint release's (leaf code, count) `cells` on
+    /// `geometry` (the identity where either side released nothing).
+    pub fn maps(&self, geometry: &CellGeometry, cells: impl Iterator<Item = (usize, u64)>) -> Vec<Option<MonotoneMap>> {
+        self.maps_from(&axis_counts(geometry, cells))
     }
 
     /// The maps x ↦ G⁻¹(F(x)) of each column, F from the joint release's counts along each axis
@@ -590,17 +590,15 @@ impl ReleasedMarginals {
     }
 }
 
-/// The joint leaf counts `counts` (leaves `first_leaf ..` of `geometry`: a rank's part, or all of them)
-/// summed along each axis: the joint release's own marginals.
-pub fn axis_counts(geometry: &CellGeometry, counts: &[u64], first_leaf: usize) -> Vec<Vec<u64>> {
+/// The joint leaf counts (`cells`: leaf code and count, of `geometry`'s leaves: all of them, a rank's part, or
+/// those that hold rows) summed along each axis: the joint release's own marginals.
+pub fn axis_counts(geometry: &CellGeometry, cells: impl Iterator<Item = (usize, u64)>) -> Vec<Vec<u64>> {
     let dims = geometry.dims();
     let mut axes: Vec<Vec<u64>> = (0..dims).map(|axis| vec![0; 1 << geometry.axis_bits(axis)]).collect();
+    let decoder = LeafDecoder::new(geometry);
     let mut indices = vec![0u32; dims];
-    for (offset, &count) in counts.iter().enumerate() {
-        if count == 0 {
-            continue;
-        }
-        geometry.axis_indices((first_leaf + offset) as u32, &mut indices);
+    for (code, count) in cells.filter(|&(_, count)| count > 0) {
+        decoder.axis_indices(code as u32, &mut indices);
         for (axis, &index) in indices.iter().enumerate() {
             axes[axis][index as usize] += count;
         }

@@ -15,7 +15,7 @@ use super::averaging::BottomUp;
 use super::consistency::Consistency;
 use super::marginals::{BinnedMarginals, MarginalPlan, MonotoneMap, Partition, ReleasedMarginals};
 use super::pairs::{PairMap, PairParameters, PairPlan};
-use super::refine::{AxisShapes, LeafRefinement, LeafRefinementParameters};
+use super::refine::{AxisShapes, FinerCounts, LeafRefinement, LeafRefinementParameters, SparseLeaves};
 use super::report::{AutoSwitch, AutoThresholds, LevelInfo, PmmParameters};
 use super::schedule::{
     cell_memory_bytes, choose_depth, max_depth_for_memory, LevelSchedule, RootNoise,
@@ -539,24 +539,24 @@ impl PmmPlan {
         (warps, marginals): (Option<&[Arc<CellCdf>]>, Option<&ReleasedMarginals>),
         seeds: &RunSeeds,
         timings: &mut Timings,
-    ) -> Result<RefinedLeaves> {
+    ) -> Result<JointLeaves> {
         let Some((refinement, levels)) = self.refinement(schedule.depth) else {
-            return Ok(RefinedLeaves { depth: schedule.depth, counts, parameters: None });
+            return Ok(JointLeaves::Tree(counts));
         };
         let geometry = CellGeometry::new(self.dims, schedule.depth + levels);
         let axes = data.axes(&geometry, warps);
-        let fine = timings.time_in_parts("bin the refined leaves", |parts| -> Result<Vec<u64>> {
+        let truth = timings.time_in_parts("bin the refined leaves", |parts| -> Result<FinerCounts> {
             if geometry.leaf_count() as u64 <= data.file_rows() {
-                return Ok(data.leaf_counts_on(geometry, &axes, self.device, parts)?.0);
+                return Ok(FinerCounts::Histogram(data.leaf_counts_on(geometry, &axes, self.device, parts)?.0));
             }
-            parts.time("read and sort", || data.leaf_counts_from_codes(geometry, &axes))
+            parts.time("read and sort", || Ok(FinerCounts::SortedCodes(data.sorted_leaf_codes(geometry, &axes)?.0)))
         })?;
         let shapes = AxisShapes::of_run(&geometry, marginals, warps.is_some());
         let coins = (&seeds.noise, seeds.placement());
-        let (counts, parameters) = timings.time("refine the dense leaves", || {
-            refinement.refine((0, &counts), (geometry, fine), levels, coins, shapes.as_ref())
+        let (leaves, parameters) = timings.time("refine the dense leaves", || {
+            refinement.refine((0, &counts), (geometry, &truth), levels, coins, shapes.as_ref())
         });
-        Ok(RefinedLeaves { depth: geometry.depth(), counts, parameters: Some(parameters) })
+        Ok(JointLeaves::Refined { geometry, leaves, parameters })
     }
 
     /// The marginals' release when the plan has them (from leaves already `binned`, or a pass of their
@@ -616,22 +616,26 @@ impl PmmPlan {
     fn leaves_release(
         &self,
         schedule: &LevelSchedule,
-        leaves: RefinedLeaves,
+        leaves: JointLeaves,
         marginals: Option<ReleasedMarginals>,
         scan: ScanStats,
         binning: String,
     ) -> Release {
-        let RefinedLeaves { depth, counts, parameters: refined } = leaves;
-        let root_count: u64 = counts.iter().sum();
-        let geometry = CellGeometry::new(self.dims, depth);
-        let mut release = match marginals {
-            None => {
-                let leaves = ReleasedMeasure::Leaves { geometry, counts };
-                self.finish(schedule, leaves, root_count, scan, binning)
+        let (joint, maps, refined) = match leaves {
+            JointLeaves::Tree(counts) => {
+                let geometry = CellGeometry::new(self.dims, schedule.depth);
+                let maps = marginals.as_ref().map(|m| m.maps(&geometry, (0..).zip(counts.iter().copied())));
+                (ReleasedMeasure::Leaves { geometry, counts }, maps, None)
             }
-            Some(marginals) => {
-                let maps = marginals.maps(&geometry, &counts);
-                let joint = ReleasedMeasure::Leaves { geometry, counts };
+            JointLeaves::Refined { geometry, leaves, parameters } => {
+                let maps = marginals.as_ref().map(|m| m.maps(&geometry, leaves.cells()));
+                (ReleasedMeasure::SparseLeaves { geometry, leaves }, maps, Some(parameters))
+            }
+        };
+        let root_count = joint.total();
+        let mut release = match marginals.zip(maps) {
+            None => self.finish(schedule, joint, root_count, scan, binning),
+            Some((marginals, maps)) => {
                 self.finish_calibrated(schedule, joint, maps, marginals, root_count, scan, binning)
             }
         };
@@ -866,11 +870,11 @@ impl PmmPlan {
     }
 }
 
-/// The released leaf counts, at the tree's depth or, with `--refine-share`, that many levels deeper.
-struct RefinedLeaves {
-    depth: u32,
-    counts: Vec<u64>,
-    parameters: Option<LeafRefinementParameters>,
+/// The joint tree's released leaf counts: its own, or with `--refine-share` those of its leaves cut finer
+/// (listed where they hold rows), with the report's words.
+enum JointLeaves {
+    Tree(Vec<u64>),
+    Refined { geometry: CellGeometry, leaves: SparseLeaves, parameters: LeafRefinementParameters },
 }
 
 /// Refuses a `--depth` whose cell arrays would not fit in the run's memory limit.

@@ -87,64 +87,78 @@ impl LeafRefinement {
         (1..=max_levels).take_while(|&k| count as f64 >= per_sub_cell * (1u64 << k) as f64).last().unwrap_or(0)
     }
 
-    /// The true counts of one refined leaf's `sub_cells` with Lap_Z(σ) on each, empty ones included, drawn
-    /// in order from the leaf's own stream (so the noise does not depend on the thread count).
-    pub fn noisy_sub_cells(&self, sub_cells: &[u64], leaf: u64, key: &NoiseKey) -> Vec<i64> {
-        ScaleSampler::new(self.scale).noisy_counts(sub_cells, &mut key.stream(NoiseStream::PmmRefinedLeaf, leaf))
+    /// The sampler of the sub-cells' Lap_Z(σ): one per release, since its table is built in exact arithmetic
+    /// (one per refined leaf took most of the refinement's time).
+    pub fn noise(&self) -> ScaleSampler {
+        ScaleSampler::new(self.scale)
+    }
+
+    /// The true counts of one refined leaf's `sub_cells` with a draw of `noise` ([`LeafRefinement::noise`])
+    /// on each, empty ones included, in order from the leaf's own stream (so the noise does not depend on the
+    /// thread count).
+    pub fn noisy_sub_cells(noise: &ScaleSampler, sub_cells: &[u64], leaf: u64, key: &NoiseKey) -> Vec<i64> {
+        noise.noisy_counts(sub_cells, &mut key.stream(NoiseStream::PmmRefinedLeaf, leaf))
     }
 
     /// The released `leaves` (the tree's consistent counts, from leaf `first_leaf` on: all of them, or a rank's
-    /// part) on `fine` leaves `levels` deeper, from the true counts there (`counts`, overwritten): a refined
-    /// leaf's count shared out over its sub-cells as their release says, the rows of each sub-cell (and of an
-    /// unrefined leaf) drawn over its finer leaves as `shapes` weigh them (evenly without), with coins from
-    /// `placement` keyed by the leaf. Returns the counts and the report's words.
+    /// part) on `fine` leaves `levels` deeper, from the true counts there (`truth`): a refined leaf's count
+    /// shared out over its sub-cells as their release says, the rows of each sub-cell (and of an unrefined
+    /// leaf) drawn over its finer leaves as `shapes` weigh them (evenly without), with coins from `placement`
+    /// keyed by the leaf. Returns the finer leaves that hold rows, and the report's words.
     pub fn refine(
         &self,
         (first_leaf, leaves): (usize, &[u64]),
-        (fine, mut counts): (CellGeometry, Vec<u64>),
+        (fine, truth): (CellGeometry, &FinerCounts),
         levels: u32,
         (key, placement): (&NoiseKey, u64),
         shapes: Option<&AxisShapes>,
-    ) -> (Vec<u64>, LeafRefinementParameters) {
+    ) -> (SparseLeaves, LeafRefinementParameters) {
         let width = 1usize << levels;
-        assert_eq!(counts.len(), leaves.len() * width, "the true counts lie `levels` below the leaves");
         assert!((first_leaf + leaves.len()) * width <= fine.leaf_count());
-        let decoder = LeafDecoder::new(&fine);
-        let low_indices = shapes.map(|_| low_axis_indices(&decoder, fine.dims(), width));
-        let (refined, sub_cells) = counts
-            .par_chunks_mut(width)
-            .zip(leaves.par_iter())
+        if let FinerCounts::Histogram(counts) = truth {
+            assert_eq!(counts.len(), leaves.len() * width, "the true counts lie `levels` below the leaves");
+        }
+        let draw = BlockDraw::new(&fine, levels, shapes);
+        let noise = self.noise();
+        let pieces: Vec<(SparseLeaves, u64, u64)> = leaves
+            .par_chunks(LEAVES_PER_TASK)
             .enumerate()
-            .map(|(index, (block, &count))| {
-                if count == 0 {
-                    block.fill(0);
-                    return (0, 0);
-                }
-                let leaf = first_leaf + index;
-                let k = self.levels_for(count, levels);
-                let per_sub_cell = width >> k;
-                let released: Vec<u64> = match k {
-                    0 => vec![0],
-                    _ => {
-                        let true_sub: Vec<u64> =
-                            block.chunks_exact(per_sub_cell).map(|finer| finer.iter().sum()).collect();
-                        (self.noisy_sub_cells(&true_sub, leaf as u64, key).into_iter())
+            .map(|(task, task_leaves)| {
+                let (mut piece, mut refined, mut sub_cells) = (SparseLeaves::default(), 0, 0);
+                let mut finer = vec![0u64; width];
+                let mut scratch = draw.scratch();
+                for (offset, &count) in task_leaves.iter().enumerate().filter(|(_, &count)| count > 0) {
+                    let index = task * LEAVES_PER_TASK + offset;
+                    let leaf = first_leaf + index;
+                    let k = self.levels_for(count, levels);
+                    let mut coins =
+                        Xoshiro256PlusPlus::seed_from_u64(placement ^ (leaf as u64).wrapping_mul(LEAF_MIX));
+                    let first = leaf * width;
+                    if k == 0 {
+                        draw.draw_into((first as u32, &mut finer), count, &mut coins, &mut scratch);
+                    } else {
+                        let true_sub = truth.sub_cells(index, leaf, width, 1 << k);
+                        let noisy = Self::noisy_sub_cells(&noise, &true_sub, leaf as u64, key);
+                        let released: Vec<u64> = (noisy.into_iter())
                             .map(|noisy| noisy.max(0) as u64)
-                            .collect()
+                            .collect();
+                        let per_sub_cell = width >> k;
+                        let sub_counts = apportion(count, &released);
+                        let sub_cells = finer.chunks_exact_mut(per_sub_cell).zip(sub_counts).enumerate();
+                        for (sub_cell, (cells, rows)) in sub_cells {
+                            let sub_first = (first + sub_cell * per_sub_cell) as u32;
+                            draw.draw_into((sub_first, cells), rows, &mut coins, &mut scratch);
+                        }
                     }
-                };
-                let mut coins = Xoshiro256PlusPlus::seed_from_u64(placement ^ (leaf as u64).wrapping_mul(LEAF_MIX));
-                let sub_counts = apportion(count, &released);
-                let weights = shapes.zip(low_indices.as_deref()).map(|(shapes, low)| {
-                    shapes.leaf_weights(&decoder, (leaf * width) as u32, low)
-                });
-                for (sub_cell, (finer, rows)) in block.chunks_exact_mut(per_sub_cell).zip(sub_counts).enumerate() {
-                    let shape = weights.as_ref().map(|weights| &weights[sub_cell * per_sub_cell..][..per_sub_cell]);
-                    draw_into(finer, rows, shape, &mut coins);
+                    piece.push_nonzero(first, &finer);
+                    if k > 0 {
+                        (refined, sub_cells) = (refined + 1, sub_cells + (1u64 << k));
+                    }
                 }
-                (u64::from(k > 0), if k > 0 { 1u64 << k } else { 0 })
+                (piece, refined, sub_cells)
             })
-            .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+            .collect();
+        let (refined, sub_cells) = pieces.iter().fold((0, 0), |(a, b), (_, refined, cells)| (a + refined, b + cells));
         let parameters = LeafRefinementParameters {
             share: self.share,
             epsilon: self.epsilon,
@@ -154,7 +168,88 @@ impl LeafRefinement {
             leaves_refined: refined,
             sub_cells,
         };
-        (counts, parameters)
+        (SparseLeaves::concat(pieces.into_iter().map(|(piece, ..)| piece).collect()), parameters)
+    }
+}
+
+/// Leaves refined by one task: enough to pay for its buffers, few enough to share the work out evenly.
+const LEAVES_PER_TASK: usize = 1 << 12;
+
+/// The finer leaves' true counts, which a cut leaf's sub-cells sum: their histogram (from the part's first
+/// finer leaf), or every row's finer code, sorted, where the finer leaves outnumber the rows and a histogram
+/// would be mostly zeros (2^28 of them, 2 GB, at n = 10^7 and d = 3).
+pub enum FinerCounts {
+    Histogram(Vec<u64>),
+    SortedCodes(Vec<u32>),
+}
+
+impl FinerCounts {
+    /// The true counts of `sub_cells` equal sub-cells of leaf `leaf` (the part's `index`-th), `width` finer
+    /// leaves.
+    fn sub_cells(&self, index: usize, leaf: usize, width: usize, sub_cells: usize) -> Vec<u64> {
+        let per_sub_cell = width / sub_cells;
+        match self {
+            FinerCounts::Histogram(counts) => {
+                counts[index * width..][..width].chunks_exact(per_sub_cell).map(|cells| cells.iter().sum()).collect()
+            }
+            FinerCounts::SortedCodes(codes) => {
+                let first = leaf * width;
+                let start = codes.partition_point(|&code| (code as usize) < first);
+                let end = start + codes[start..].partition_point(|&code| (code as usize) < first + width);
+                let mut counts = vec![0u64; sub_cells];
+                for &code in &codes[start..end] {
+                    counts[(code as usize - first) / per_sub_cell] += 1;
+                }
+                counts
+            }
+        }
+    }
+}
+
+/// Released counts on the leaves of a dyadic partition, listed where they are not 0 (`codes` ascending): the
+/// refined leaves, 2^6 times the tree's but no more of them hold rows than there are rows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SparseLeaves {
+    pub codes: Vec<u32>,
+    pub counts: Vec<u64>,
+}
+
+impl SparseLeaves {
+    /// `counts` of the leaves from `first` on, those that are not 0.
+    fn push_nonzero(&mut self, first: usize, counts: &[u64]) {
+        for (offset, &count) in counts.iter().enumerate().filter(|(_, &count)| count > 0) {
+            self.codes.push((first + offset) as u32);
+            self.counts.push(count);
+        }
+    }
+
+    /// `pieces` one after the other (their codes in order).
+    fn concat(pieces: Vec<SparseLeaves>) -> Self {
+        let len = pieces.iter().map(|piece| piece.codes.len()).sum();
+        let mut whole = SparseLeaves { codes: Vec::with_capacity(len), counts: Vec::with_capacity(len) };
+        for piece in pieces {
+            whole.codes.extend(piece.codes);
+            whole.counts.extend(piece.counts);
+        }
+        whole
+    }
+
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// (code, count) of each leaf listed.
+    pub fn cells(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        self.codes.iter().map(|&code| code as usize).zip(self.counts.iter().copied())
+    }
+
+    /// Every count of the `len` leaves from `first` on, 0 where none is listed (a rank's part of the leaves).
+    pub fn to_dense(&self, first: usize, len: usize) -> Vec<u64> {
+        let mut dense = vec![0u64; len];
+        for (code, count) in self.cells() {
+            dense[code - first] = count;
+        }
+        dense
     }
 }
 
@@ -198,57 +293,105 @@ impl AxisShapes {
         marginals.filter(|_| !quantile_cells).map(|released| Self::from_marginals(fine, &released.counts))
     }
 
-    /// The weights of one leaf's finer leaves (codes of `decoder`'s geometry from `first`, a multiple of their
-    /// number): the product of their axes' weights. Their axis indices are the first's with the low codes'
-    /// (`low`, from [`low_axis_indices`]) set in the low bits, so the first is decoded once.
-    fn leaf_weights(&self, decoder: &LeafDecoder, first: u32, low: &[u32]) -> Vec<f64> {
-        let mut base = vec![0u32; self.weights.len()];
-        decoder.axis_indices(first, &mut base);
-        low.chunks_exact(base.len())
-            .map(|low| {
-                let indices = low.iter().zip(&base).map(|(&low, &base)| (base | low) as usize);
-                indices.zip(&self.weights).map(|(index, axis)| axis[index]).product()
-            })
-            .collect()
-    }
-}
-
-/// The axis indices of codes `0 .. width` (`dims` each, flat): what the low bits of a block of `width` finer
-/// leaves add to the first's.
-fn low_axis_indices(decoder: &LeafDecoder, dims: usize, width: usize) -> Vec<u32> {
-    let mut indices = vec![0u32; dims * width];
-    for (code, out) in indices.chunks_exact_mut(dims).enumerate() {
-        decoder.axis_indices(code as u32, out);
-    }
-    indices
-}
-
-/// `rows` drawn one by one over `cells` in proportion to `weights` (evenly without, or where they are all 0).
-fn draw_into(cells: &mut [u64], rows: u64, weights: Option<&[f64]>, coins: &mut impl Rng) {
-    cells.fill(0);
-    if rows == 0 {
-        return;
-    }
-    let cumulative: Option<Vec<f64>> = weights.map(|weights| {
-        let mut sum = 0.0;
-        weights
-            .iter()
-            .map(|&weight| {
+    /// Each axis's running weights over a block's cells on it (`extents` of them from `base`, its first cell's
+    /// axis indices) into `cumulative`; false where an axis weighs nothing there.
+    fn cumulative_in(&self, base: &[u32], extents: &[usize], cumulative: &mut [Vec<f64>]) -> bool {
+        let axes = cumulative.iter_mut().zip(&self.weights).zip(base.iter().zip(extents));
+        for ((running, weights), (&base, &extent)) in axes {
+            running.clear();
+            let mut sum = 0.0;
+            running.extend(weights[base as usize..][..extent].iter().map(|&weight| {
                 sum += weight;
                 sum
-            })
-            .collect()
-    });
-    let total = cumulative.as_ref().and_then(|cumulative| cumulative.last().copied()).unwrap_or(0.0);
-    for _ in 0..rows {
-        let cell = match &cumulative {
-            Some(cumulative) if total > 0.0 => {
-                let target = unit_interval(coins) * total;
-                cumulative.partition_point(|&upto| upto <= target).min(cells.len() - 1)
+            }));
+            if sum <= 0.0 {
+                return false;
             }
-            _ => (coins.next_u64() % cells.len() as u64) as usize,
-        };
-        cells[cell] += 1;
+        }
+        true
+    }
+}
+
+/// Draws rows over an aligned block of finer leaves (a leaf, or one of its sub-cells): with the marginals'
+/// shapes axis by axis, each axis's cell from its weights over the block's cells on it, so that a cell comes in
+/// proportion to the product of its axes' weights without the block's cells being weighed one by one; evenly
+/// without shapes, or where an axis weighs nothing in the block.
+struct BlockDraw<'a> {
+    decoder: LeafDecoder,
+    shapes: Option<&'a AxisShapes>,
+    /// By the log2 of a block's size: each axis's extent in the block, and each cell's code offset in it by
+    /// its axis offsets (mixed radix, axis 0 first).
+    layouts: Vec<(Vec<usize>, Vec<u32>)>,
+}
+
+/// One task's buffers for [`BlockDraw::draw_into`]: a block's first axis indices, each axis's running weights.
+struct DrawScratch {
+    base: Vec<u32>,
+    cumulative: Vec<Vec<f64>>,
+}
+
+impl<'a> BlockDraw<'a> {
+    /// For blocks of up to 2^`levels` leaves of `fine`.
+    fn new(fine: &CellGeometry, levels: u32, shapes: Option<&'a AxisShapes>) -> Self {
+        let decoder = LeafDecoder::new(fine);
+        let dims = fine.dims();
+        let layouts = (0..=levels)
+            .map(|bits| {
+                // A block's cells are its first's code with the low `bits` set: their axis indices are the
+                // first's with those of the low code set in their low bits.
+                let low: Vec<Vec<u32>> = (0..1u32 << bits)
+                    .map(|code| {
+                        let mut indices = vec![0u32; dims];
+                        decoder.axis_indices(code, &mut indices);
+                        indices
+                    })
+                    .collect();
+                let extents: Vec<usize> = (0..dims)
+                    .map(|axis| low.iter().map(|indices| indices[axis] as usize + 1).max().unwrap_or(1))
+                    .collect();
+                let mut offsets = vec![0u32; low.len()];
+                for (code, indices) in low.iter().enumerate() {
+                    let radix = |index: usize, (&at, &extent): (&u32, &usize)| index * extent + at as usize;
+                    offsets[indices.iter().zip(&extents).fold(0, radix)] = code as u32;
+                }
+                (extents, offsets)
+            })
+            .collect();
+        BlockDraw { decoder, shapes, layouts }
+    }
+
+    fn scratch(&self) -> DrawScratch {
+        let dims = self.layouts[0].0.len();
+        DrawScratch { base: vec![0; dims], cumulative: vec![Vec::new(); dims] }
+    }
+
+    /// `rows` drawn one by one over the block of `cells.len()` finer leaves from code `first`, into `cells`.
+    fn draw_into(&self, (first, cells): (u32, &mut [u64]), rows: u64, coins: &mut impl Rng, scratch: &mut DrawScratch) {
+        cells.fill(0);
+        if cells.len() == 1 {
+            cells[0] = rows;
+            return;
+        }
+        if rows == 0 {
+            return;
+        }
+        let (extents, offsets) = &self.layouts[cells.len().trailing_zeros() as usize];
+        let DrawScratch { base, cumulative } = scratch;
+        self.decoder.axis_indices(first, base);
+        let weighed = self.shapes.is_some_and(|shapes| shapes.cumulative_in(base, extents, cumulative));
+        if !weighed {
+            for _ in 0..rows {
+                cells[(coins.next_u64() % cells.len() as u64) as usize] += 1;
+            }
+            return;
+        }
+        for _ in 0..rows {
+            let index = cumulative.iter().zip(extents).fold(0, |index, (running, &extent)| {
+                let target = unit_interval(coins) * running[extent - 1];
+                index * extent + running.partition_point(|&upto| upto <= target).min(extent - 1)
+            });
+            cells[offsets[index] as usize] += 1;
+        }
     }
 }
 
@@ -309,9 +452,10 @@ mod tests {
         fine[15] = 990;
         fine[16] = 2;
         fine[40] = 7;
-        let fine = (CellGeometry::new(2, 2 + levels), fine);
+        let fine = (CellGeometry::new(2, 2 + levels), &FinerCounts::Histogram(fine));
         let key = NoiseKey::from_user_seed(3);
-        let (counts, parameters) = refinement.refine((0, &leaves), fine, levels, (&key, 1), None);
+        let (refined, parameters) = refinement.refine((0, &leaves), fine, levels, (&key, 1), None);
+        let counts = refined.to_dense(0, 4 << levels);
         for (leaf, block) in counts.chunks(1 << levels).enumerate() {
             assert_eq!(block.iter().sum::<u64>(), leaves[leaf], "leaf {leaf}");
         }
@@ -333,7 +477,9 @@ mod tests {
         let shapes = AxisShapes::from_marginals(&fine, &[vec![1, 1], vec![90, 2, 2, 6, 10, 10, 10, 10]]);
         let leaves = [5_000u64; 4];
         let key = NoiseKey::from_user_seed(1);
-        let (counts, parameters) = refinement.refine((0, &leaves), (fine, vec![0; 64]), 4, (&key, 2), Some(&shapes));
+        let truth = FinerCounts::Histogram(vec![0; 64]);
+        let (refined, parameters) = refinement.refine((0, &leaves), (fine, &truth), 4, (&key, 2), Some(&shapes));
+        let counts = refined.to_dense(0, 64);
         assert_eq!(parameters.leaves_refined, 0);
         let decoder = LeafDecoder::new(&fine);
         let mut indices = [0u32; 2];
@@ -346,10 +492,43 @@ mod tests {
         assert!((8_500..9_500).contains(&lowest), "{lowest} rows in axis 1's lowest cell");
     }
 
+    /// Drawn axis by axis, a block's cells come as often as the product of their axes' weights says, in a leaf
+    /// and in a sub-cell of it; evenly where an axis weighs nothing in the block.
+    #[test]
+    fn a_block_draws_its_cells_in_proportion_to_their_axes_weights() {
+        let fine = CellGeometry::new(3, 9);
+        let marginals = [vec![1, 3, 0, 2, 5, 5, 1, 1], vec![2; 8], vec![4, 1, 0, 0, 1, 2, 3, 4]];
+        let shapes = AxisShapes::from_marginals(&fine, &marginals);
+        let draw = BlockDraw::new(&fine, 6, Some(&shapes));
+        let decoder = LeafDecoder::new(&fine);
+        let mut scratch = draw.scratch();
+        let rows = 400_000u64;
+        // Block 8..12 lies in axis 2's cells 2 and 3, which weigh nothing.
+        for (first, len) in [(0u32, 64usize), (64, 64), (448, 8), (132, 4), (8, 4)] {
+            let mut cells = vec![0u64; len];
+            draw.draw_into((first, &mut cells), rows, &mut Xoshiro256PlusPlus::seed_from_u64(7), &mut scratch);
+            assert_eq!(cells.iter().sum::<u64>(), rows);
+            let mut indices = [0u32; 3];
+            let weights: Vec<f64> = (0..len as u32)
+                .map(|offset| {
+                    decoder.axis_indices(first + offset, &mut indices);
+                    indices.iter().zip(&shapes.weights).map(|(&index, axis)| axis[index as usize]).product()
+                })
+                .collect();
+            let total: f64 = weights.iter().sum();
+            for (cell, (&drawn, &weight)) in cells.iter().zip(&weights).enumerate() {
+                let expected = if total > 0.0 { weight / total } else { 1.0 / len as f64 } * rows as f64;
+                let spread = 5.0 * expected.max(1.0).sqrt();
+                let message = format!("block {first}, cell {cell}: {drawn} drawn for {expected}");
+                assert!((drawn as f64 - expected).abs() <= spread, "{message}");
+            }
+        }
+    }
+
     #[test]
     fn every_sub_cell_of_a_refined_leaf_is_noised_empty_ones_included() {
         let refinement = refinement(3.0);
-        let noisy = refinement.noisy_sub_cells(&[0; 256], 7, &NoiseKey::from_user_seed(1));
+        let noisy = LeafRefinement::noisy_sub_cells(&refinement.noise(), &[0; 256], 7, &NoiseKey::from_user_seed(1));
         // Lap_Z(3) is 0 with probability about 0.16: a skipped sub-cell would stay 0 every time.
         let touched = noisy.iter().filter(|&&count| count != 0).count();
         assert!(touched >= 180, "only {touched} of 256 empty sub-cells were noised");
@@ -361,13 +540,37 @@ mod tests {
         let refinement = refinement(2.0);
         let leaves: Vec<u64> = (0..4096u64).map(|leaf| (leaf * 7919) % 300).collect();
         let fine: Vec<u64> = (0..4096u64 << 3).map(|cell| (cell * 104_729) % 40).collect();
-        let fine = (CellGeometry::new(3, 15), fine);
+        let fine = (CellGeometry::new(3, 15), &FinerCounts::Histogram(fine));
         let run = |threads: usize| {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
             let key = NoiseKey::from_user_seed(9);
-            pool.install(|| refinement.refine((0, &leaves), fine.clone(), 3, (&key, 4), None).0)
+            pool.install(|| refinement.refine((0, &leaves), fine, 3, (&key, 4), None).0)
         };
         assert_eq!(run(1), run(3));
+    }
+
+    /// The rows' sorted codes stand for their histogram: the same refinement, listing only the leaves that hold
+    /// rows.
+    #[test]
+    fn sorted_codes_refine_as_their_histogram() {
+        let refinement = refinement(2.0);
+        let leaves: Vec<u64> = (0..512u64).map(|leaf| (leaf * 7919) % 300).collect();
+        let codes: Vec<u32> = (0..20_000u32).map(|row| row.wrapping_mul(2_654_435_761) % (512 << 3)).collect();
+        let mut histogram = vec![0u64; 512 << 3];
+        codes.iter().for_each(|&code| histogram[code as usize] += 1);
+        let mut sorted = codes.clone();
+        sorted.sort_unstable();
+        let geometry = CellGeometry::new(3, 12);
+        let shapes = AxisShapes::from_marginals(&geometry, &[vec![5, 1], vec![1, 2, 3, 4], vec![9; 8]]);
+        let key = NoiseKey::from_user_seed(5);
+        let refine =
+            |truth: &FinerCounts| refinement.refine((0, &leaves), (geometry, truth), 3, (&key, 6), Some(&shapes));
+        let (from_codes, parameters) = refine(&FinerCounts::SortedCodes(sorted));
+        let (from_histogram, _) = refine(&FinerCounts::Histogram(histogram));
+        assert_eq!(from_codes, from_histogram);
+        assert!(parameters.leaves_refined > 0);
+        assert!(from_codes.counts.iter().all(|&count| count > 0));
+        assert_eq!(from_codes.total(), leaves.iter().sum::<u64>());
     }
 
     /// A rank refines its own leaves (the cluster's parts): the parts put together are the whole refinement.
@@ -380,13 +583,14 @@ mod tests {
         let shapes = AxisShapes::from_marginals(&geometry, &[vec![5, 1], vec![1, 2, 3, 4], vec![9; 8]]);
         let key = NoiseKey::from_user_seed(9);
         let refine = |first: usize, end: usize| {
-            let part = (geometry, fine[first << 3..end << 3].to_vec());
-            refinement.refine((first, &leaves[first..end]), part, 3, (&key, 4), Some(&shapes))
+            let part = FinerCounts::Histogram(fine[first << 3..end << 3].to_vec());
+            refinement.refine((first, &leaves[first..end]), (geometry, &part), 3, (&key, 4), Some(&shapes))
         };
         let (whole, parameters) = refine(0, 64);
         let parts = [refine(0, 20), refine(20, 21), refine(21, 64)];
-        let joined: Vec<u64> = parts.iter().flat_map(|(counts, _)| counts.clone()).collect();
-        assert_eq!(joined, whole);
+        let joined: Vec<u64> = parts.iter().flat_map(|(part, _)| part.cells()).map(|(_, count)| count).collect();
+        assert_eq!(joined, whole.counts);
+        assert_eq!(parts[1].0.to_dense(20 << 3, 8), whole.to_dense(0, 64 << 3)[20 << 3..21 << 3]);
         let refined: u64 = parts.iter().map(|(_, part)| part.leaves_refined).sum();
         assert_eq!(refined, parameters.leaves_refined);
         assert!(refined > 0);
