@@ -192,7 +192,8 @@ pub struct SynthArgs {
     /// pmm and auto: share of ε (after any pair share) spent on cutting the joint tree's dense leaves finer,
     /// taken from the tree's: a leaf whose released count could fill 2^k sub-cells (k ≤ 6) with 4 noise
     /// scales each gets its sub-cells' counts released, and its rows are drawn in them (docs/mechanisms/pmm.md,
-    /// "Dense leaves cut finer") [default: 0, off].
+    /// "Dense leaves cut finer") [default: 0, off; the default `--mechanism auto` takes 0.05 at d = 3 once
+    /// ε·n̂ reaches 3·10^4, unless this is given].
     #[arg(long, allow_negative_numbers = true)]
     pub refine_share: Option<f64>,
     /// pmm: where the tree cuts each axis: `midpoint` halves the public bounds, `quantile` cuts at the
@@ -473,14 +474,26 @@ pub struct LargerSettings {
     pub marginal_share: f64,
     pub partition: Partition,
     pub pair_share: f64,
+    /// `--refine-share` (unless given).
+    pub refine_share: f64,
     pub reason: &'static str,
 }
+
+/// `--mechanism auto`'s `--refine-share` on larger tables at d = 3 (since session 52): the dense leaves cut
+/// finer. On flights at d = 3 (two column sets, ε = 0.1, 1, 10, three seeds) it gave 0.17–0.71× the rank
+/// correlation error and 0.59–0.94× the pairwise 2-D W1 at 0.99× the joint W1, every score below plain PMM's;
+/// a heavy-tailed table 0.06–0.23× the rank error. Independent or uniform columns pay about 5% of the pairwise
+/// W1 and the 2-way TV. 0.1 and 0.2 cut the rank error further but cost the TV 10% and 22–26% (with the unplaced
+/// rows spread evenly); taken from the marginals instead of the tree, it did worse on flights (docs/mechanisms/pmm.md,
+/// "Dense leaves cut finer").
+pub const AUTO_REFINE_SHARE: f64 = 0.05;
 
 /// d ≥ 4: the pair maps, with the marginal share they go with.
 const LARGER_TABLE_WITH_PAIRS: LargerSettings = LargerSettings {
     marginal_share: AUTO_QUANTILE_MARGINAL_SHARE,
     partition: Partition::Quantile,
     pair_share: AUTO_PAIR_SHARE,
+    refine_share: 0.0,
     reason: "--mechanism auto, d >= 4, epsilon * n-hat (n under replace) at least 3e4: PMM with --partition \
              quantile --marginal-share 0.45 --pair-share 0.2 (on flights at d = 4-6, epsilon = 0.1 and 1, the 2-way \
              marginals cut the joint W1 by 7-20% and the 2-way TV by 27-59%; below 3e4 their share cost generated \
@@ -492,19 +505,22 @@ const LARGEST_TABLE_WITH_PAIRS: LargerSettings = LargerSettings {
     marginal_share: 0.2,
     partition: Partition::Quantile,
     pair_share: 0.1,
+    refine_share: 0.0,
     reason: "--mechanism auto, d >= 4, epsilon * n-hat (n under replace) at least 5e7: PMM with --partition \
              quantile --marginal-share 0.2 --pair-share 0.1 (on generated tables at n = 1e7 and epsilon * n = 1e8 \
              the shares 0.45 and 0.2 cost the uniform table's pairwise 2-D W1 1.28x plain PMM's, these 1.04x)",
 };
 
-/// d = 3: midpoint cells with the marginal share 0.3, what flights did best with.
+/// d = 3: midpoint cells with the marginal share 0.3, what flights did best with, and the dense leaves cut finer.
 const LARGER_TABLE_AT_THREE_COLUMNS: LargerSettings = LargerSettings {
     marginal_share: DEFAULT_QUANTILE_MARGINAL_SHARE,
     partition: Partition::Midpoint,
     pair_share: 0.0,
+    refine_share: AUTO_REFINE_SHARE,
     reason: "--mechanism auto, d = 3, epsilon * n-hat (n under replace) at least 3e4: PMM with --marginal-share \
-             0.3 (on flights at d = 3 it cut the joint W1 by 12-25% and the largest 1-D W1 2-7x; the quantile \
-             partition was 1-10% worse there)",
+             0.3 --refine-share 0.05 (on flights at d = 3 the marginals cut the joint W1 by 12-25% and the largest \
+             1-D W1 2-7x, the quantile partition was 1-10% worse; the refined leaves then cut the pairwise 2-D W1 \
+             by 6-41% and the rank correlation error by 29-83%)",
 };
 
 impl AutoChoice {
@@ -1075,6 +1091,7 @@ impl SynthArgs {
                     marginal_share: larger.marginal_share,
                     partition: larger.partition,
                     pair_share: larger.pair_share,
+                    refine_share: self.refine_share.unwrap_or(larger.refine_share),
                     chosen_by: Some(larger.reason),
                     ..pmm.clone()
                 },
@@ -1426,21 +1443,35 @@ mod tests {
             let narrow = pmm(&[&["--columns", fewer][..], &bounds].concat());
             assert_eq!((narrow.larger_table, narrow.largest_table), (None, None), "{fewer}");
         }
-        // At d = 3 the larger table's settings are midpoint cells with the share 0.3 (no pairs), from the
-        // same ε·n̂ on.
+        // At d = 3 the larger table's settings are midpoint cells with the share 0.3 (no pairs) and the dense
+        // leaves cut finer, from the same ε·n̂ on; a given --refine-share (0 too) is kept.
         let three = pmm(&[&["--columns", "a,b,c"][..], &bounds].concat());
         assert_eq!(three.largest_table, None, "no third setting at d = 3");
         let larger = three.larger_table.clone().expect("auto at d = 3 switches on larger tables");
         assert_eq!(larger.from_epsilon_n, AUTO_LARGER_TABLE_FROM_EPSILON_N);
         let midpoints = larger.options;
-        let settings = (midpoints.marginal_share, midpoints.partition, midpoints.pair_share);
-        assert_eq!(settings, (0.3, Partition::Midpoint, 0.0));
+        let settings = (midpoints.marginal_share, midpoints.partition, midpoints.pair_share, midpoints.refine_share);
+        assert_eq!(settings, (0.3, Partition::Midpoint, 0.0, AUTO_REFINE_SHARE));
         let reason = midpoints.chosen_by.unwrap();
         assert!(reason.contains("d = 3") && reason.contains("at least 3e4"), "{reason}");
+        assert_eq!((three.refine_share, three.smaller_table.as_ref().unwrap().options.refine_share), (0.0, 0.0));
         let unswitched = PmmOptions { larger_table: None, smaller_table: None, chosen_by: None, ..three };
-        let as_own =
-            PmmOptions { marginal_share: 0.45, partition: Partition::Quantile, chosen_by: None, ..midpoints };
+        let as_own = PmmOptions {
+            marginal_share: 0.45,
+            partition: Partition::Quantile,
+            refine_share: 0.0,
+            chosen_by: None,
+            ..midpoints
+        };
         assert_eq!(as_own, unswitched);
+        for given in ["0", "0.1"] {
+            let refined = pmm(&[&["--columns", "a,b,c", "--refine-share", given][..], &bounds].concat());
+            let share: f64 = given.parse().unwrap();
+            assert_eq!(refined.larger_table.unwrap().options.refine_share, share, "--refine-share {given}");
+            assert_eq!(refined.smaller_table.unwrap().options.refine_share, share, "--refine-share {given}");
+        }
+        let wide = pmm(&[&["--columns", "a,b,c,d"][..], &bounds].concat());
+        assert_eq!(wide.larger_table.unwrap().options.refine_share, 0.0, "no refinement at d = 4");
         // At d = 3–5 auto runs plain PMM while its marginals would be too shallow, the rest as given; not at
         // d ≤ 2 or d ≥ 6, and not when --pair-share is given.
         let wider = |columns: &'static str| {

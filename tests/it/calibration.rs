@@ -310,7 +310,8 @@ fn auto_runs_the_quantile_partition_at_four_columns_and_says_why() {
         assert_eq!(tier, expected_tier, "the report's ε·n̂ {epsilon_n} is on the other side of a switch");
         let n_hat = parameters["levels"][0]["epsilon"].as_f64().unwrap();
         assert!((n_hat - 0.8 * epsilon / 16.0).abs() < 1e-6 * epsilon, "n̂ spent {n_hat} at ε = {epsilon}");
-        let (spent, levels, marginals, pairs) = spent_parts(&report);
+        let (spent, levels, marginals, pairs, refined) = spent_parts(&report);
+        assert_eq!(refined, 0.0, "no refined leaves at d = 4");
         assert!((marginals - share * (1.0 - pair_share) * epsilon).abs() < 1e-6 * epsilon, "marginals {marginals}");
         assert!((pairs - pair_share * epsilon).abs() < 1e-6 * epsilon, "pairs {pairs}");
         assert!(levels <= (1.0 - share) * (1.0 - pair_share) * epsilon * (1.0 + 1e-12), "n̂ and levels {levels}");
@@ -321,7 +322,8 @@ fn auto_runs_the_quantile_partition_at_four_columns_and_says_why() {
 }
 
 /// `--mechanism auto` at d = 3: the quantile partition with the marginal share 0.45 below ε·n̂ = 3·10^4,
-/// midpoint cells with the share 0.3 from there on, and the report says which and why. Each run is the one
+/// midpoint cells with the share 0.3 and the dense leaves cut finer (`--refine-share 0.05`, taken from the
+/// tree's share) from there on, and the report says which and why. Each run is the one
 /// `--mechanism pmm --bottom-up average` gives with those flags, byte for byte: a larger table's run whose tree were cut at its
 /// marginals' quantiles (as the pass that the quantile partition's plan starts with would cut it) differs,
 /// and so does one whose n̂ or marginals were released at another plan's share. Each stays within ε.
@@ -338,21 +340,25 @@ fn auto_at_three_columns_runs_midpoint_cells_on_larger_tables() {
         let reason = parameters["auto"].as_str().unwrap();
         let side = if larger { "at least 3e4" } else { "below 3e4" };
         assert!(reason.contains("d = 3") && reason.contains(side), "{reason}");
-        let (share, partition, flags) = if larger {
-            (0.3, "midpoint", &["--marginal-share", "0.3"][..])
+        let (share, partition, refine_share, flags) = if larger {
+            (0.3, "midpoint", 0.05, &["--marginal-share", "0.3", "--refine-share", "0.05"][..])
         } else {
-            (0.45, "quantile", &["--partition", "quantile", "--marginal-share", "0.45"][..])
+            (0.45, "quantile", 0.0, &["--partition", "quantile", "--marginal-share", "0.45"][..])
         };
         assert_eq!(parameters["marginal_calibration"]["partition"], partition);
         assert_eq!(parameters["marginal_calibration"]["share"], share);
+        assert_eq!(parameters["refined_leaves"].is_null(), !larger);
         let (epsilon_n, plain_below, pairs_from) = auto_switch(&report, epsilon);
         assert!(epsilon_n >= plain_below.unwrap(), "ε·n̂ {epsilon_n} is below the plain-PMM switch {plain_below:?}");
         assert_eq!(pairs_from, None, "no pair maps at d = 3");
         assert_eq!(parameters["auto_switch"]["larger_table_from_epsilon_n"], 3e4);
         assert_eq!(epsilon_n >= 3e4, larger, "the report's ε·n̂ {epsilon_n} is on the other side of the switch");
-        let (spent, levels, marginals, _) = spent_parts(&report);
+        let (spent, levels, marginals, _, refined) = spent_parts(&report);
         assert!((marginals - share * epsilon).abs() < 1e-6, "marginals {marginals}");
-        assert!((spent - (levels + marginals)).abs() < 1e-6 && spent <= epsilon, "spent {spent} of {epsilon}");
+        assert!((refined - refine_share * epsilon).abs() < 1e-6, "refined leaves {refined}");
+        assert!(levels <= (1.0 - share - refine_share) * epsilon * (1.0 + 1e-12), "n̂ and levels {levels}");
+        let sum = levels + marginals + refined;
+        assert!((spent - sum).abs() < 1e-6 && spent <= epsilon, "spent {spent} of {epsilon}, the parts {sum}");
         let given = format!("pmm-3-{epsilon}");
         synth(dir.path(), &input, &given, &[&common[..], flags, &["--bottom-up", "average"]].concat());
         let read = |name: &str| std::fs::read(dir.path().join(format!("{name}.parquet"))).unwrap();
@@ -386,8 +392,8 @@ fn auto_runs_plain_pmm_on_tables_too_small_for_its_marginals() {
         let (epsilon_n, plain_below, pairs_from) = auto_switch(&report, epsilon);
         assert!(epsilon_n < plain_below.unwrap(), "ε·n {epsilon_n} is not below the plain-PMM switch {plain_below:?}");
         assert_eq!(pairs_from.is_some(), d >= 4);
-        let (spent, levels, marginals, pairs) = spent_parts(&report);
-        assert_eq!((marginals, pairs), (0.0, 0.0));
+        let (spent, levels, marginals, pairs, refined) = spent_parts(&report);
+        assert_eq!((marginals, pairs, refined), (0.0, 0.0, 0.0));
         assert!((spent - levels).abs() < 1e-9 && spent <= epsilon && spent > 0.999 * epsilon, "spent {spent} of {epsilon}");
         assert_eq!(parameters["bottom_up"], "average");
         if d == 3 {
@@ -443,8 +449,8 @@ fn auto_switch(report: &serde_json::Value, epsilon: f64) -> (f64, Option<f64>, O
 }
 
 /// The ε a report says was spent, and the parts it is made of: the joint tree's levels (n̂ included), the
-/// marginal trees and the pairs (their scores and histograms; 0 without them).
-fn spent_parts(report: &serde_json::Value) -> (f64, f64, f64, f64) {
+/// marginal trees, the pairs (their scores and histograms) and the refined leaves (0 without them).
+fn spent_parts(report: &serde_json::Value) -> (f64, f64, f64, f64, f64) {
     let parameters = &report["parameters"];
     let levels = parameters["levels"].as_array().unwrap().iter().map(|level| level["epsilon"].as_f64().unwrap()).sum();
     let columns = report["input"]["columns"].as_array().unwrap().len() as f64;
@@ -457,7 +463,8 @@ fn spent_parts(report: &serde_json::Value) -> (f64, f64, f64, f64) {
         }
         None => 0.0,
     };
-    (report["guarantee"]["epsilon_spent"].as_f64().unwrap(), levels, marginals, pairs)
+    let refined = parameters["refined_leaves"]["epsilon"].as_f64().unwrap_or(0.0);
+    (report["guarantee"]["epsilon_spent"].as_f64().unwrap(), levels, marginals, pairs, refined)
 }
 
 /// A flat marginal's heavy cells follow the rows inside them. On the bundled flights table at ε = 0.1 the
@@ -507,7 +514,7 @@ fn pair_maps_close_the_two_way_gap_on_flights() {
     assert!(tree.iter().any(|pair| pair["mapped"] == true), "{tree:?}");
     // Budget: S·ε on the d − 1 histograms; auto with pairs gives the marginals 0.45 of (1 − S)·ε
     // (`PAIRED_MARGINAL_SHARE`), n̂ and the joint levels the other 0.55.
-    let (spent, levels, marginals, pair_histograms) = spent_parts(&report);
+    let (spent, levels, marginals, pair_histograms, _) = spent_parts(&report);
     assert!((pair_histograms - 0.2).abs() < 1e-6, "the pairs spend S·ε: {pair_histograms}");
     assert!((levels - 0.55 * 0.8).abs() < 1e-6 && (marginals - 0.45 * 0.8).abs() < 1e-6, "{levels} {marginals}");
     assert!((spent - (levels + marginals + pair_histograms)).abs() < 1e-6 && spent <= 1.0, "spent {spent}");
