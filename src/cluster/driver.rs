@@ -248,6 +248,9 @@ struct RankCounts<'a> {
     marginals: Option<ReleasedMarginals>,
     /// The quantile partition's axes, when the tree is cut at its marginals' quantiles.
     warps: Option<Vec<Arc<CellCdf>>>,
+    /// `--refine-share`: the finer leaves' counts, when they were binned with the tree's (`counts` summed from
+    /// them).
+    finer: Option<LocalCounts>,
 }
 
 /// What every step of a rank's release reads: the ranks, this rank's pool, the plan (the same on every
@@ -272,7 +275,7 @@ impl<'a> RankRelease<'a> {
             Some(marginals) => self.bin_on_quantiles(marginals)?,
             None => self.bin_on_midpoints()?,
         };
-        let RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals, warps } = binned;
+        let RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals, warps, finer } = binned;
         let ownership = Ownership::new(schedule.depth, comm.size());
         let own = counts.to_owners(comm, &ownership.leaf_starts());
         let rank = comm.rank();
@@ -285,7 +288,8 @@ impl<'a> RankRelease<'a> {
             bits
         });
         let part = pool.install(|| noised.release(top_estimates, plan.consistency(), seeds.consistency()));
-        let (depth, part, refined) = self.refined(plan, &ownership, part, (warps.as_deref(), marginals.as_ref()))?;
+        let axes = (warps.as_deref(), marginals.as_ref());
+        let (depth, part, refined) = self.refined(plan, &ownership, (part, finer), axes)?;
         Ok((RankPart { plan, rows_read, schedule, depth, part, refined, marginals }, scan, binning))
     }
 
@@ -309,7 +313,7 @@ impl<'a> RankRelease<'a> {
             }
             None => None,
         };
-        Ok(RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals, warps: None })
+        Ok(RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals, warps: None, finer: None })
     }
 
     /// The quantile partition: n̂ first when the plan releases it (from a pass that also bins the
@@ -339,9 +343,24 @@ impl<'a> RankRelease<'a> {
         };
         let geometry = CellGeometry::new(plan.dims(), schedule.depth);
         let warps = marginals.as_ref().filter(|_| plan.cuts_at_quantiles()).map(|released| released.warps(&geometry));
-        let exchange = self.exchange.at(self.plan.planned_depth());
-        let (counts, rows_read, scan, binning) = self.bin(geometry, warps.as_deref(), exchange)?;
-        Ok(RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals, warps })
+        // With --refine-share one pass bins the finer leaves and the tree's are summed from them, as on one
+        // machine.
+        let (counts, finer, rows_read, scan, binning) = match plan.refinement(schedule.depth) {
+            None => {
+                let exchange = self.exchange.at(self.plan.planned_depth());
+                let (counts, rows_read, scan, binning) = self.bin(geometry, warps.as_deref(), exchange)?;
+                (counts, None, rows_read, scan, binning)
+            }
+            Some((_, levels)) => {
+                let finer = CellGeometry::new(plan.dims(), schedule.depth + levels);
+                let (counts, rows_read, scan, binning) =
+                    self.bin(finer, warps.as_deref(), self.exchange.at(finer.depth()))?;
+                let tree = pool.install(|| counts.coarsened(finer.depth(), schedule.depth));
+                let binning = format!("{binning}, {levels} levels below the tree's leaves, which are summed from them");
+                (tree, Some(counts), rows_read, scan, binning)
+            }
+        };
+        Ok(RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals, warps, finer })
     }
 
     /// This rank's leaf counts on `geometry`, each axis cut at the quantiles of `warps` when given (the
@@ -360,15 +379,16 @@ impl<'a> RankRelease<'a> {
         Ok((counts, scan.rows_read, summed(comm, scan), binning))
     }
 
-    /// `--refine-share` across ranks: each rank bins its rows `levels` deeper (on the tree's axes), the counts
-    /// go to the ranks that own their leaves, and each rank refines its own `part` of the leaves. The noise
-    /// and the coins are keyed by the leaf, so the parts are the single machine's refinement. Returns the
-    /// depth of the part's leaves, the part, and the report's words summed over the ranks.
+    /// `--refine-share` across ranks: each rank's counts `levels` deeper (on the tree's axes: `finer`, binned
+    /// with the tree's, or binned now) go to the ranks that own their leaves, and each rank refines its own
+    /// `part` of the leaves. The noise and the coins are keyed by the leaf, so the parts are the single
+    /// machine's refinement. Returns the depth of the part's leaves, the part, and the report's words summed
+    /// over the ranks.
     fn refined(
         &self,
         plan: &PmmPlan,
         ownership: &Ownership,
-        part: PartRelease,
+        (part, finer): (PartRelease, Option<LocalCounts>),
         (warps, marginals): (Option<&[Arc<CellCdf>]>, Option<&ReleasedMarginals>),
     ) -> Result<(u32, PartRelease, Option<LeafRefinementParameters>)> {
         let RankRelease { comm, pool, seeds, exchange, .. } = *self;
@@ -376,7 +396,10 @@ impl<'a> RankRelease<'a> {
             return Ok((ownership.depth, part, None));
         };
         let geometry = CellGeometry::new(plan.dims(), ownership.depth + levels);
-        let (counts, ..) = self.bin(geometry, warps, exchange.at(geometry.depth()))?;
+        let counts = match finer {
+            Some(counts) => counts,
+            None => self.bin(geometry, warps, exchange.at(geometry.depth()))?.0,
+        };
         let starts: Vec<usize> = ownership.leaf_starts().iter().map(|&start| start << levels).collect();
         let own = FinerCounts::Histogram(counts.to_owners(comm, &starts));
         let shapes = AxisShapes::of_run(&geometry, marginals, warps.is_some());

@@ -76,8 +76,18 @@ impl LocalCounts {
     pub fn coarsen(self, from: u32, to: u32) -> LocalCounts {
         match self {
             LocalCounts::Dense(leaves) => LocalCounts::Dense(coarsen_leaves(leaves, from, to)),
+            sparse => sparse.coarsened(from, to),
+        }
+    }
+
+    /// [`Self::coarsen`], keeping these counts.
+    pub fn coarsened(&self, from: u32, to: u32) -> LocalCounts {
+        match self {
+            LocalCounts::Dense(leaves) => {
+                LocalCounts::Dense(leaves.chunks_exact(1 << (from - to)).map(|block| block.iter().sum()).collect())
+            }
             LocalCounts::Sparse { codes, counts } => {
-                let (codes, counts) = runs(codes.into_iter().map(|code| code >> (from - to)).zip(counts));
+                let (codes, counts) = runs(codes.iter().map(|&code| code >> (from - to)).zip(counts.iter().copied()));
                 LocalCounts::Sparse { codes, counts }
             }
         }

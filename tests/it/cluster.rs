@@ -256,19 +256,30 @@ fn refined_leaves_across_ranks_give_the_single_machine_table() {
     // --refine-share: each rank bins its rows deeper and refines the leaves it owns, with the noise and coins
     // keyed by the leaf; on the tree alone, after marginals on midpoint cells (their shapes place the rows) or
     // on quantile cells, and before pairs. The finer leaves are exchanged sparse at the default depth and
-    // dense at depth 9. At ε = 10 some leaves are dense enough to be cut.
+    // dense at depth 9. After the marginals' pass (quantile cells, and auto's switch to midpoint cells at d =
+    // 3) one pass bins the finer leaves and the tree's are summed from them, sparse or dense. At ε = 10 some
+    // leaves are dense enough to be cut.
     let dir = tempfile::tempdir().unwrap();
     let input = dataset(dir.path());
     let refined = PmmOptions { refine_share: 0.2, ..PmmOptions::DEFAULT };
+    let quantile_cells = PmmOptions { marginal_share: 0.3, partition: Partition::Quantile, ..refined.clone() };
+    let midpoint_cells = PmmOptions { marginal_share: 0.3, ..refined.clone() };
+    let switch = LargerTable { from_epsilon_n: 0.0, options: midpoint_cells.clone() };
     let variants = [
         ("the tree", refined.clone()),
         ("the tree at depth 9", PmmOptions { depth: Some(9), ..refined.clone() }),
-        ("marginals on midpoint cells", PmmOptions { marginal_share: 0.3, ..refined.clone() }),
-        ("quantile cells", PmmOptions { marginal_share: 0.3, partition: Partition::Quantile, ..refined.clone() }),
+        ("marginals on midpoint cells", midpoint_cells),
+        ("quantile cells", quantile_cells.clone()),
+        ("quantile cells at depth 9", PmmOptions { depth: Some(9), ..quantile_cells.clone() }),
+        ("the switch to midpoint cells", PmmOptions { larger_table: Some(Box::new(switch)), ..quantile_cells }),
         ("pairs", PmmOptions { pair_share: 0.2, ..refined.clone() }),
     ];
+    let relations = [(Neighbours::AddRemove, None), (Neighbours::Replace, Some(12_345))];
     for (name, pmm) in variants {
-        for (neighbours, rows) in [(Neighbours::AddRemove, None), (Neighbours::Replace, Some(12_345))] {
+        // Marginals at a given depth run under replace only: under add-remove their depth follows n̂.
+        let given_depth = pmm.depth.is_some() && pmm.marginal_share > 0.0;
+        let runs = relations.iter().filter(|(neighbours, _)| !given_depth || *neighbours == Neighbours::Replace);
+        for &(neighbours, rows) in runs {
             let mut run = options(neighbours, 1);
             run.epsilon = 10.0;
             run.rows = rows;

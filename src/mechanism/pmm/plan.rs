@@ -482,7 +482,7 @@ impl PmmPlan {
             Ok((plan, counts, schedule, n_hat))
         })?;
         let marginals = plan.released_marginals(data, n_hat, None, seeds, timings)?;
-        let refined = plan.refined(&schedule, counts, data, (None, marginals.as_ref()), seeds, timings)?;
+        let refined = plan.refined(&schedule, counts, (data, None), (None, marginals.as_ref()), seeds, timings)?;
         Ok((plan.leaves_release(&schedule, refined, marginals, scan, binning), plan))
     }
 
@@ -518,24 +518,44 @@ impl PmmPlan {
         let marginals = plan.released_marginals(data, n_hat, binned, seeds, timings)?;
         let geometry = CellGeometry::new(plan.dims, schedule.depth);
         let warps = marginals.as_ref().filter(|_| plan.cuts_at_quantiles()).map(|released| released.warps(&geometry));
-        let axes = data.axes(&geometry, warps.as_deref());
-        let (leaves, scan, binning) =
-            timings.time_in_parts("bin", |parts| data.leaf_counts_on(geometry, &axes, plan.device, parts))?;
+        // With --refine-share the tree's depth is known before its pass, so one pass bins the finer leaves and
+        // the tree's leaves are summed from them.
+        let (leaves, finer, scan, binning) = match plan.refinement(schedule.depth) {
+            None => {
+                let axes = data.axes(&geometry, warps.as_deref());
+                let (leaves, scan, binning) =
+                    timings.time_in_parts("bin", |parts| data.leaf_counts_on(geometry, &axes, plan.device, parts))?;
+                (leaves, None, scan, binning)
+            }
+            Some((_, levels)) => {
+                let finer = CellGeometry::new(plan.dims, schedule.depth + levels);
+                let (leaves, truth, scan, binning) = timings.time_in_parts("bin", |parts| {
+                    let (truth, scan, binning) = plan.finer_counts(finer, data, warps.as_deref(), parts)?;
+                    let tree_leaves = || truth.tree_leaves(levels, geometry.leaf_count());
+                    let leaves = parts.time("sum the tree's leaves", tree_leaves);
+                    Ok::<_, Error>((leaves, truth, scan, binning))
+                })?;
+                let binning = format!("{binning}, {levels} levels below the tree's leaves, which are summed from them");
+                (leaves, Some(truth), scan, binning)
+            }
+        };
         let counts = timings
             .time_in_parts("noise and consistency", |parts| plan.release_with(&schedule, leaves, n_hat, seeds, parts));
-        let refined = plan.refined(&schedule, counts, data, (warps.as_deref(), marginals.as_ref()), seeds, timings)?;
+        let marginals_and_warps = (warps.as_deref(), marginals.as_ref());
+        let refined = plan.refined(&schedule, counts, (data, finer), marginals_and_warps, seeds, timings)?;
         Ok((plan.leaves_release(&schedule, refined, marginals, scan, binning), plan))
     }
 
-    /// The released leaf `counts` with the dense leaves cut finer when the plan has `--refine-share`: from a
-    /// pass binning the data that much deeper, on the same axes (`warps`: the quantile partition's, so that
-    /// the finer cells nest in the leaves). On midpoint cells the rows no sub-cell places follow the released
-    /// `marginals` inside their cells when there are some.
+    /// The released leaf `counts` with the dense leaves cut finer when the plan has `--refine-share`: from the
+    /// finer leaves' true counts when they were binned with the tree's, else from a pass binning the data that
+    /// much deeper, on the same axes (`warps`: the quantile partition's, so that the finer cells nest in the
+    /// leaves). On midpoint cells the rows no sub-cell places follow the released `marginals` inside their cells
+    /// when there are some.
     fn refined(
         &self,
         schedule: &LevelSchedule,
         counts: Vec<u64>,
-        data: &DataPass,
+        (data, binned): (&DataPass, Option<FinerCounts>),
         (warps, marginals): (Option<&[Arc<CellCdf>]>, Option<&ReleasedMarginals>),
         seeds: &RunSeeds,
         timings: &mut Timings,
@@ -544,19 +564,39 @@ impl PmmPlan {
             return Ok(JointLeaves::Tree(counts));
         };
         let geometry = CellGeometry::new(self.dims, schedule.depth + levels);
-        let axes = data.axes(&geometry, warps);
-        let truth = timings.time_in_parts("bin the refined leaves", |parts| -> Result<FinerCounts> {
-            if geometry.leaf_count() as u64 <= data.file_rows() {
-                return Ok(FinerCounts::Histogram(data.leaf_counts_on(geometry, &axes, self.device, parts)?.0));
+        let truth = match binned {
+            Some(truth) => truth,
+            None => {
+                let bin = |parts: &mut Timings| self.finer_counts(geometry, data, warps, parts);
+                timings.time_in_parts("bin the refined leaves", bin)?.0
             }
-            parts.time("read and sort", || Ok(FinerCounts::SortedCodes(data.sorted_leaf_codes(geometry, &axes)?.0)))
-        })?;
+        };
         let shapes = AxisShapes::of_run(&geometry, marginals, warps.is_some());
         let coins = (&seeds.noise, seeds.placement());
         let (leaves, parameters) = timings.time("refine the dense leaves", || {
             refinement.refine((0, &counts), (geometry, &truth), levels, coins, shapes.as_ref())
         });
         Ok(JointLeaves::Refined { geometry, leaves, parameters })
+    }
+
+    /// The true counts of the finer leaves of `geometry` (axes cut as `warps` say), what the pass saw and the
+    /// binner's words: a histogram, or the rows' sorted codes where the leaves outnumber the rows.
+    fn finer_counts(
+        &self,
+        geometry: CellGeometry,
+        data: &DataPass,
+        warps: Option<&[Arc<CellCdf>]>,
+        timings: &mut Timings,
+    ) -> Result<(FinerCounts, ScanStats, String)> {
+        let axes = data.axes(&geometry, warps);
+        if geometry.leaf_count() as u64 <= data.file_rows() {
+            let (counts, scan, binning) = data.leaf_counts_on(geometry, &axes, self.device, timings)?;
+            return Ok((FinerCounts::Histogram(counts), scan, binning));
+        }
+        timings.time("read and sort", || {
+            let (codes, scan, binning) = data.sorted_leaf_codes(geometry, &axes)?;
+            Ok((FinerCounts::SortedCodes(codes), scan, binning))
+        })
     }
 
     /// The marginals' release when the plan has them (from leaves already `binned`, or a pass of their

@@ -184,6 +184,21 @@ pub enum FinerCounts {
 }
 
 impl FinerCounts {
+    /// The true counts of the `leaves` leaves `levels` above them (a whole tree's, from its first leaf): what
+    /// binning the rows at the tree's own depth would give, on axes the finer cells nest in.
+    pub fn tree_leaves(&self, levels: u32, leaves: usize) -> Vec<u64> {
+        match self {
+            FinerCounts::Histogram(counts) => {
+                counts.chunks_exact(1 << levels).map(|block| block.iter().sum()).collect()
+            }
+            FinerCounts::SortedCodes(codes) => {
+                let mut counts = vec![0u64; leaves];
+                codes.iter().for_each(|&code| counts[(code >> levels) as usize] += 1);
+                counts
+            }
+        }
+    }
+
     /// The true counts of `sub_cells` equal sub-cells of leaf `leaf` (the part's `index`-th), `width` finer
     /// leaves.
     fn sub_cells(&self, index: usize, leaf: usize, width: usize, sub_cells: usize) -> Vec<u64> {
@@ -571,6 +586,22 @@ mod tests {
         assert!(parameters.leaves_refined > 0);
         assert!(from_codes.counts.iter().all(|&count| count > 0));
         assert_eq!(from_codes.total(), leaves.iter().sum::<u64>());
+    }
+
+    /// The tree's leaves summed from the finer counts, as a histogram or as sorted codes, are the rows' leaves.
+    #[test]
+    fn the_finer_counts_sum_to_the_tree_leaves() {
+        let codes: Vec<u32> = (0..5_000u32).map(|row| row.wrapping_mul(2_654_435_761) % (64 << 6)).collect();
+        let mut finer = vec![0u64; 64 << 6];
+        let mut leaves = vec![0u64; 64];
+        for &code in &codes {
+            finer[code as usize] += 1;
+            leaves[code as usize >> 6] += 1;
+        }
+        let mut sorted = codes;
+        sorted.sort_unstable();
+        assert_eq!(FinerCounts::Histogram(finer).tree_leaves(6, 64), leaves);
+        assert_eq!(FinerCounts::SortedCodes(sorted).tree_leaves(6, 64), leaves);
     }
 
     /// A rank refines its own leaves (the cluster's parts): the parts put together are the whole refinement.
