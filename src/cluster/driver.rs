@@ -288,8 +288,8 @@ impl<'a> RankRelease<'a> {
             bits
         });
         let part = pool.install(|| noised.release(top_estimates, plan.consistency(), seeds.consistency()));
-        let axes = (warps.as_deref(), marginals.as_ref());
-        let (depth, part, refined) = self.refined(plan, &ownership, (part, finer), axes)?;
+        let warps_and_marginals = (warps.as_deref(), marginals.as_ref());
+        let (depth, part, refined) = self.refined(plan, &ownership, (part, finer), warps_and_marginals)?;
         Ok((RankPart { plan, rows_read, schedule, depth, part, refined, marginals }, scan, binning))
     }
 

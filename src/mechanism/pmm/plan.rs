@@ -541,8 +541,8 @@ impl PmmPlan {
         };
         let counts = timings
             .time_in_parts("noise and consistency", |parts| plan.release_with(&schedule, leaves, n_hat, seeds, parts));
-        let marginals_and_warps = (warps.as_deref(), marginals.as_ref());
-        let refined = plan.refined(&schedule, counts, (data, finer), marginals_and_warps, seeds, timings)?;
+        let warps_and_marginals = (warps.as_deref(), marginals.as_ref());
+        let refined = plan.refined(&schedule, counts, (data, finer), warps_and_marginals, seeds, timings)?;
         Ok((plan.leaves_release(&schedule, refined, marginals, scan, binning), plan))
     }
 
