@@ -30,7 +30,7 @@ use crate::mechanism::pmm::marginals::{
     axis_counts, BinnedMarginals, CalibratedRows, MarginalPlan, MonotoneMap, ReleasedMarginals,
 };
 use crate::mechanism::pmm::pairs::{DrawnRows, PairMap, PairMappedRows, PairParameters, PairPlan, PAIR_BITS};
-use crate::mechanism::pmm::refine::{AxisShapes, FinerCounts, LeafRefinementParameters};
+use crate::mechanism::pmm::refine::{binned_with_the_tree, AxisShapes, FinerCounts, LeafRefinementParameters};
 use crate::mechanism::pmm::schedule::LevelSchedule;
 use crate::mechanism::pmm::PmmPlan;
 use crate::mechanism::{leaf_value_cells, PublicInputs, ReleasedMeasure};
@@ -356,8 +356,7 @@ impl<'a> RankRelease<'a> {
                 let (counts, rows_read, scan, binning) =
                     self.bin(finer, warps.as_deref(), self.exchange.at(finer.depth()))?;
                 let tree = pool.install(|| counts.coarsened(finer.depth(), schedule.depth));
-                let binning = format!("{binning}, {levels} levels below the tree's leaves, which are summed from them");
-                (tree, Some(counts), rows_read, scan, binning)
+                (tree, Some(counts), rows_read, scan, binned_with_the_tree(&binning, levels))
             }
         };
         Ok(RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals, warps, finer })

@@ -11,7 +11,7 @@ use crate::binner::device::DeviceChoice;
 use crate::error::Result;
 use crate::geometry::partition::CellGeometry;
 use crate::progress::Timings;
-use crate::mechanism::pmm::coarsen_leaves;
+use crate::mechanism::pmm::{coarsen_leaves, summed_blocks};
 use crate::mechanism::pmm::schedule::cell_memory_bytes;
 
 /// How the ranks of a run hold and exchange their leaf counts (the same on every rank).
@@ -83,9 +83,7 @@ impl LocalCounts {
     /// [`Self::coarsen`], keeping these counts.
     pub fn coarsened(&self, from: u32, to: u32) -> LocalCounts {
         match self {
-            LocalCounts::Dense(leaves) => {
-                LocalCounts::Dense(leaves.chunks_exact(1 << (from - to)).map(|block| block.iter().sum()).collect())
-            }
+            LocalCounts::Dense(leaves) => LocalCounts::Dense(summed_blocks(leaves, from - to)),
             LocalCounts::Sparse { codes, counts } => {
                 let (codes, counts) = runs(codes.iter().map(|&code| code >> (from - to)).zip(counts.iter().copied()));
                 LocalCounts::Sparse { codes, counts }

@@ -35,10 +35,12 @@ pub fn coarsen_leaves(leaves: Vec<u64>, from_depth: u32, to_depth: u32) -> Vec<u
     if to_depth == from_depth {
         return leaves;
     }
-    leaves
-        .chunks_exact(1 << (from_depth - to_depth))
-        .map(|block| block.iter().sum())
-        .collect()
+    summed_blocks(&leaves, from_depth - to_depth)
+}
+
+/// The counts of the cells `levels` above `leaves`, keeping them: [`coarsen_leaves`]'s sums.
+pub fn summed_blocks(leaves: &[u64], levels: u32) -> Vec<u64> {
+    leaves.chunks_exact(1 << levels).map(|block| block.iter().sum()).collect()
 }
 
 /// Noise every level the schedule noises, then make the tree consistent (averaged bottom-up first when

@@ -15,7 +15,9 @@ use super::averaging::BottomUp;
 use super::consistency::Consistency;
 use super::marginals::{BinnedMarginals, MarginalPlan, MonotoneMap, Partition, ReleasedMarginals};
 use super::pairs::{PairMap, PairParameters, PairPlan};
-use super::refine::{AxisShapes, FinerCounts, LeafRefinement, LeafRefinementParameters, SparseLeaves};
+use super::refine::{
+    binned_with_the_tree, AxisShapes, FinerCounts, LeafRefinement, LeafRefinementParameters, SparseLeaves,
+};
 use super::report::{AutoSwitch, AutoThresholds, LevelInfo, PmmParameters};
 use super::schedule::{
     cell_memory_bytes, choose_depth, max_depth_for_memory, LevelSchedule, RootNoise,
@@ -535,8 +537,7 @@ impl PmmPlan {
                     let leaves = parts.time("sum the tree's leaves", tree_leaves);
                     Ok::<_, Error>((leaves, truth, scan, binning))
                 })?;
-                let binning = format!("{binning}, {levels} levels below the tree's leaves, which are summed from them");
-                (leaves, Some(truth), scan, binning)
+                (leaves, Some(truth), scan, binned_with_the_tree(&binning, levels))
             }
         };
         let counts = timings
