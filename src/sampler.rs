@@ -6,6 +6,8 @@
 //! stream seeded by (seed, b), so any batch of blocks can be generated in parallel and the output does
 //! not depend on the thread count.
 
+use std::borrow::Cow;
+
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rayon::prelude::*;
@@ -53,14 +55,13 @@ impl Cells {
 pub struct LeafSampler<'a> {
     cells: Cells,
     /// The cells counted, where only some are ([`LeafSampler::sparse`]): count i is cell `codes[i]`'s.
-    codes: Option<&'a [u32]>,
+    codes: Option<Cow<'a, [u32]>>,
     /// Width of every cell on each axis.
     widths: Vec<f64>,
     /// offsets[θ] = Σ_{θ' < θ} m_θ', with the total at the end.
     offsets: Vec<u64>,
-    /// For a part of the cells ([`LeafSampler::part`]): the first one's code, and the number of the first
-    /// row in the whole table (the row streams are keyed by it). 0 and 0 for the whole table.
-    first_cell: usize,
+    /// For a part of the rows ([`LeafSampler::sparse`]): the number of its first row in the whole table (the
+    /// row streams are keyed by it). 0 for the whole table.
     first_row: u64,
     placement: Placement,
     seed: u64,
@@ -78,24 +79,6 @@ impl<'a> LeafSampler<'a> {
         Self::new_unchecked(geometry, leaf_counts, placement, seed)
     }
 
-    /// The rows of the leaves `first_leaf ..` (their counts given) of a dyadic partition whose earlier
-    /// leaves hold `first_row` rows: exactly those rows of [`LeafSampler::new`]'s table on all the leaves
-    /// (a rank's part of a distributed release). Rows are numbered from 0 within the part.
-    pub fn part(
-        geometry: CellGeometry,
-        leaf_counts: &[u64],
-        first_leaf: usize,
-        first_row: u64,
-        placement: Placement,
-        seed: u64,
-    ) -> Self {
-        assert!(first_leaf + leaf_counts.len() <= geometry.leaf_count());
-        let mut sampler = Self::new_unchecked(geometry, leaf_counts, placement, seed);
-        sampler.first_cell = first_leaf;
-        sampler.first_row = first_row;
-        sampler
-    }
-
     fn new_unchecked(geometry: CellGeometry, leaf_counts: &[u64], placement: Placement, seed: u64) -> Self {
         let widths = (0..geometry.dims())
             .map(|axis| (-(geometry.axis_bits(axis) as f64)).exp2())
@@ -104,19 +87,23 @@ impl<'a> LeafSampler<'a> {
         Self::with_cells(cells, widths, leaf_counts, placement, seed)
     }
 
-    /// Rows in the leaves `codes` (ascending) of the dyadic partition, with `leaf_counts` each: the rows of
-    /// [`LeafSampler::new`] on every leaf's count, the others' 0 (a leaf without rows draws nothing).
+    /// Rows in the leaves `codes` (ascending) of the dyadic partition, with `leaf_counts` each, where the
+    /// rows before them number `first_row`: rows `first_row ..` of [`LeafSampler::new`]'s table on every
+    /// leaf's count, the others' 0 (a leaf without rows draws nothing). A part of the table (a rank's rows)
+    /// may begin or end inside a leaf: that leaf's count is then the part's rows in it.
     pub fn sparse(
         geometry: CellGeometry,
-        codes: &'a [u32],
+        codes: impl Into<Cow<'a, [u32]>>,
         leaf_counts: &[u64],
+        first_row: u64,
         placement: Placement,
         seed: u64,
     ) -> Self {
+        let codes = codes.into();
         assert_eq!(codes.len(), leaf_counts.len());
         assert!(codes.windows(2).all(|pair| pair[0] < pair[1]), "the leaves are listed once each, in code order");
         assert!(codes.last().is_none_or(|&last| (last as usize) < geometry.leaf_count()));
-        LeafSampler { codes: Some(codes), ..Self::new_unchecked(geometry, leaf_counts, placement, seed) }
+        LeafSampler { codes: Some(codes), first_row, ..Self::new_unchecked(geometry, leaf_counts, placement, seed) }
     }
 
     /// Rows in the cubes of a regular grid (PSMM).
@@ -138,7 +125,6 @@ impl<'a> LeafSampler<'a> {
             codes: None,
             widths,
             offsets: running_totals(counts),
-            first_cell: 0,
             first_row: 0,
             placement,
             seed,
@@ -204,7 +190,7 @@ impl<'a> LeafSampler<'a> {
                 leaf += 1;
             }
             if corner_leaf != leaf {
-                let cell = self.codes.map_or(self.first_cell + leaf, |codes| codes[leaf] as usize);
+                let cell = self.codes.as_ref().map_or(leaf, |codes| codes[leaf] as usize);
                 self.cells.axis_indices(cell, &mut indices);
                 for axis in 0..dims {
                     corner[axis] = indices[axis] as f64 * widths[axis];
@@ -428,13 +414,27 @@ mod tests {
             .unzip();
         for placement in [Placement::Uniform, Placement::Centre] {
             let dense = LeafSampler::new(geometry, &counts, placement, 5);
-            let sparse = LeafSampler::sparse(geometry, &codes, &listed, placement, 5);
+            let sparse = LeafSampler::sparse(geometry, &codes, &listed, 0, placement, 5);
             assert_eq!(sparse.total_rows(), dense.total_rows());
             let rows = dense.total_rows() as usize;
             let (mut from_dense, mut from_sparse) = (vec![Vec::new(); 3], vec![Vec::new(); 3]);
             dense.sample_rows(0, rows, &mut from_dense);
             sparse.sample_rows(0, rows, &mut from_sparse);
             assert_eq!(from_dense, from_sparse, "{placement:?}");
+            // A rank's part: the listed leaves from the `at`-th on, after the rows of those before them, or
+            // beginning one row into that leaf.
+            let at = 3 + listed[3..].iter().position(|&count| count >= 2).expect("a leaf of two rows or more");
+            for skipped in [0, 1] {
+                let first_row = listed[..at].iter().sum::<u64>() + skipped;
+                let mut counts = listed[at..].to_vec();
+                counts[0] -= skipped;
+                let part = LeafSampler::sparse(geometry, &codes[at..], &counts, first_row, placement, 5);
+                let mut from_part = vec![Vec::new(); 3];
+                part.sample_rows(0, part.total_rows() as usize, &mut from_part);
+                let rest: Vec<Vec<f64>> =
+                    from_dense.iter().map(|column| column[first_row as usize..].to_vec()).collect();
+                assert_eq!(from_part, rest, "{placement:?}, {skipped} rows skipped");
+            }
         }
     }
 

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::exchange::{Exchange, ExchangeRule, LocalCounts};
-use super::part::{Ownership, PartRelease, PartTree};
-use super::rows::{allocate_part_rows, rows_before};
+use super::part::{Ownership, PartLeaves, PartRelease, PartTree};
+use super::rows::{allocate_part_rows, dealt_evenly, rows_before};
 use super::{agree, weighted_starts, Communicator};
 use crate::binner::pass::DataPass;
 use crate::binner::ScanStats;
@@ -30,7 +30,7 @@ use crate::mechanism::pmm::marginals::{
     axis_counts, BinnedMarginals, CalibratedRows, MarginalPlan, MonotoneMap, ReleasedMarginals,
 };
 use crate::mechanism::pmm::pairs::{DrawnRows, PairMap, PairMappedRows, PairParameters, PairPlan, PAIR_BITS};
-use crate::mechanism::pmm::refine::{binned_with_the_tree, AxisShapes, FinerCounts, LeafRefinementParameters};
+use crate::mechanism::pmm::refine::{binned_with_the_tree, AxisShapes, LeafRefinementParameters};
 use crate::mechanism::pmm::schedule::LevelSchedule;
 use crate::mechanism::pmm::PmmPlan;
 use crate::mechanism::{leaf_value_cells, PublicInputs, ReleasedMeasure};
@@ -154,8 +154,11 @@ pub fn synthesize_across(
     });
     drop(generator);
     let (staged, rows_written) = agree(comm, written)?;
-    let leaves_owned = release.part.leaves.len() as u64;
-    let joint = ReleasedMeasure::Leaves { geometry, counts: release.part.leaves };
+    let leaves_owned = release.part.leaves_owned() as u64;
+    let joint = match release.part.leaves {
+        PartLeaves::Every(counts) => ReleasedMeasure::Leaves { geometry, counts },
+        PartLeaves::Listed { leaves, .. } => ReleasedMeasure::SparseLeaves { geometry, leaves },
+    };
     let root_count = release.part.root_count;
     let mut whole = match (release.marginals, maps) {
         (Some(marginals), Some(maps)) => {
@@ -400,19 +403,23 @@ impl<'a> RankRelease<'a> {
             None => self.bin(geometry, warps, exchange.at(geometry.depth()))?.0,
         };
         let starts: Vec<usize> = ownership.leaf_starts().iter().map(|&start| start << levels).collect();
-        let own = FinerCounts::Histogram(counts.to_owners(comm, &starts));
+        let own = counts.finer_to_owners(comm, &starts);
         let shapes = AxisShapes::of_run(&geometry, marginals, warps.is_some());
         let coins = (&seeds.noise, seeds.placement());
+        let PartLeaves::Every(tree_leaves) = &part.leaves else { panic!("the tree's part lists every leaf") };
         let (leaves, mut parameters) = pool.install(|| {
-            refinement.refine((part.first_leaf, &part.leaves), (geometry, &own), levels, coins, shapes.as_ref())
+            refinement.refine((part.first_leaf, tree_leaves), (geometry, &own), levels, coins, shapes.as_ref())
         });
         let mut refined = [parameters.leaves_refined, parameters.sub_cells];
         comm.sum(&mut refined);
         [parameters.leaves_refined, parameters.sub_cells] = refined;
-        // A rank's part stays a full array: its true finer counts came as one (the exchange's).
-        let first_leaf = part.first_leaf << levels;
-        let part = PartRelease { first_leaf, leaves: leaves.to_dense(first_leaf, part.leaves.len() << levels), ..part };
-        Ok((geometry.depth(), part, Some(parameters)))
+        let (first_leaf, owned) = (part.first_leaf << levels, tree_leaves.len() << levels);
+        // An empty release spreads --rows over every leaf, as on one machine.
+        let leaves = match part.root_count {
+            0 => PartLeaves::Every(leaves.to_dense(first_leaf, owned)),
+            _ => PartLeaves::Listed { owned, leaves },
+        };
+        Ok((geometry.depth(), PartRelease { first_leaf, leaves, ..part }, Some(parameters)))
     }
 
     /// The marginal trees of `plan` released from every rank's leaf counts summed (`binned`: this rank's
@@ -463,9 +470,9 @@ impl<'a> RankRelease<'a> {
     }
 }
 
-/// This rank's rows of the whole table of `rows` rows (`None`: the released counts; otherwise spread
-/// over the whole tree's leaves as on one machine), drawn with `seed`, mapped onto the released
-/// marginals where there are `maps`.
+/// This rank's even share of the rows of the whole table of `rows` rows (`None`: the released counts;
+/// otherwise spread over the whole tree's leaves as on one machine), drawn with `seed`, mapped onto the
+/// released marginals where there are `maps`.
 fn part_rows<'a>(
     comm: &dyn Communicator,
     part: &PartRelease,
@@ -477,17 +484,21 @@ fn part_rows<'a>(
 ) -> Box<dyn RowGenerator + 'a> {
     let allocated = match rows {
         Some(rows) if rows != part.root_count => {
-            let allocation = allocate_part_rows(comm, &part.leaves, geometry.leaf_count(), part.root_count, rows);
+            let allocation = allocate_part_rows(comm, part.counts(), geometry.leaf_count(), part.root_count, rows);
             let first_row = rows_before(comm, allocation.iter().sum());
-            Some((allocation, first_row))
+            Some((allocation, first_row, rows))
         }
         _ => None,
     };
-    let (counts, first_row) = match &allocated {
-        Some((allocation, first_row)) => (allocation.as_slice(), *first_row),
-        None => (part.leaves.as_slice(), part.first_row),
+    let (counts, first_row, total) = match &allocated {
+        Some((allocation, first_row, rows)) => (allocation.as_slice(), *first_row, *rows),
+        None => (part.counts(), part.first_row, part.root_count),
     };
-    let sampler = LeafSampler::part(geometry, counts, part.first_leaf, first_row, placement, seed);
+    // Each rank draws an even share of the rows, whichever ranks own their leaves (a skewed table's rows sit
+    // in a few ranks' leaves).
+    let leaves = part.cells().map(|(code, _)| code).zip(counts.iter().copied()).filter(|&(_, rows)| rows > 0);
+    let (codes, counts, first_row) = dealt_evenly(comm, leaves, first_row, total);
+    let sampler = LeafSampler::sparse(geometry, codes, &counts, first_row, placement, seed);
     match maps {
         Some(maps) => Box::new(CalibratedRows { inner: Box::new(sampler), maps }),
         None => Box::new(sampler),

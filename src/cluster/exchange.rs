@@ -4,6 +4,9 @@
 //! rows and its own 2^r / P leaves: what lets the tree outgrow one machine's memory (the plan's memory
 //! cap grows with the number of ranks).
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use super::Communicator;
 use crate::binner::pass::DataPass;
 use crate::binner::{AxisPlan, ScanStats};
@@ -11,6 +14,7 @@ use crate::binner::device::DeviceChoice;
 use crate::error::Result;
 use crate::geometry::partition::CellGeometry;
 use crate::progress::Timings;
+use crate::mechanism::pmm::refine::{FinerCounts, SparseLeaves};
 use crate::mechanism::pmm::{coarsen_leaves, summed_blocks};
 use crate::mechanism::pmm::schedule::cell_memory_bytes;
 
@@ -96,14 +100,9 @@ impl LocalCounts {
         match self {
             LocalCounts::Dense(leaves) => comm.reduce_scatter(&leaves, leaf_starts),
             LocalCounts::Sparse { codes, counts } => {
-                let mut sends = vec![Vec::new(); comm.size()];
-                for (&code, &count) in codes.iter().zip(&counts) {
-                    let owner = leaf_starts.partition_point(|&start| start <= code as usize) - 1;
-                    sends[owner].extend([u64::from(code), count]);
-                }
                 let first = leaf_starts[comm.rank()];
                 let mut own = vec![0u64; leaf_starts[comm.rank() + 1] - first];
-                for pairs in comm.all_to_all(sends) {
+                for pairs in sent_to_owners(comm, leaf_starts, &codes, &counts) {
                     for pair in pairs.chunks_exact(2) {
                         own[pair[0] as usize - first] += pair[1];
                     }
@@ -112,6 +111,46 @@ impl LocalCounts {
             }
         }
     }
+
+    /// [`Self::to_owners`] for the finer leaves of `--refine-share`, 2^6 times the tree's: from the sparse
+    /// exchange, only the leaves that hold rows, so that a rank never holds all of its finer leaves.
+    pub fn finer_to_owners(self, comm: &dyn Communicator, leaf_starts: &[usize]) -> FinerCounts {
+        match self {
+            LocalCounts::Dense(_) => FinerCounts::Histogram(self.to_owners(comm, leaf_starts)),
+            LocalCounts::Sparse { codes, counts } => {
+                let (codes, counts) = merged_runs(&sent_to_owners(comm, leaf_starts, &codes, &counts));
+                FinerCounts::Listed(SparseLeaves { codes, counts })
+            }
+        }
+    }
+}
+
+/// Sends each (code, count) run to the rank that owns its leaf; returns the runs every rank sent this one,
+/// as (code, count) pairs, ascending from each rank.
+fn sent_to_owners(comm: &dyn Communicator, leaf_starts: &[usize], codes: &[u32], counts: &[u64]) -> Vec<Vec<u64>> {
+    let mut sends = vec![Vec::new(); comm.size()];
+    for (&code, &count) in codes.iter().zip(counts) {
+        let owner = leaf_starts.partition_point(|&start| start <= code as usize) - 1;
+        sends[owner].extend([u64::from(code), count]);
+    }
+    comm.all_to_all(sends)
+}
+
+/// The ranks' ascending (code, count) pairs merged into one run per code.
+fn merged_runs(received: &[Vec<u64>]) -> (Vec<u32>, Vec<u64>) {
+    let mut heads: BinaryHeap<Reverse<(u64, usize, usize)>> = (received.iter().enumerate())
+        .filter(|(_, pairs)| !pairs.is_empty())
+        .map(|(rank, pairs)| Reverse((pairs[0], rank, 0)))
+        .collect();
+    let ascending = std::iter::from_fn(|| {
+        let Reverse((code, rank, at)) = heads.pop()?;
+        let pairs = &received[rank];
+        if at + 2 < pairs.len() {
+            heads.push(Reverse((pairs[at + 2], rank, at + 2)));
+        }
+        Some((code as u32, pairs[at + 1]))
+    });
+    runs(ascending)
 }
 
 /// Runs of equal codes (given in ascending order) with their counts added.
@@ -162,5 +201,32 @@ mod tests {
         }
         let total: u64 = results.iter().flat_map(|(dense, _)| dense).sum();
         assert_eq!(total, 4 * 300);
+    }
+
+    #[test]
+    fn finer_counts_reach_their_owners_listed_from_the_sparse_exchange() {
+        let depth = 12;
+        let starts = [0, 1000, 1000, 2500, 1 << depth];
+        let results = run_local(4, |comm| {
+            // Even rows are every rank's, odd ones this rank's.
+            let rank = comm.rank() as u32;
+            let mut rows: Vec<u32> = (0..500u32).map(|row| (row * 89 + row % 2 * rank * 7) % (1 << depth)).collect();
+            rows.sort_unstable();
+            let (codes, counts) = runs(rows.into_iter().map(|code| (code, 1)));
+            let mut dense = vec![0u64; 1 << depth];
+            codes.iter().zip(&counts).for_each(|(&code, &count)| dense[code as usize] += count);
+            let from_dense = LocalCounts::Dense(dense).finer_to_owners(comm, &starts);
+            (from_dense, LocalCounts::Sparse { codes, counts }.finer_to_owners(comm, &starts))
+        });
+        let mut total = 0;
+        for (rank, (from_dense, from_sparse)) in results.into_iter().enumerate() {
+            let (FinerCounts::Histogram(own), FinerCounts::Listed(listed)) = (from_dense, from_sparse) else {
+                panic!("a histogram from the dense exchange, the listed leaves from the sparse one");
+            };
+            assert!(listed.counts.iter().all(|&count| count > 0));
+            assert_eq!(listed.to_dense(starts[rank], starts[rank + 1] - starts[rank]), own, "rank {rank}");
+            total += listed.total();
+        }
+        assert_eq!(total, 4 * 500);
     }
 }

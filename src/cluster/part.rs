@@ -11,6 +11,7 @@ use crate::geometry::tree::CountTree;
 use crate::mechanism::pmm::averaging::{average_cells, average_levels, settle, BottomUp, LevelWeights};
 use crate::mechanism::pmm::consistency::{enforce_consistency, split_children, Consistency};
 use crate::mechanism::pmm::noise::{add_level_noise, add_noise_to_cells};
+use crate::mechanism::pmm::refine::SparseLeaves;
 use crate::noise::discrete_laplace::RationalScale;
 use crate::privacy::NoiseKey;
 
@@ -51,15 +52,44 @@ pub struct PartRelease {
     pub first_leaf: usize,
     /// The released rows in the leaves before it (of all ranks before this one).
     pub first_row: u64,
-    pub leaves: Vec<u64>,
+    pub leaves: PartLeaves,
     /// The released total of the whole tree.
     pub root_count: u64,
 }
 
+/// A part's released leaf counts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PartLeaves {
+    /// Every leaf the rank owns, from the first on.
+    Every(Vec<u64>),
+    /// The leaves cut finer by `--refine-share` (2^6 times the tree's, mostly empty): those that hold rows, of
+    /// the `owned` the rank owns.
+    Listed { owned: usize, leaves: SparseLeaves },
+}
+
 impl PartRelease {
-    /// (leaf code, count) of each leaf it owns.
-    pub fn cells(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
-        (self.first_leaf..).zip(self.leaves.iter().copied())
+    /// (leaf code, count) of each leaf it owns (those that hold rows where they are listed).
+    pub fn cells(&self) -> Box<dyn Iterator<Item = (usize, u64)> + '_> {
+        match &self.leaves {
+            PartLeaves::Every(counts) => Box::new((self.first_leaf..).zip(counts.iter().copied())),
+            PartLeaves::Listed { leaves, .. } => Box::new(leaves.cells()),
+        }
+    }
+
+    /// The counts of its leaves in code order: every leaf's, or the listed ones'.
+    pub fn counts(&self) -> &[u64] {
+        match &self.leaves {
+            PartLeaves::Every(counts) => counts,
+            PartLeaves::Listed { leaves, .. } => &leaves.counts,
+        }
+    }
+
+    /// How many leaves the rank owns.
+    pub fn leaves_owned(&self) -> usize {
+        match &self.leaves {
+            PartLeaves::Every(counts) => counts.len(),
+            PartLeaves::Listed { owned, .. } => *owned,
+        }
     }
 }
 
@@ -191,10 +221,11 @@ impl NoisedPart {
             let parents = &upper[(level - top) as usize];
             split_children(parents, &mut lower[0], level, first, consistency.rule, floor, coin_seed);
         }
+        let leaves = levels.pop().expect("the leaf level").into_iter().map(|count| count as u64).collect();
         PartRelease {
             first_leaf: first_cell << (depth - top),
             first_row: released_top[..first_cell].iter().map(|&count| count as u64).sum(),
-            leaves: levels.pop().expect("the leaf level").into_iter().map(|count| count as u64).collect(),
+            leaves: PartLeaves::Every(leaves),
             root_count: released_top.iter().map(|&count| count as u64).sum(),
         }
     }
@@ -251,13 +282,13 @@ mod tests {
                         });
                         noised.release(estimates, consistency, 77)
                     });
-                    let joined: Vec<u64> = parts.iter().flat_map(|part| part.leaves.clone()).collect();
+                    let joined: Vec<u64> = parts.iter().flat_map(|part| part.counts().to_vec()).collect();
                     assert_eq!(joined, whole, "depth {depth}, {ranks} ranks, {consistency:?}");
                     let mut rows = 0;
                     for part in &parts {
                         assert_eq!(part.first_row, rows);
                         assert_eq!(part.root_count, whole.iter().sum::<u64>());
-                        rows += part.leaves.iter().sum::<u64>();
+                        rows += part.counts().iter().sum::<u64>();
                     }
                 }
             }

@@ -233,6 +233,7 @@ impl ReleasedMeasure {
                 *geometry,
                 &leaves.codes,
                 &rows_per_cell(&leaves.counts, rows),
+                0,
                 placement,
                 seed,
             )),

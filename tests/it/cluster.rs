@@ -170,6 +170,10 @@ fn parts_in_rank_order_are_the_single_machine_table_for_any_rank_count() {
             assert_eq!(per_rank.len(), ranks);
             let read: u64 = per_rank.iter().map(|rank| rank["rows_read"].as_u64().unwrap()).sum();
             assert_eq!(read, ROWS as u64, "every row group is read by exactly one rank");
+            let written: Vec<u64> = per_rank.iter().map(|rank| rank["rows_written"].as_u64().unwrap()).collect();
+            let even = expected[0].len() as u64 / ranks as u64;
+            let dealt_evenly = written.iter().all(|&rows| rows == even || rows == even + 1);
+            assert!(dealt_evenly, "{ranks} ranks: each writes an even share of the rows, not {written:?}");
         }
     }
 }

@@ -184,10 +184,12 @@ const LEAVES_PER_TASK: usize = 1 << 12;
 
 /// The finer leaves' true counts, which a cut leaf's sub-cells sum: their histogram (from the part's first
 /// finer leaf), or every row's finer code, sorted, where the finer leaves outnumber the rows and a histogram
-/// would be mostly zeros (2^28 of them, 2 GB, at n = 10^7 and d = 3).
+/// would be mostly zeros (2^28 of them, 2 GB, at n = 10^7 and d = 3), or the leaves that hold rows with their
+/// counts (what the ranks' sparse exchange brings a rank).
 pub enum FinerCounts {
     Histogram(Vec<u64>),
     SortedCodes(Vec<u32>),
+    Listed(SparseLeaves),
 }
 
 impl FinerCounts {
@@ -199,6 +201,11 @@ impl FinerCounts {
             FinerCounts::SortedCodes(codes) => {
                 let mut counts = vec![0u64; leaves];
                 codes.iter().for_each(|&code| counts[(code >> levels) as usize] += 1);
+                counts
+            }
+            FinerCounts::Listed(listed) => {
+                let mut counts = vec![0u64; leaves];
+                listed.cells().for_each(|(code, count)| counts[code >> levels] += count);
                 counts
             }
         }
@@ -214,11 +221,18 @@ impl FinerCounts {
             }
             FinerCounts::SortedCodes(codes) => {
                 let first = leaf * width;
-                let start = codes.partition_point(|&code| (code as usize) < first);
-                let end = start + codes[start..].partition_point(|&code| (code as usize) < first + width);
                 let mut counts = vec![0u64; sub_cells];
-                for &code in &codes[start..end] {
+                for &code in &codes[codes_within(codes, first, width)] {
                     counts[(code as usize - first) / per_sub_cell] += 1;
+                }
+                counts
+            }
+            FinerCounts::Listed(listed) => {
+                let first = leaf * width;
+                let mut counts = vec![0u64; sub_cells];
+                let within = codes_within(&listed.codes, first, width);
+                for (&code, &count) in listed.codes[within.clone()].iter().zip(&listed.counts[within]) {
+                    counts[(code as usize - first) / per_sub_cell] += count;
                 }
                 counts
             }
@@ -226,8 +240,15 @@ impl FinerCounts {
     }
 }
 
-/// Released counts on the leaves of a dyadic partition, listed where they are not 0 (`codes` ascending): the
-/// refined leaves, 2^6 times the tree's but no more of them hold rows than there are rows.
+/// Where the ascending `codes` lie in `first .. first + width`.
+fn codes_within(codes: &[u32], first: usize, width: usize) -> std::ops::Range<usize> {
+    let start = codes.partition_point(|&code| (code as usize) < first);
+    start..start + codes[start..].partition_point(|&code| (code as usize) < first + width)
+}
+
+/// Counts on the leaves of a dyadic partition, listed where they are not 0 (`codes` ascending): the refined
+/// leaves' release (2^6 times the tree's leaves, but no more of them hold rows than there are rows), or a
+/// rank's true finer counts.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SparseLeaves {
     pub codes: Vec<u32>,
@@ -569,8 +590,8 @@ mod tests {
         assert_eq!(run(1), run(3));
     }
 
-    /// The rows' sorted codes stand for their histogram: the same refinement, listing only the leaves that hold
-    /// rows.
+    /// The rows' sorted codes, or the leaves that hold rows with their counts, stand for their histogram: the
+    /// same refinement, listing only the leaves that hold rows.
     #[test]
     fn sorted_codes_refine_as_their_histogram() {
         let refinement = refinement(2.0);
@@ -585,15 +606,20 @@ mod tests {
         let key = NoiseKey::from_user_seed(5);
         let refine =
             |truth: &FinerCounts| refinement.refine((0, &leaves), (geometry, truth), 3, (&key, 6), Some(&shapes));
+        let mut listed = SparseLeaves::default();
+        listed.push_nonzero(0, &histogram);
+        let (from_listed, _) = refine(&FinerCounts::Listed(listed));
         let (from_codes, parameters) = refine(&FinerCounts::SortedCodes(sorted));
         let (from_histogram, _) = refine(&FinerCounts::Histogram(histogram));
         assert_eq!(from_codes, from_histogram);
+        assert_eq!(from_listed, from_histogram);
         assert!(parameters.leaves_refined > 0);
         assert!(from_codes.counts.iter().all(|&count| count > 0));
         assert_eq!(from_codes.total(), leaves.iter().sum::<u64>());
     }
 
-    /// The tree's leaves summed from the finer counts, as a histogram or as sorted codes, are the rows' leaves.
+    /// The tree's leaves summed from the finer counts (a histogram, sorted codes or listed leaves) are the rows'
+    /// leaves.
     #[test]
     fn the_finer_counts_sum_to_the_tree_leaves() {
         let codes: Vec<u32> = (0..5_000u32).map(|row| row.wrapping_mul(2_654_435_761) % (64 << 6)).collect();
@@ -605,8 +631,11 @@ mod tests {
         }
         let mut sorted = codes;
         sorted.sort_unstable();
+        let mut listed = SparseLeaves::default();
+        listed.push_nonzero(0, &finer);
         assert_eq!(FinerCounts::Histogram(finer).tree_leaves(6, 64), leaves);
         assert_eq!(FinerCounts::SortedCodes(sorted).tree_leaves(6, 64), leaves);
+        assert_eq!(FinerCounts::Listed(listed).tree_leaves(6, 64), leaves);
     }
 
     /// A rank refines its own leaves (the cluster's parts): the parts put together are the whole refinement.
