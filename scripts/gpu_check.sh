@@ -67,7 +67,7 @@ fi
 if wanted 3; then
 echo "== 3. end to end, $rows rows, uncompressed"
 DPSYNTH_BENCH_ROWS=$rows DPSYNTH_BENCH_DIR=$data DPSYNTH_BENCH_COMPRESSION=none DPSYNTH_BENCH_REPS=$reps \
-  "$bin/end_to_end" || echo "FAILED: end-to-end bench"
+  DPSYNTH_BENCH_DIMS=2,4 DPSYNTH_BENCH_MECHANISMS=pmm "$bin/end_to_end" || echo "FAILED: end-to-end bench"
 fi
 # One `dpsynth synth` of $1 (d = $2) on device $3 with $4 threads (empty: all): a summary line, the phases.
 synth() {
