@@ -70,6 +70,23 @@ fn synth_options(mechanism: &str, names: &[String], threads: Option<usize>) -> S
     options
 }
 
+/// Adds one run's `phases` to `split`: each phase's seconds, or each of its parts' as "phase/part".
+fn record_phases(split: &mut Vec<(String, Vec<f64>)>, phases: &[PhaseTiming]) {
+    for timing in phases {
+        let leaves: Vec<(String, f64)> = if timing.parts.is_empty() {
+            vec![(timing.phase.to_string(), timing.seconds)]
+        } else {
+            timing.parts.iter().map(|part| (format!("{}/{}", timing.phase, part.phase), part.seconds)).collect()
+        };
+        for (name, seconds) in leaves {
+            match split.iter_mut().find(|(known, _)| *known == name) {
+                Some((_, values)) => values.push(seconds),
+                None => split.push((name, vec![seconds])),
+            }
+        }
+    }
+}
+
 fn median(mut seconds: Vec<f64>) -> f64 {
     seconds.sort_by(f64::total_cmp);
     seconds[seconds.len() / 2]
@@ -133,20 +150,7 @@ fn main() {
                         other => panic!("a PMM run reported {other:?}"),
                     };
                     let phases = &outcome.diagnostics.timings_seconds;
-                    for timing in phases {
-                        let leaves: Vec<(String, f64)> = if timing.parts.is_empty() {
-                            vec![(timing.phase.to_string(), timing.seconds)]
-                        } else {
-                            let part = |part: &PhaseTiming| (format!("{}/{}", timing.phase, part.phase), part.seconds);
-                            timing.parts.iter().map(part).collect()
-                        };
-                        for (name, seconds) in leaves {
-                            match split.iter_mut().find(|(known, _)| *known == name) {
-                                Some((_, values)) => values.push(seconds),
-                                None => split.push((name, vec![seconds])),
-                            }
-                        }
-                    }
+                    record_phases(&mut split, phases);
                     let bin = phases.iter().find(|timing| timing.phase == "bin");
                     bin_pass.push(bin.map_or(f64::NAN, |timing| timing.seconds));
                 }

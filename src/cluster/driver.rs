@@ -406,7 +406,9 @@ impl<'a> RankRelease<'a> {
         let own = counts.finer_to_owners(comm, &starts);
         let shapes = AxisShapes::of_run(&geometry, marginals, warps.is_some());
         let coins = (&seeds.noise, seeds.placement());
-        let PartLeaves::Every(tree_leaves) = &part.leaves else { panic!("the tree's part lists every leaf") };
+        let PartLeaves::Every(tree_leaves) = &part.leaves else {
+            return Err(Error::internal("the tree's part lists every leaf"));
+        };
         let (leaves, mut parameters) = pool.install(|| {
             refinement.refine((part.first_leaf, tree_leaves), (geometry, &own), levels, coins, shapes.as_ref())
         });
@@ -486,14 +488,15 @@ fn part_rows<'a>(
         Some(rows) if rows != part.root_count => {
             let allocation = allocate_part_rows(comm, part.counts(), geometry.leaf_count(), part.root_count, rows);
             let first_row = rows_before(comm, allocation.iter().sum());
-            Some((allocation, first_row, rows))
+            Some((allocation, first_row))
         }
         _ => None,
     };
-    let (counts, first_row, total) = match &allocated {
-        Some((allocation, first_row, rows)) => (allocation.as_slice(), *first_row, *rows),
-        None => (part.counts(), part.first_row, part.root_count),
+    let (counts, first_row) = match &allocated {
+        Some((allocation, first_row)) => (allocation.as_slice(), *first_row),
+        None => (part.counts(), part.first_row),
     };
+    let total = rows.unwrap_or(part.root_count);
     // Each rank draws an even share of the rows, whichever ranks own their leaves (a skewed table's rows sit
     // in a few ranks' leaves).
     let leaves = part.cells().map(|(code, _)| code).zip(counts.iter().copied()).filter(|&(_, rows)| rows > 0);
