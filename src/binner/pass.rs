@@ -14,7 +14,7 @@ use super::histogram::SpillingHistogram;
 use super::{scan_leaf_counts, scan_quantised_rows, AxisPlan, BinnerWorker, NullPolicy, ScanStats};
 use crate::encoding::read::{read_bits, BitRows};
 use crate::encoding::Encoding;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::geometry::bounds::ColumnBounds;
 use crate::geometry::cdf::CellCdf;
 use crate::geometry::grid::RegularGrid;
@@ -134,8 +134,21 @@ impl DataPass<'_> {
     /// all from one pass on the CPU, and what the scan saw. A row counts in every column's histogram or,
     /// dropped by the null policy, in none: the marginals describe the rows the joint release does.
     pub fn marginal_leaf_counts(&self, depth: u32) -> Result<(Vec<Vec<u64>>, ScanStats)> {
-        struct Marginals(Vec<SpillingHistogram>);
-        impl BinnerWorker for Marginals {
+        let (marginals, _, stats) = self.marginal_and_pair_counts(depth, &[], 0)?;
+        Ok((marginals, stats))
+    }
+
+    /// [`Self::marginal_leaf_counts`] and, from the same pass, [`Self::pair_counts`] of `pairs` at `pair_bits`
+    /// (at most `depth`): an equal cell of 2^`pair_bits` per axis is the top bits of the 2^`depth` ones, to the
+    /// bit, since both scales are the same quotient times a power of two.
+    pub fn marginal_and_pair_counts(
+        &self,
+        depth: u32,
+        pairs: &[(usize, usize)],
+        pair_bits: u32,
+    ) -> Result<(Vec<Vec<u64>>, Vec<Vec<u64>>, ScanStats)> {
+        struct Marginals<'p>(Vec<SpillingHistogram>, PairHistograms<'p>);
+        impl BinnerWorker for Marginals<'_> {
             fn add_batch(&mut self, axes: &[&[u32]]) -> Result<()> {
                 for (histogram, cells) in self.0.iter_mut().zip(axes) {
                     let bins = histogram.bins_for(cells.len());
@@ -143,53 +156,39 @@ impl DataPass<'_> {
                         bins[cell as usize] += 1;
                     }
                 }
-                Ok(())
+                self.1.add_batch(axes)
             }
+        }
+        if !pairs.is_empty() && pair_bits > depth {
+            return Err(Error::internal("pair cells are counted in the marginals' pass only as deep as its cells"));
         }
         let cells = 1usize << depth;
         let axes: Vec<AxisPlan> = self.bounds.iter().map(|bounds| AxisPlan::new(bounds.clone(), depth)).collect();
-        let new_worker = || Ok(Marginals((0..self.dims()).map(|_| SpillingHistogram::new(cells)).collect()));
+        let new_worker = || {
+            let marginals = (0..self.dims()).map(|_| SpillingHistogram::new(cells)).collect();
+            Ok(Marginals(marginals, PairHistograms::new(pairs, pair_bits, depth.saturating_sub(pair_bits))))
+        };
         let (workers, stats) = self.fold_quantised_rows("marginals", &axes, &new_worker)?;
         let mut by_column: Vec<Vec<SpillingHistogram>> = (0..self.dims()).map(|_| Vec::new()).collect();
+        let mut pair_workers = Vec::with_capacity(workers.len());
         for worker in workers {
             for (column, histogram) in worker.0.into_iter().enumerate() {
                 by_column[column].push(histogram);
             }
+            pair_workers.push(worker.1);
         }
         let counts = by_column.iter().map(|histograms| SpillingHistogram::sum_all(histograms, cells)).collect();
-        Ok((counts, stats))
+        Ok((counts, PairHistograms::summed(pairs.len(), pair_bits, pair_workers), stats))
     }
 
     /// The 2-D histogram of each column pair `(a, b)` in `pairs`, 2^`bits` equal cells per axis on the
     /// columns' bounds, cell `a_cell · 2^bits + b_cell`, all from one pass on the CPU; and what the scan
     /// saw. Rows dropped by the null policy count in none.
     pub fn pair_counts(&self, pairs: &[(usize, usize)], bits: u32) -> Result<(Vec<Vec<u64>>, ScanStats)> {
-        struct Pairs<'p> {
-            pairs: &'p [(usize, usize)],
-            bits: u32,
-            counts: Vec<Vec<u64>>,
-        }
-        impl BinnerWorker for Pairs<'_> {
-            fn add_batch(&mut self, axes: &[&[u32]]) -> Result<()> {
-                for (&(a, b), counts) in self.pairs.iter().zip(&mut self.counts) {
-                    for (&first, &second) in axes[a].iter().zip(axes[b]) {
-                        counts[((first << self.bits) | second) as usize] += 1;
-                    }
-                }
-                Ok(())
-            }
-        }
-        let cells = 1usize << (2 * bits);
         let axes: Vec<AxisPlan> = self.bounds.iter().map(|bounds| AxisPlan::new(bounds.clone(), bits)).collect();
-        let new_worker = || Ok(Pairs { pairs, bits, counts: vec![vec![0; cells]; pairs.len()] });
+        let new_worker = || Ok(PairHistograms::new(pairs, bits, 0));
         let (workers, stats) = self.fold_quantised_rows("pairs", &axes, &new_worker)?;
-        let mut counts = vec![vec![0u64; cells]; pairs.len()];
-        for worker in workers {
-            for (total, part) in counts.iter_mut().zip(worker.counts) {
-                total.iter_mut().zip(part).for_each(|(total, count)| *total += count);
-            }
-        }
-        Ok((counts, stats))
+        Ok((PairHistograms::summed(pairs.len(), bits, workers), stats))
     }
 
     /// The histogram of `grid`'s equal cubes (CPU), and what the scan saw.
@@ -226,6 +225,43 @@ impl DataPass<'_> {
             scan_quantised_rows(self.source, self.columns, axes, self.nulls, new_worker, &bar)?;
         bar.finish();
         Ok(outcome)
+    }
+}
+
+/// One thread's pair histograms ([`DataPass::pair_counts`]) of rows quantised `shift` bits finer than their cells.
+struct PairHistograms<'p> {
+    pairs: &'p [(usize, usize)],
+    bits: u32,
+    shift: u32,
+    counts: Vec<Vec<u64>>,
+}
+
+impl<'p> PairHistograms<'p> {
+    fn new(pairs: &'p [(usize, usize)], bits: u32, shift: u32) -> Self {
+        PairHistograms { pairs, bits, shift, counts: vec![vec![0; 1 << (2 * bits)]; pairs.len()] }
+    }
+
+    /// The threads' histograms added up (each pair's, in `pairs` order).
+    fn summed(pairs: usize, bits: u32, workers: Vec<PairHistograms>) -> Vec<Vec<u64>> {
+        let mut counts = vec![vec![0u64; 1 << (2 * bits)]; pairs];
+        for worker in workers {
+            for (total, part) in counts.iter_mut().zip(worker.counts) {
+                total.iter_mut().zip(part).for_each(|(total, count)| *total += count);
+            }
+        }
+        counts
+    }
+}
+
+impl BinnerWorker for PairHistograms<'_> {
+    fn add_batch(&mut self, axes: &[&[u32]]) -> Result<()> {
+        let (bits, shift) = (self.bits, self.shift);
+        for (&(a, b), counts) in self.pairs.iter().zip(&mut self.counts) {
+            for (&first, &second) in axes[a].iter().zip(axes[b]) {
+                counts[(((first >> shift) << bits) | (second >> shift)) as usize] += 1;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -293,6 +329,30 @@ mod tests {
         assert_eq!(stats.rows_binned, 5000 - 5000 / 7);
         for histogram in &counts {
             assert_eq!(histogram.iter().sum::<u64>(), stats.rows_binned);
+        }
+    }
+
+    #[test]
+    fn pairs_counted_in_the_marginals_pass_are_the_pairs_own_pass() {
+        let source = table();
+        let names = ["a", "b", "c"].map(String::from);
+        let columns = source.numeric_columns(&names).unwrap();
+        let progress = Progress::hidden();
+        // Widths that are not powers of two, so each depth's scale is a rounded quotient; values sit on
+        // and beyond the bounds, and on many cells' edges (value(row, column) is a multiple of 1/1000).
+        for (lo, hi) in [(0.0, 1.0), (-0.37, 0.91), (0.001, 0.3), (-120.0, 1440.0)] {
+            let bounds: Vec<ColumnBounds> = names.iter().map(|name| ColumnBounds::new(name, lo, hi).unwrap()).collect();
+            let nulls = NullPolicy::Drop;
+            let pass = DataPass { source: &source, columns: &columns, bounds: &bounds, nulls, progress: &progress };
+            let pairs = [(0, 1), (2, 0), (1, 2)];
+            let (own, own_stats) = pass.pair_counts(&pairs, 5).unwrap();
+            for depth in [5, 9, 13] {
+                let (marginals, counted, stats) = pass.marginal_and_pair_counts(depth, &pairs, 5).unwrap();
+                assert_eq!(counted, own, "bounds {lo}:{hi}, depth {depth}");
+                assert_eq!(stats.rows_binned, own_stats.rows_binned);
+                assert_eq!(marginals, pass.marginal_leaf_counts(depth).unwrap().0);
+            }
+            assert!(pass.marginal_and_pair_counts(4, &pairs, 5).is_err(), "pair cells finer than the pass's");
         }
     }
 }

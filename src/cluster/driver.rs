@@ -115,7 +115,7 @@ pub fn synthesize_across(
         exchange,
     };
     // Collectives stay on this thread (MPI is initialised for one thread); the work runs on the pool.
-    let (release, scan, binning) =
+    let (mut release, scan, binning) =
         timings.time("bin, exchange, noise and consistency", || rank_release.release())?;
     let geometry = CellGeometry::new(plan.dims(), release.depth);
     // --marginal-share: every rank maps its rows onto the released marginals, from the joint
@@ -133,9 +133,10 @@ pub fn synthesize_across(
         _ => leaf_value_cells(&geometry),
     };
     let placement = options.placement;
+    let pair_counts = release.pair_counts.take();
     let pairs = match release.plan.pairs() {
         Some(pairs) => Some(timings.time("pairs", || {
-            rank_release.release_pairs(pairs, &release.part, geometry, maps.as_deref(), placement)
+            rank_release.release_pairs(pairs, (&release.part, pair_counts), geometry, maps.as_deref(), placement)
         })?),
         None => None,
     };
@@ -235,6 +236,8 @@ struct RankPart<'a> {
     refined: Option<LeafRefinementParameters>,
     /// `--marginal-share`: the released marginals, the same on every rank.
     marginals: Option<ReleasedMarginals>,
+    /// This rank's data histograms of the candidate pairs, when the marginals' pass binned them.
+    pair_counts: Option<Vec<Vec<u64>>>,
 }
 
 /// A rank's true leaf counts, before they go to their owners.
@@ -254,6 +257,8 @@ struct RankCounts<'a> {
     /// `--refine-share`: the finer leaves' counts, when they were binned with the tree's (`counts` summed from
     /// them).
     finer: Option<LocalCounts>,
+    /// This rank's data histograms of the candidate pairs, when the marginals' pass binned them.
+    pair_counts: Option<Vec<Vec<u64>>>,
 }
 
 /// What every step of a rank's release reads: the ranks, this rank's pool, the plan (the same on every
@@ -278,7 +283,8 @@ impl<'a> RankRelease<'a> {
             Some(marginals) => self.bin_on_quantiles(marginals)?,
             None => self.bin_on_midpoints()?,
         };
-        let RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals, warps, finer } = binned;
+        let RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals, warps, finer, .. } = binned;
+        let pair_counts = binned.pair_counts;
         let ownership = Ownership::new(schedule.depth, comm.size());
         let own = counts.to_owners(comm, &ownership.leaf_starts());
         let rank = comm.rank();
@@ -293,7 +299,7 @@ impl<'a> RankRelease<'a> {
         let part = pool.install(|| noised.release(top_estimates, plan.consistency(), seeds.consistency()));
         let warps_and_marginals = (warps.as_deref(), marginals.as_ref());
         let (depth, part, refined) = self.refined(plan, &ownership, (part, finer), warps_and_marginals)?;
-        Ok((RankPart { plan, rows_read, schedule, depth, part, refined, marginals }, scan, binning))
+        Ok((RankPart { plan, rows_read, schedule, depth, part, refined, marginals, pair_counts }, scan, binning))
     }
 
     /// The midpoint partition: the joint leaves at the planned depth (binned again when n̂ asks for a
@@ -316,7 +322,8 @@ impl<'a> RankRelease<'a> {
             }
             None => None,
         };
-        Ok(RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals, warps: None, finer: None })
+        let (warps, finer, pair_counts) = (None, None, None);
+        Ok(RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals, warps, finer, pair_counts })
     }
 
     /// The quantile partition: n̂ first when the plan releases it (from a pass that also bins the
@@ -324,18 +331,31 @@ impl<'a> RankRelease<'a> {
     /// quantiles, as on one machine.
     fn bin_on_quantiles(&self, marginals: &MarginalPlan) -> Result<RankCounts<'a>> {
         let RankRelease { comm, pool, plan, data, seeds, .. } = *self;
-        let (plan, schedule, n_hat, binned) = match plan.releases_n_hat() {
+        // This rank's marginal leaves and data histograms of the pairs, from one pass, as on one machine.
+        let bin_marginals = |depth: u32| {
+            let pairs = plan.pairs_binned_with_marginals(depth);
+            let (leaves, pair_counts, scan) =
+                agree(comm, pool.install(|| data.marginal_and_pair_counts(depth, &pairs, PAIR_BITS)))?;
+            Ok::<_, Error>((BinnedMarginals { depth, leaves }, (!pairs.is_empty()).then_some(pair_counts), scan))
+        };
+        let (plan, schedule, n_hat, binned, pair_counts) = match plan.releases_n_hat() {
             None => {
                 let schedule = plan.schedule().ok_or_else(|| Error::internal("a plan without n̂ knows its depth"))?;
-                (plan, schedule.clone(), None, None)
+                let (binned, pair_counts) = match plan.may_map_pairs() {
+                    true => {
+                        let (binned, pair_counts, _) = bin_marginals(marginals.tree(None)?.leaf_depth())?;
+                        (Some(binned), pair_counts)
+                    }
+                    false => (None, None),
+                };
+                (plan, schedule.clone(), None, binned, pair_counts)
             }
             Some(row_count) => {
-                let planned = plan.marginal_pass_depth(marginals, row_count)?;
-                let (leaves, scan) = agree(comm, pool.install(|| data.marginal_leaf_counts(planned)))?;
+                let (binned, pair_counts, scan) = bin_marginals(plan.marginal_pass_depth(marginals, row_count)?)?;
                 let n_hat = row_count.release(summed(comm, scan).rows_binned, &seeds.noise);
                 let plan = plan.for_n_hat(n_hat);
                 let schedule = plan.schedule_for_n_hat(n_hat, row_count)?;
-                (plan, schedule, Some(n_hat), Some(BinnedMarginals { depth: planned, leaves }))
+                (plan, schedule, Some(n_hat), Some(binned), pair_counts)
             }
         };
         // The plan n̂ picked may cut its tree at midpoints: the smaller table's (no marginals) and, at d = 3,
@@ -362,7 +382,7 @@ impl<'a> RankRelease<'a> {
                 (tree, Some(counts), rows_read, scan, binned_with_the_tree(&binning, levels))
             }
         };
-        Ok(RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals, warps, finer })
+        Ok(RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals, warps, finer, pair_counts })
     }
 
     /// This rank's leaf counts on `geometry`, each axis cut at the quantiles of `warps` when given (the
@@ -442,13 +462,13 @@ impl<'a> RankRelease<'a> {
     }
 
     /// `--pair-share` across ranks: each rank draws its share of the rows the pairs are chosen and fitted on
-    /// (the single machine's rows: they are numbered in the whole table) and bins its data rows' pairs; every
-    /// histogram of either is summed over the ranks, so each rank releases the same pairs and fits the same
-    /// maps as one machine.
+    /// (the single machine's rows: they are numbered in the whole table) and bins its data rows' pairs (or has
+    /// them `counted` by the marginals' pass); every histogram of either is summed over the ranks, so each rank
+    /// releases the same pairs and fits the same maps as one machine.
     fn release_pairs(
         &self,
         pairs: &PairPlan,
-        part: &PartRelease,
+        (part, counted): (&PartRelease, Option<Vec<Vec<u64>>>),
         geometry: CellGeometry,
         maps: Option<&[Option<MonotoneMap>]>,
         placement: Placement,
@@ -462,7 +482,10 @@ impl<'a> RankRelease<'a> {
         }
         let sum = |counts: &mut [u64]| comm.sum(counts);
         let pair_counts = |pairs: &[(usize, usize)]| -> Result<Vec<Vec<u64>>> {
-            let (mut counts, _) = agree(comm, pool.install(|| data.pair_counts(pairs, PAIR_BITS)))?;
+            let mut counts = match counted {
+                Some(counts) => counts,
+                None => agree(comm, pool.install(|| data.pair_counts(pairs, PAIR_BITS)))?.0,
+            };
             for histogram in &mut counts {
                 comm.sum(histogram);
             }

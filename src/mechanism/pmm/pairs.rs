@@ -12,6 +12,8 @@
 //! the joint release says, and mapping onto it would add its noise. The maps are fitted on rows drawn
 //! from the joint release and read released counts only.
 
+use std::ops::Range;
+
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -179,11 +181,12 @@ impl PairPlan {
     }
 
     /// Releases the pair histograms of the tree chosen from `joint` (drawn with `placement`) and fits
-    /// the maps of the pairs the gate lets through; the maps come back in the order they apply.
+    /// the maps of the pairs the gate lets through; the maps come back in the order they apply. The data's
+    /// histograms of [`candidate_pairs`] are `counted` where an earlier pass binned them, else binned here.
     pub fn release(
         &self,
         joint: &ReleasedMeasure,
-        data: &DataPass,
+        (data, counted): (&DataPass, Option<Vec<Vec<u64>>>),
         seeds: &RunSeeds,
         placement: Placement,
     ) -> Result<(Vec<PairMap>, PairParameters)> {
@@ -194,7 +197,11 @@ impl PairPlan {
             rows.sample_rows(0, drawn_rows, &mut columns);
         }
         let drawn = DrawnRows { columns, released_rows: joint.total(), sum: &on_one_machine };
-        self.release_on(drawn, |pairs| Ok(data.pair_counts(pairs, PAIR_BITS)?.0), seeds)
+        let pair_counts = |pairs: &[(usize, usize)]| match counted {
+            Some(counts) => Ok(counts),
+            None => Ok(data.pair_counts(pairs, PAIR_BITS)?.0),
+        };
+        self.release_on(drawn, pair_counts, seeds)
     }
 
     /// [`release`](Self::release) from the rows drawn from the joint release (`drawn`, seeded by
@@ -209,13 +216,11 @@ impl PairPlan {
         let mut cells: Vec<Vec<u32>> = drawn.columns.iter().map(|values| pair_cells(values)).collect();
         let candidates = candidate_pairs(self.dims);
         let counts = pair_counts(&candidates)?;
-        let scores: Vec<u64> = candidates
-            .iter()
-            .zip(&counts)
-            .map(|(&(a, b), counts)| {
-                let synthetic = drawn.histogram(pair_histogram(&cells[a], &cells[b]));
-                distance_to_drawn(counts, &synthetic, drawn.released_rows)
-            })
+        // Every candidate's histogram of the drawn rows, from one pass over them (in candidate order).
+        let drawn_pairs = drawn.histogram(pair_histograms(&cells, &candidates));
+        let drawn_pairs: Vec<&[u64]> = drawn_pairs.chunks_exact(PAIR_CELLS * PAIR_CELLS).collect();
+        let scores: Vec<u64> = (counts.iter().zip(&drawn_pairs))
+            .map(|(counts, synthetic)| distance_to_drawn(counts, synthetic, drawn.released_rows))
             .collect();
         let noisy_scores = self.noisy_scores(&scores, &seeds.noise);
         let tree = match &noisy_scores {
@@ -224,14 +229,16 @@ impl PairPlan {
         };
         let sigma = self.scale.to_f64();
         let (mut maps, mut pairs) = (Vec::new(), Vec::new());
+        let mut moved = vec![false; self.dims];
         for &(parent, child) in &tree {
             let index = candidate_index(self.dims, parent, child);
-            let noisy = if parent < child {
-                self.noisy_histogram(&counts[index], (parent, child), &seeds.noise)
-            } else {
-                self.noisy_histogram(&transposed(&counts[index]), (parent, child), &seeds.noise)
+            let in_order = |counts: &[u64]| if parent < child { counts.to_vec() } else { transposed(counts) };
+            let noisy = self.noisy_histogram(&in_order(&counts[index]), (parent, child), &seeds.noise);
+            // The drawn rows' histogram of the pair is the candidate's until a map moves one of its columns.
+            let synthetic = match moved[parent] || moved[child] {
+                false => in_order(drawn_pairs[index]),
+                true => drawn.histogram(pair_histogram(&cells[parent], &cells[child])),
             };
-            let synthetic = drawn.histogram(pair_histogram(&cells[parent], &cells[child]));
             let (disagreement_z, disagreement_z_over_rows) = disagreement(&synthetic, &noisy, sigma);
             let mapped = disagreement_z > PAIR_GATE_Z || disagreement_z_over_rows > PAIR_ROWS_GATE_Z;
             if mapped {
@@ -241,6 +248,7 @@ impl PairPlan {
                 let map = PairMap::fit((parent, child), &cells[parent], &drawn, &released);
                 map.apply(&mut drawn.columns);
                 cells[child] = pair_cells(&drawn.columns[child]);
+                moved[child] = true;
                 maps.push(map);
             }
             let noisy_score = noisy_scores.as_ref().map(|noisy| noisy[index]);
@@ -339,16 +347,18 @@ impl PairMap {
         let quantile = CellCdf::from_counts(&marginal_counts);
         let to_quantile = |x: f64| quantile.as_ref().map_or(x, |cdf| cdf.value(x));
         let to_value = |u: f64| quantile.as_ref().map_or(u, |cdf| cdf.inverse(u));
-        let child_quantiles: Vec<f64> = child_values.par_iter().map(|&x| to_quantile(x)).collect();
+        // The drawn rows' quantiles and moved values are only counted: worked out row by row where they are,
+        // not kept (two more columns of millions of rows to allocate and fill).
+        let child_quantile = |row: usize| to_quantile(child_values[row]);
         let within = drawn.histogram(counts_on_the_pool(PAIR_CELLS * CONDITIONAL_CELLS, parent_cells.len(), |row| {
-            parent_cells[row] as usize * CONDITIONAL_CELLS + cell_of(child_quantiles[row], CONDITIONAL_CELLS)
+            parent_cells[row] as usize * CONDITIONAL_CELLS + cell_of(child_quantile(row), CONDITIONAL_CELLS)
         }));
         // Per parent cell, F_b (on u) → G_b (on x); none where the drawn rows or the release have nothing
         // in that cell.
         let conditionals: Vec<Option<MonotoneMap>> = within
-            .chunks_exact(CONDITIONAL_CELLS)
-            .zip(shapes.chunks_exact(MARGINAL_CELLS))
-            .zip(released.chunks_exact(PAIR_CELLS))
+            .par_chunks_exact(CONDITIONAL_CELLS)
+            .zip(shapes.par_chunks_exact(MARGINAL_CELLS))
+            .zip(released.par_chunks_exact(PAIR_CELLS))
             .map(|((synthetic, shape), released)| {
                 let to = CellCdf::from_weights(&released_within(shape, released))?;
                 Some(MonotoneMap { from: CellCdf::from_counts(synthetic)?, to })
@@ -356,19 +366,22 @@ impl PairMap {
             .collect();
         let conditional =
             |cell: usize, u: f64| conditionals[cell].as_ref().map_or_else(|| to_value(u), |map| map.apply(u));
-        let moved: Vec<f64> =
-            parent_cells.par_iter().zip(&child_quantiles).map(|(&cell, &u)| conditional(cell as usize, u)).collect();
+        let moved_counts = counts_on_the_pool(MARGINAL_CELLS, parent_cells.len(), |row| {
+            cell_of(conditional(parent_cells[row] as usize, child_quantile(row)), MARGINAL_CELLS)
+        });
         // The moved child's marginal → the child's marginal before the move.
-        let marginal = CellCdf::from_counts(&drawn.histogram(histogram(&moved, MARGINAL_CELLS)))
+        let marginal = CellCdf::from_counts(&drawn.histogram(moved_counts))
             .zip(quantile.clone())
             .map(|(from, to)| MonotoneMap { from, to });
-        let knots = (0..PAIR_CELLS)
-            .flat_map(|cell| (0..=MAP_KNOTS).map(move |knot| (cell, knot as f64 / MAP_KNOTS as f64)))
-            .map(|(cell, u)| {
-                let moved = conditional(cell, u);
-                marginal.as_ref().map_or(moved, |map| map.apply(moved))
-            })
-            .collect();
+        let cell_knots = |cell: usize| -> Vec<f64> {
+            (0..=MAP_KNOTS)
+                .map(|knot| {
+                    let moved = conditional(cell, knot as f64 / MAP_KNOTS as f64);
+                    marginal.as_ref().map_or(moved, |map| map.apply(moved))
+                })
+                .collect()
+        };
+        let knots = (0..PAIR_CELLS).into_par_iter().map(cell_knots).collect::<Vec<_>>().concat();
         PairMap { parent, child, quantile, knots }
     }
 
@@ -443,26 +456,38 @@ fn pair_cells(values: &[f64]) -> Vec<u32> {
     values.par_iter().map(|&value| cell_of(value, PAIR_CELLS) as u32).collect()
 }
 
-fn histogram(values: &[f64], cells: usize) -> Vec<u64> {
-    counts_on_the_pool(cells, values.len(), |row| cell_of(values[row], cells))
-}
-
 /// The histogram of two columns' cells, cell `first · PAIR_CELLS + second`, as the pass bins the data.
 fn pair_histogram(first: &[u32], second: &[u32]) -> Vec<u64> {
     counts_on_the_pool(PAIR_CELLS * PAIR_CELLS, first.len(), |row| first[row] as usize * PAIR_CELLS + second[row] as usize)
 }
 
-/// How many of `rows` rows fall in each of `cells` cells (`cell_of_row`), counted in blocks on the pool:
-/// the drawn rows are millions, and integer counts add up to the same whatever the split.
+/// [`pair_histogram`] of each of `pairs` of the columns' `cells`, one after another, from one pass over the rows.
+fn pair_histograms(cells: &[Vec<u32>], pairs: &[(usize, usize)]) -> Vec<u64> {
+    let rows = cells.first().map_or(0, Vec::len);
+    counted_in_blocks(pairs.len() * PAIR_CELLS * PAIR_CELLS, rows, |counts, block| {
+        for (&(a, b), counts) in pairs.iter().zip(counts.chunks_exact_mut(PAIR_CELLS * PAIR_CELLS)) {
+            for (&first, &second) in cells[a][block.clone()].iter().zip(&cells[b][block.clone()]) {
+                counts[first as usize * PAIR_CELLS + second as usize] += 1;
+            }
+        }
+    })
+}
+
+/// How many of `rows` rows fall in each of `cells` cells (`cell_of_row`), counted in blocks on the pool.
 fn counts_on_the_pool(cells: usize, rows: usize, cell_of_row: impl Fn(usize) -> usize + Sync) -> Vec<u64> {
+    counted_in_blocks(cells, rows, |counts, block| block.for_each(|row| counts[cell_of_row(row)] += 1))
+}
+
+/// `count` run on blocks of `rows` rows into `cells` counts per task, summed: the drawn rows are millions,
+/// and integer counts add up to the same whatever the split.
+fn counted_in_blocks(cells: usize, rows: usize, count: impl Fn(&mut [u64], Range<usize>) + Sync) -> Vec<u64> {
     const BLOCK_ROWS: usize = 1 << 16;
-    (0..rows)
+    (0..rows.div_ceil(BLOCK_ROWS))
         .into_par_iter()
-        .with_min_len(BLOCK_ROWS)
         .fold(
             || vec![0u64; cells],
-            |mut counts, row| {
-                counts[cell_of_row(row)] += 1;
+            |mut counts, block| {
+                count(&mut counts, block * BLOCK_ROWS..rows.min((block + 1) * BLOCK_ROWS));
                 counts
             },
         )

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::averaging::BottomUp;
 use super::consistency::Consistency;
 use super::marginals::{BinnedMarginals, MarginalPlan, MonotoneMap, Partition, ReleasedMarginals};
-use super::pairs::{PairMap, PairParameters, PairPlan};
+use super::pairs::{candidate_pairs, PairMap, PairParameters, PairPlan, PAIR_BITS};
 use super::refine::{
     binned_with_the_tree, AxisShapes, FinerCounts, LeafRefinement, LeafRefinementParameters, SparseLeaves,
 };
@@ -155,6 +155,10 @@ pub struct PmmPlan {
     /// `--mechanism auto` at d = 3–5 under add-remove: the plan run instead when ε·n̂ is too small.
     smaller: Option<Box<PmmPlan>>,
 }
+
+/// A joint release, the plan that made it, and the data's histograms of [`candidate_pairs`] where the
+/// marginals' pass binned them ([`DataPass::marginal_and_pair_counts`]).
+type JointRelease<'p> = (Release, &'p PmmPlan, Option<Vec<Vec<u64>>>);
 
 /// Which of `--mechanism auto`'s settings run at an ε·n.
 #[derive(Clone, Copy, Debug)]
@@ -438,16 +442,23 @@ impl PmmPlan {
     /// Bins the data, releases n̂ when the plan says so, noises the tree and makes it consistent; then
     /// the marginals and the pairs the plan has.
     pub fn release(&self, data: &DataPass, seeds: &RunSeeds, timings: &mut Timings) -> Result<Release> {
-        let (release, plan) = self.release_joint(data, seeds, timings)?;
+        let (release, plan, pair_counts) = self.release_joint(data, seeds, timings)?;
         match &plan.pairs {
             None => Ok(release),
-            Some(pairs) => timings.time("pairs", || plan.pair_mapped(pairs, release, data, seeds)),
+            Some(pairs) => timings.time("pairs", || plan.pair_mapped(pairs, release, (data, pair_counts), seeds)),
         }
     }
 
-    /// `release` with each gated pair's child mapped onto its released pair histogram.
-    fn pair_mapped(&self, pairs: &PairPlan, release: Release, data: &DataPass, seeds: &RunSeeds) -> Result<Release> {
-        let (maps, parameters) = pairs.release(&release.measure, data, seeds, self.placement)?;
+    /// `release` with each gated pair's child mapped onto its released pair histogram (the data's histograms of
+    /// the candidate pairs: `pair_counts` where a pass counted them already, else a pass of their own).
+    fn pair_mapped(
+        &self,
+        pairs: &PairPlan,
+        release: Release,
+        (data, pair_counts): (&DataPass, Option<Vec<Vec<u64>>>),
+        seeds: &RunSeeds,
+    ) -> Result<Release> {
+        let (maps, parameters) = pairs.release(&release.measure, (data, pair_counts), seeds, self.placement)?;
         Ok(self.with_pair_maps(release, maps, parameters))
     }
 
@@ -462,9 +473,10 @@ impl PmmPlan {
         release
     }
 
-    /// The joint tree, with the marginals' maps when the plan has them; and the plan that released it
-    /// (this one, or the one n̂ picked: [`Self::for_n_hat`]).
-    fn release_joint(&self, data: &DataPass, seeds: &RunSeeds, timings: &mut Timings) -> Result<(Release, &Self)> {
+    /// The joint tree, with the marginals' maps when the plan has them; the plan that released it (this
+    /// one, or the one n̂ picked: [`Self::for_n_hat`]); and the data's histograms of the candidate pairs
+    /// where the marginals' pass counted them.
+    fn release_joint(&self, data: &DataPass, seeds: &RunSeeds, timings: &mut Timings) -> Result<JointRelease<'_>> {
         if let Some(marginals) = self.quantile_marginals() {
             return self.release_on_quantiles(marginals, data, seeds, timings);
         }
@@ -485,7 +497,7 @@ impl PmmPlan {
         })?;
         let marginals = plan.released_marginals(data, n_hat, None, seeds, timings)?;
         let refined = plan.refined(&schedule, counts, (data, None), (None, marginals.as_ref()), seeds, timings)?;
-        Ok((plan.leaves_release(&schedule, refined, marginals, scan, binning), plan))
+        Ok((plan.leaves_release(&schedule, refined, marginals, scan, binning), plan, None))
     }
 
     /// The quantile partition (`--partition quantile`): n̂ first when the plan releases it (from a pass
@@ -498,21 +510,31 @@ impl PmmPlan {
         data: &DataPass,
         seeds: &RunSeeds,
         timings: &mut Timings,
-    ) -> Result<(Release, &Self)> {
-        let (plan, schedule, n_hat, binned) = match self.releases_n_hat() {
+    ) -> Result<JointRelease<'_>> {
+        let (plan, schedule, n_hat, binned, pair_counts) = match self.releases_n_hat() {
             None => {
                 let schedule = self.schedule().ok_or_else(|| Error::internal("a plan without n̂ knows its depth"))?;
-                (self, schedule.clone(), None, None)
+                // With pairs, the marginals' own pass bins the pairs' data histograms too.
+                let (binned, pair_counts) = match self.may_map_pairs() {
+                    true => {
+                        let depth = marginals.tree(None)?.leaf_depth();
+                        let (binned, pair_counts, _) = self.binned_marginals(depth, data, timings)?;
+                        (Some(binned), pair_counts)
+                    }
+                    false => (None, None),
+                };
+                (self, schedule.clone(), None, binned, pair_counts)
             }
             Some(row_count) => {
                 // One pass counts the rows for n̂ and bins the marginals at the depth planned for n̂'s
-                // headroom; once n̂ fixes the trees' depth, their leaves are coarsened to it.
+                // headroom; once n̂ fixes the trees' depth, their leaves are coarsened to it. Where a plan n̂
+                // may pick maps pairs, the same pass bins the data's histograms of the pairs.
                 let planned = self.marginal_pass_depth(marginals, row_count)?;
-                let (leaves, scan) = timings.time("count and marginals", || data.marginal_leaf_counts(planned))?;
+                let (binned, pair_counts, scan) = self.binned_marginals(planned, data, timings)?;
                 let n_hat = row_count.release(scan.rows_binned, &seeds.noise);
                 let plan = self.for_n_hat(n_hat);
                 let schedule = plan.schedule_for_n_hat(n_hat, row_count)?;
-                (plan, schedule, Some(n_hat), Some(BinnedMarginals { depth: planned, leaves }))
+                (plan, schedule, Some(n_hat), Some(binned), pair_counts)
             }
         };
         // The plan n̂ picked may cut its tree at midpoints: the smaller table's (no marginals) and, at d = 3,
@@ -544,7 +566,32 @@ impl PmmPlan {
             .time_in_parts("noise and consistency", |parts| plan.release_with(&schedule, leaves, n_hat, seeds, parts));
         let warps_and_marginals = (warps.as_deref(), marginals.as_ref());
         let refined = plan.refined(&schedule, counts, (data, finer), warps_and_marginals, seeds, timings)?;
-        Ok((plan.leaves_release(&schedule, refined, marginals, scan, binning), plan))
+        Ok((plan.leaves_release(&schedule, refined, marginals, scan, binning), plan, pair_counts))
+    }
+
+    /// One pass binning each column's marginal leaves at `depth` and [`Self::pairs_binned_with_marginals`].
+    fn binned_marginals(
+        &self,
+        depth: u32,
+        data: &DataPass,
+        timings: &mut Timings,
+    ) -> Result<(BinnedMarginals, Option<Vec<Vec<u64>>>, ScanStats)> {
+        let pairs = self.pairs_binned_with_marginals(depth);
+        let (leaves, pair_counts, scan) =
+            timings.time("count and marginals", || data.marginal_and_pair_counts(depth, &pairs, PAIR_BITS))?;
+        Ok((BinnedMarginals { depth, leaves }, (!pairs.is_empty()).then_some(pair_counts), scan))
+    }
+
+    /// The pairs whose data histograms the pass binning the marginals at `depth` bins too: [`candidate_pairs`]
+    /// where pairs may be mapped and `depth` is as fine as their cells, else none.
+    pub fn pairs_binned_with_marginals(&self, depth: u32) -> Vec<(usize, usize)> {
+        if self.may_map_pairs() && depth >= PAIR_BITS { candidate_pairs(self.dims) } else { Vec::new() }
+    }
+
+    /// Whether this plan, or one n̂ may pick instead ([`Self::for_n_hat`]), maps pairs.
+    pub fn may_map_pairs(&self) -> bool {
+        let mut switches = [&self.smaller, &self.larger, &self.largest].into_iter().flatten();
+        self.pairs.is_some() || switches.any(|plan| plan.pairs.is_some())
     }
 
     /// The released leaf `counts` with the dense leaves cut finer when the plan has `--refine-share`: from the
