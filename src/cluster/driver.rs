@@ -333,21 +333,15 @@ impl<'a> RankRelease<'a> {
         let RankRelease { comm, pool, plan, data, seeds, .. } = *self;
         // This rank's marginal leaves and data histograms of the pairs, from one pass, as on one machine.
         let bin_marginals = |depth: u32| {
-            let pairs = plan.pairs_binned_with_marginals(depth);
-            let (leaves, pair_counts, scan) =
-                agree(comm, pool.install(|| data.marginal_and_pair_counts(depth, &pairs, PAIR_BITS)))?;
-            Ok::<_, Error>((BinnedMarginals { depth, leaves }, (!pairs.is_empty()).then_some(pair_counts), scan))
+            plan.binned_marginals(depth, |pairs| {
+                agree(comm, pool.install(|| data.marginal_and_pair_counts(depth, pairs, PAIR_BITS)))
+            })
         };
         let (plan, schedule, n_hat, binned, pair_counts) = match plan.releases_n_hat() {
             None => {
                 let schedule = plan.schedule().ok_or_else(|| Error::internal("a plan without n̂ knows its depth"))?;
-                let (binned, pair_counts) = match plan.may_map_pairs() {
-                    true => {
-                        let (binned, pair_counts, _) = bin_marginals(marginals.tree(None)?.leaf_depth())?;
-                        (Some(binned), pair_counts)
-                    }
-                    false => (None, None),
-                };
+                let binned = plan.marginals_first_at(marginals)?.map(bin_marginals).transpose()?;
+                let (binned, pair_counts) = binned.map_or((None, None), |(binned, pairs, _)| (Some(binned), pairs));
                 (plan, schedule.clone(), None, binned, pair_counts)
             }
             Some(row_count) => {

@@ -511,18 +511,15 @@ impl PmmPlan {
         seeds: &RunSeeds,
         timings: &mut Timings,
     ) -> Result<JointRelease<'_>> {
+        let mut pass = |depth, pairs: &[(usize, usize)]| {
+            timings.time("count and marginals", || data.marginal_and_pair_counts(depth, pairs, PAIR_BITS))
+        };
         let (plan, schedule, n_hat, binned, pair_counts) = match self.releases_n_hat() {
             None => {
                 let schedule = self.schedule().ok_or_else(|| Error::internal("a plan without n̂ knows its depth"))?;
-                // With pairs, the marginals' own pass bins the pairs' data histograms too.
-                let (binned, pair_counts) = match self.may_map_pairs() {
-                    true => {
-                        let depth = marginals.tree(None)?.leaf_depth();
-                        let (binned, pair_counts, _) = self.binned_marginals(depth, data, timings)?;
-                        (Some(binned), pair_counts)
-                    }
-                    false => (None, None),
-                };
+                let first = self.marginals_first_at(marginals)?;
+                let binned = first.map(|depth| self.binned_marginals(depth, |pairs| pass(depth, pairs))).transpose()?;
+                let (binned, pair_counts) = binned.map_or((None, None), |(binned, pairs, _)| (Some(binned), pairs));
                 (self, schedule.clone(), None, binned, pair_counts)
             }
             Some(row_count) => {
@@ -530,7 +527,7 @@ impl PmmPlan {
                 // headroom; once n̂ fixes the trees' depth, their leaves are coarsened to it. Where a plan n̂
                 // may pick maps pairs, the same pass bins the data's histograms of the pairs.
                 let planned = self.marginal_pass_depth(marginals, row_count)?;
-                let (binned, pair_counts, scan) = self.binned_marginals(planned, data, timings)?;
+                let (binned, pair_counts, scan) = self.binned_marginals(planned, |pairs| pass(planned, pairs))?;
                 let n_hat = row_count.release(scan.rows_binned, &seeds.noise);
                 let plan = self.for_n_hat(n_hat);
                 let schedule = plan.schedule_for_n_hat(n_hat, row_count)?;
@@ -569,27 +566,30 @@ impl PmmPlan {
         Ok((plan.leaves_release(&schedule, refined, marginals, scan, binning), plan, pair_counts))
     }
 
-    /// One pass binning each column's marginal leaves at `depth` and [`Self::pairs_binned_with_marginals`].
-    fn binned_marginals(
+    /// Each column's marginal leaves at `depth` and, where pairs may be mapped and `depth` is as fine as their
+    /// cells, the data's histograms of [`candidate_pairs`], from one `pass(pairs)`:
+    /// [`DataPass::marginal_and_pair_counts`] on one machine or on a rank.
+    pub fn binned_marginals(
         &self,
         depth: u32,
-        data: &DataPass,
-        timings: &mut Timings,
+        pass: impl FnOnce(&[(usize, usize)]) -> Result<(Vec<Vec<u64>>, Vec<Vec<u64>>, ScanStats)>,
     ) -> Result<(BinnedMarginals, Option<Vec<Vec<u64>>>, ScanStats)> {
-        let pairs = self.pairs_binned_with_marginals(depth);
-        let (leaves, pair_counts, scan) =
-            timings.time("count and marginals", || data.marginal_and_pair_counts(depth, &pairs, PAIR_BITS))?;
+        let pairs = if self.may_map_pairs() && depth >= PAIR_BITS { candidate_pairs(self.dims) } else { Vec::new() };
+        let (leaves, pair_counts, scan) = pass(&pairs)?;
         Ok((BinnedMarginals { depth, leaves }, (!pairs.is_empty()).then_some(pair_counts), scan))
     }
 
-    /// The pairs whose data histograms the pass binning the marginals at `depth` bins too: [`candidate_pairs`]
-    /// where pairs may be mapped and `depth` is as fine as their cells, else none.
-    pub fn pairs_binned_with_marginals(&self, depth: u32) -> Vec<(usize, usize)> {
-        if self.may_map_pairs() && depth >= PAIR_BITS { candidate_pairs(self.dims) } else { Vec::new() }
+    /// Without n̂ (replace), the depth the marginals' own pass bins at when it runs before the joint tree's so
+    /// as to bin the pairs' data histograms too: where pairs are mapped; else `None` (the marginals bin later).
+    pub fn marginals_first_at(&self, marginals: &MarginalPlan) -> Result<Option<u32>> {
+        if !self.may_map_pairs() {
+            return Ok(None);
+        }
+        Ok(Some(marginals.tree(None)?.leaf_depth()))
     }
 
     /// Whether this plan, or one n̂ may pick instead ([`Self::for_n_hat`]), maps pairs.
-    pub fn may_map_pairs(&self) -> bool {
+    fn may_map_pairs(&self) -> bool {
         let mut switches = [&self.smaller, &self.larger, &self.largest].into_iter().flatten();
         self.pairs.is_some() || switches.any(|plan| plan.pairs.is_some())
     }
