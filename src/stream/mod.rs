@@ -122,8 +122,12 @@ pub fn run_command(args: StreamArgs) -> Result<()> {
         .build()
         .map_err(|error| Error::internal(format!("cannot start {threads} threads: {error}")))?;
     let state_path = args.state.clone();
+    let release_at_end = args.release_at_end;
     let outcome = pool.install(|| run(args))?;
     if !quiet {
+        if release_at_end && outcome.position == 0 {
+            eprintln!("note: --release-at-end released nothing: the stream has no rows yet (t = 0)");
+        }
         if !outcome.passed.is_empty() {
             eprintln!("note: times {:?} were already passed before this run (the state is at a later t)", outcome.passed);
         }

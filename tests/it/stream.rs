@@ -81,6 +81,22 @@ fn every_release_has_exactly_t_rows_inside_the_bounds_with_the_input_columns() {
 }
 
 #[test]
+fn release_at_end_on_a_stream_without_rows_says_it_released_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("empty.parquet");
+    write_rows(&input, 0, 0);
+    let (state, out) = (dir.path().join("state"), dir.path().join("out"));
+    let (state_arg, out_arg) = (state.display().to_string(), out.display().to_string());
+    let mut args = vec!["stream", input.to_str().unwrap(), "--state", &state_arg, "--output-dir", &out_arg];
+    args.extend(BOUNDS);
+    args.extend(["--epsilon", "1", "--release-at-end"]);
+    let output = dpsynth(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("--release-at-end released nothing"), "{}", stderr(&output));
+    assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none(), "nothing released at t = 0");
+}
+
+#[test]
 fn a_one_column_stream_replays_history_into_new_cells() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("a.parquet");
