@@ -238,6 +238,25 @@ impl RowGenerator for LeafSampler<'_> {
     }
 }
 
+/// Rows `first .. first + rows` of `inner`, numbered from 0: one rank's even share of a table that every rank
+/// can draw whole (a replicated release across ranks, `crate::cluster::driver`). Rows are keyed by their
+/// number in the whole table, so the shares in rank order are the whole table.
+pub struct RowRange<'a> {
+    pub inner: Box<dyn RowGenerator + 'a>,
+    pub first: u64,
+    pub rows: u64,
+}
+
+impl RowGenerator for RowRange<'_> {
+    fn total_rows(&self) -> u64 {
+        self.rows
+    }
+
+    fn sample_rows(&self, start: u64, rows: usize, columns: &mut [Vec<f64>]) {
+        self.inner.sample_rows(self.first + start, rows, columns);
+    }
+}
+
 /// Counts per task of [`running_totals`].
 const TOTALS_CHUNK: usize = 1 << 16;
 

@@ -1,7 +1,8 @@
 //! The data access of a release: one pass over the input's used columns, quantised with their public
 //! bounds, under the run's null policy and on the run's binning device. Mechanisms see the private data
 //! only through a [`DataPass`], and only as histograms, per-thread folds of quantised rows, or (covloss,
-//! microagg) the bit planes of a public encoding.
+//! microagg) the bit planes of a public encoding. Across ranks ([`DataPass::ranks`]) each rank reads its
+//! share of the row groups and every histogram a pass returns is the whole table's.
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use super::device::{ChosenBinner, DeviceChoice};
 use super::grid::GridBinner;
 use super::histogram::SpillingHistogram;
 use super::{scan_leaf_counts, scan_quantised_rows, AxisPlan, BinnerWorker, NullPolicy, ScanStats};
+use crate::cluster::{agree, RankSums};
 use crate::encoding::read::{read_bits, BitRows};
 use crate::encoding::Encoding;
 use crate::error::{Error, Result};
@@ -30,6 +32,11 @@ pub struct DataPass<'a> {
     pub bounds: &'a [ColumnBounds],
     pub nulls: NullPolicy,
     pub progress: &'a Progress,
+    /// `Some` for a release replicated across ranks (`source` is this rank's share of the row groups): every
+    /// rank's pass ends in the same sums, so its histograms and scan statistics are the whole table's and
+    /// the release is the single machine's; a rank that fails a pass fails it on every rank. `None` on one
+    /// machine, and for PMM's split release, whose ranks exchange their own counts (`crate::cluster`).
+    pub ranks: Option<&'a (dyn RankSums + Sync)>,
 }
 
 impl DataPass<'_> {
@@ -39,11 +46,38 @@ impl DataPass<'_> {
 
     /// The rows of a public `encoding`'s columns as bit planes (covloss, microagg).
     pub fn bits(&self, encoding: &Encoding) -> Result<BitRows> {
+        if self.ranks.is_some() {
+            return Err(Error::internal("a public encoding's rows are not read across ranks"));
+        }
         read_bits(self.source, encoding, self.progress)
     }
 
+    /// `outcome` of this rank's pass, made the whole table's: across ranks, agreed by every rank (one that
+    /// failed fails them all) and then `sum`med over the ranks; on one machine, as it is.
+    fn whole_table<T>(&self, outcome: Result<T>, sum: impl FnOnce(&mut T, &dyn RankSums)) -> Result<T> {
+        let Some(ranks) = self.ranks else { return outcome };
+        let mut outcome = agree(ranks, outcome)?;
+        sum(&mut outcome, ranks);
+        Ok(outcome)
+    }
+
+    /// `outcome` of a step a rank may fail alone (choosing its binning device), agreed by every rank.
+    pub fn agreed<T>(&self, outcome: Result<T>) -> Result<T> {
+        self.whole_table(outcome, |_, _| ())
+    }
+
+    /// `values` (counts of this rank's rows) summed over the ranks, in place: what a mechanism that merges
+    /// the workers of [`Self::fold_quantised_rows`] itself calls on the merged counts. A no-op on one
+    /// machine.
+    pub fn sum_over_ranks(&self, values: &mut [u64]) {
+        if let Some(ranks) = self.ranks {
+            ranks.sum(values);
+        }
+    }
+
     /// Rows in the file's metadata: public under replace; under add-remove only a guess to plan work
-    /// with (never a release).
+    /// with (never a release). Across ranks, this rank's share's: a plan reads the whole table's from
+    /// `PublicInputs::file_rows`.
     pub fn file_rows(&self) -> u64 {
         self.source.row_count()
     }
@@ -84,19 +118,22 @@ impl DataPass<'_> {
     ) -> Result<(Vec<u64>, ScanStats, String)> {
         let bar = self.progress.phase("bin", self.source.row_count(), "rows");
         let (source, columns, nulls) = (self.source, self.columns, self.nulls);
-        let outcome = match ChosenBinner::for_run(device, geometry)? {
+        let outcome = ChosenBinner::for_run(device, geometry).and_then(|chosen| match chosen {
             ChosenBinner::Cpu(binner, line) => {
                 let (leaves, stats) = scan_leaf_counts(source, columns, axes, nulls, &binner, &bar, timings)?;
-                (leaves, stats, line)
+                Ok((leaves, stats, line))
             }
             #[cfg(feature = "gpu")]
             ChosenBinner::Gpu(binner, line) => {
                 let (leaves, stats) = scan_leaf_counts(source, columns, axes, nulls, &binner, &bar, timings)?;
-                (leaves, stats, line)
+                Ok((leaves, stats, line))
             }
-        };
+        });
         bar.finish();
-        Ok(outcome)
+        self.whole_table(outcome, |(leaves, stats, _), ranks| {
+            ranks.sum(leaves);
+            *stats = std::mem::take(stats).summed_over(ranks);
+        })
     }
 
     /// Every row's leaf code on `geometry` (the columns quantised by `axes`), sorted, what the scan saw, and the
@@ -106,6 +143,9 @@ impl DataPass<'_> {
         geometry: CellGeometry,
         axes: &[AxisPlan],
     ) -> Result<(Vec<u32>, ScanStats, String)> {
+        if self.ranks.is_some() {
+            return Err(Error::internal("sorted leaf codes are not summed across ranks"));
+        }
         let binner = CpuBinner::new(geometry);
         let bar = self.progress.phase("bin", self.source.row_count(), "rows");
         let worker = || Ok(binner.code_worker());
@@ -177,8 +217,11 @@ impl DataPass<'_> {
             }
             pair_workers.push(worker.1);
         }
-        let counts = by_column.iter().map(|histograms| SpillingHistogram::sum_all(histograms, cells)).collect();
-        Ok((counts, PairHistograms::summed(pairs.len(), pair_bits, pair_workers), stats))
+        let mut counts: Vec<Vec<u64>> =
+            by_column.iter().map(|histograms| SpillingHistogram::sum_all(histograms, cells)).collect();
+        let mut pair_counts = PairHistograms::summed(pairs.len(), pair_bits, pair_workers);
+        counts.iter_mut().chain(&mut pair_counts).for_each(|counts| self.sum_over_ranks(counts));
+        Ok((counts, pair_counts, stats))
     }
 
     /// The 2-D histogram of each column pair `(a, b)` in `pairs`, 2^`bits` equal cells per axis on the
@@ -188,7 +231,9 @@ impl DataPass<'_> {
         let axes: Vec<AxisPlan> = self.bounds.iter().map(|bounds| AxisPlan::new(bounds.clone(), bits)).collect();
         let new_worker = || Ok(PairHistograms::new(pairs, bits, 0));
         let (workers, stats) = self.fold_quantised_rows("pairs", &axes, &new_worker)?;
-        Ok((PairHistograms::summed(pairs.len(), bits, workers), stats))
+        let mut counts = PairHistograms::summed(pairs.len(), bits, workers);
+        counts.iter_mut().for_each(|counts| self.sum_over_ranks(counts));
+        Ok((counts, stats))
     }
 
     /// The histogram of `grid`'s equal cubes (CPU), and what the scan saw.
@@ -207,13 +252,18 @@ impl DataPass<'_> {
             &GridBinner::new(*grid),
             &bar,
             &mut Timings::default(),
-        )?;
+        );
         bar.finish();
-        Ok(outcome)
+        self.whole_table(outcome, |(counts, stats), ranks| {
+            ranks.sum(counts);
+            *stats = std::mem::take(stats).summed_over(ranks);
+        })
     }
 
     /// Every row quantised by `axes`, folded by one worker per thread (made by `new_worker`), under the
-    /// progress label `label`; the workers come back for the caller to merge.
+    /// progress label `label`; the workers come back for the caller to merge. Across ranks the scan
+    /// statistics are the whole table's but the workers fold this rank's rows: the caller sums what they
+    /// merge to ([`Self::sum_over_ranks`]).
     pub fn fold_quantised_rows<W: BinnerWorker>(
         &self,
         label: &str,
@@ -221,10 +271,9 @@ impl DataPass<'_> {
         new_worker: &(dyn Fn() -> Result<W> + Sync),
     ) -> Result<(Vec<W>, ScanStats)> {
         let bar = self.progress.phase(label, self.source.row_count(), "rows");
-        let outcome =
-            scan_quantised_rows(self.source, self.columns, axes, self.nulls, new_worker, &bar)?;
+        let outcome = scan_quantised_rows(self.source, self.columns, axes, self.nulls, new_worker, &bar);
         bar.finish();
-        Ok(outcome)
+        self.whole_table(outcome, |(_, stats), ranks| *stats = std::mem::take(stats).summed_over(ranks))
     }
 }
 
@@ -309,6 +358,7 @@ mod tests {
             bounds: &bounds[range],
             nulls,
             progress: &progress,
+            ranks: None,
         };
         // Columns a and b have no nulls: each one's histogram is the one its own 1-D pass bins.
         let (deep, _) = pass(0..2, NullPolicy::Error).marginal_leaf_counts(9).unwrap();
@@ -343,7 +393,8 @@ mod tests {
         for (lo, hi) in [(0.0, 1.0), (-0.37, 0.91), (0.001, 0.3), (-120.0, 1440.0)] {
             let bounds: Vec<ColumnBounds> = names.iter().map(|name| ColumnBounds::new(name, lo, hi).unwrap()).collect();
             let nulls = NullPolicy::Drop;
-            let pass = DataPass { source: &source, columns: &columns, bounds: &bounds, nulls, progress: &progress };
+            let (columns, bounds, progress) = (&columns, &bounds, &progress);
+            let pass = DataPass { source: &source, columns, bounds, nulls, progress, ranks: None };
             let pairs = [(0, 1), (2, 0), (1, 2)];
             let (own, own_stats) = pass.pair_counts(&pairs, 5).unwrap();
             for depth in [5, 9, 13] {

@@ -9,6 +9,7 @@ use arrow::record_batch::RecordBatch;
 use super::{
     quantize_values, AxisPlan, Binner, BinnerWorker, NullPolicy, ROW_CLAMPED, ROW_INVALID,
 };
+use crate::cluster::RankSums;
 use crate::error::{Error, Result};
 use crate::progress::{PhaseBar, Timings};
 use crate::io::source::column::NumericValues;
@@ -28,6 +29,20 @@ pub struct ScanStats {
 }
 
 impl ScanStats {
+    /// What every rank's scan saw, added up (each rank passes its own).
+    pub fn summed_over(self, ranks: &dyn RankSums) -> ScanStats {
+        let mut values = vec![self.rows_read, self.rows_binned, self.rows_dropped, self.rows_clamped];
+        values.extend(&self.clamped_values);
+        ranks.sum(&mut values);
+        ScanStats {
+            rows_read: values[0],
+            rows_binned: values[1],
+            rows_dropped: values[2],
+            rows_clamped: values[3],
+            clamped_values: values[4..].to_vec(),
+        }
+    }
+
     fn merge(mut self, other: ScanStats) -> ScanStats {
         self.rows_read += other.rows_read;
         self.rows_binned += other.rows_binned;

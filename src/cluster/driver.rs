@@ -1,4 +1,6 @@
-//! `synth` across ranks (PMM): every rank opens the input and makes the same plan from public inputs;
+//! `synth` across ranks. lowdim and PSMM: each rank's passes over its share end in sums over the ranks, so
+//! every rank makes the whole single-machine release and writes its even share of the rows
+//! ([`PartRun::replicated`]). PMM: every rank opens the input and makes the same plan from public inputs;
 //! each bins its share of the row groups (balanced by compressed bytes); the leaf histograms are
 //! reduce-scattered so that each rank holds the true counts of the subtrees it owns ([`super::part`]);
 //! each releases and samples those and writes `part-RANK.parquet` beside the others. With
@@ -16,7 +18,7 @@ use std::time::Instant;
 use super::exchange::{Exchange, ExchangeRule, LocalCounts};
 use super::part::{Ownership, PartLeaves, PartRelease, PartTree};
 use super::rows::{allocate_part_rows, dealt_evenly, rows_before};
-use super::{agree, weighted_starts, Communicator};
+use super::{agree, even_starts, weighted_starts, with_sums_on_this_thread, Communicator};
 use crate::binner::pass::DataPass;
 use crate::binner::ScanStats;
 use crate::error::{Error, Result};
@@ -25,7 +27,7 @@ use crate::geometry::partition::CellGeometry;
 use crate::io::paths::{check_output_paths, NamedPath};
 use crate::io::sink::ParquetSink;
 use crate::io::source::Source;
-use crate::io::staging::commit_all;
+use crate::io::staging::{commit_all, StagedFile};
 use crate::mechanism::pmm::marginals::{
     axis_counts, BinnedMarginals, CalibratedRows, MarginalPlan, MonotoneMap, ReleasedMarginals,
 };
@@ -33,11 +35,11 @@ use crate::mechanism::pmm::pairs::{DrawnRows, PairMap, PairMappedRows, PairParam
 use crate::mechanism::pmm::refine::{binned_with_the_tree, AxisShapes, LeafRefinementParameters};
 use crate::mechanism::pmm::schedule::LevelSchedule;
 use crate::mechanism::pmm::PmmPlan;
-use crate::mechanism::{leaf_value_cells, PublicInputs, ReleasedMeasure};
-use crate::options::{MechanismOptions, SynthOptions};
+use crate::mechanism::{leaf_value_cells, Plan, PublicInputs, Release, ReleasedMeasure};
+use crate::options::{MechanismOptions, PmmOptions, SynthOptions};
 use crate::privacy::{NoisyRowCount, RunSeeds};
 use crate::progress::{PhaseTiming, Progress, Timings};
-use crate::sampler::{LeafSampler, Placement, RowGenerator};
+use crate::sampler::{LeafSampler, Placement, RowGenerator, RowRange};
 use crate::synth::report::{Diagnostics, RankInfo, RunReport};
 use crate::synth::{public_inputs, stage_reports, thread_pool, write_rows, RunColumns, RunFacts};
 
@@ -54,8 +56,9 @@ pub fn part_path(directory: &Path, rank: usize) -> PathBuf {
     directory.join(format!("part-{rank:05}.parquet"))
 }
 
-/// Runs PMM on `input` across the ranks of `comm` (every rank calls this with the same arguments);
-/// rank 0 returns the run report.
+/// Runs `options`' mechanism on `input` across the ranks of `comm` (every rank calls this with the same
+/// arguments): PMM (and so auto) split by subtrees, lowdim and PSMM replicated ([`PartRun::replicated`]).
+/// Rank 0 returns the run report.
 pub fn synthesize_across(
     comm: &dyn Communicator,
     input: &Path,
@@ -65,11 +68,15 @@ pub fn synthesize_across(
 ) -> Result<Option<RunReport>> {
     let started = Instant::now();
     options.validate()?;
-    let MechanismOptions::Pmm(pmm) = &options.mechanism else {
-        return Err(Error::bad_input(format!(
-            "--mechanism {} does not run across ranks yet (pmm does): run it on one machine",
-            options.mechanism.name()
-        )));
+    let split = match &options.mechanism {
+        MechanismOptions::Pmm(pmm) => Some(pmm),
+        MechanismOptions::Lowdim(_) | MechanismOptions::Psmm(_) => None,
+        other => {
+            return Err(Error::bad_input(format!(
+                "--mechanism {} does not run across ranks yet (pmm, auto, lowdim and psmm do): run it on one machine",
+                other.name()
+            )))
+        }
     };
     let part = part_path(&outputs.directory, comm.rank());
     let mut named = vec![NamedPath::new("the part", &part)];
@@ -81,18 +88,7 @@ pub fn synthesize_across(
     let (source, run_columns) = opened;
     let (columns, bounds) = run_columns.numeric();
     let (threads, pool) = thread_pool(options)?;
-    let rank_public = shared_public(comm, public_inputs(&source, &run_columns, options, threads));
-    // The tree is split over the ranks: its memory cap is every rank's limit together. A rank whose
-    // full leaf histogram would not fit its own limit sends sorted leaf codes instead ([`Exchange`]).
-    let mut public = rank_public;
-    public.memory_limit = rank_public.memory_limit.saturating_mul(comm.size() as u64);
-    let plan = PmmPlan::new(&public, pmm)?;
-    let exchange = ExchangeRule {
-        file_rows: public.file_rows,
-        ranks: comm.size(),
-        rank_memory_limit: rank_public.memory_limit,
-        threads: rank_public.threads,
-    };
+    let public = shared_public(comm, public_inputs(&source, &run_columns, options, threads));
     let weights: Vec<u64> = (0..source.row_group_count()).map(|group| source.row_group_bytes(group)).collect();
     let shares = weighted_starts(&weights, comm.size());
     let rank = comm.rank();
@@ -104,73 +100,15 @@ pub fn synthesize_across(
         bounds,
         nulls: options.nulls,
         progress,
+        ranks: None,
     };
     let mut timings = Timings::default();
-    let rank_release = RankRelease {
-        comm,
-        pool: &pool,
-        plan: &plan,
-        data: &data,
-        seeds: &seeds,
-        exchange,
+    let run = PartRun { comm, pool: &pool, part: &part, options, seeds: &seeds };
+    let written = match split {
+        Some(pmm) => run.split(pmm, public, &data, &mut timings)?,
+        None => run.replicated(&public, &data, &mut timings)?,
     };
-    // Collectives stay on this thread (MPI is initialised for one thread); the work runs on the pool.
-    let (mut release, scan, binning) =
-        timings.time("bin, exchange, noise and consistency", || rank_release.release())?;
-    let geometry = CellGeometry::new(plan.dims(), release.depth);
-    // --marginal-share: every rank maps its rows onto the released marginals, from the joint
-    // release's own marginals summed over the ranks' parts.
-    let maps = release.marginals.as_ref().map(|marginals| {
-        let mut axes = axis_counts(&geometry, release.part.cells());
-        for axis in &mut axes {
-            comm.sum(axis);
-        }
-        marginals.maps_from(&axes)
-    });
-    // The cells each column's values are spread over (the same on every rank): see value_cells.
-    let value_cells = match (&release.marginals, &maps) {
-        (Some(marginals), Some(maps)) => marginals.value_cells(maps),
-        _ => leaf_value_cells(&geometry),
-    };
-    let placement = options.placement;
-    let pair_counts = release.pair_counts.take();
-    let pairs = match release.plan.pairs() {
-        Some(pairs) => Some(timings.time("pairs", || {
-            rank_release.release_pairs(pairs, (&release.part, pair_counts), geometry, maps.as_deref(), placement)
-        })?),
-        None => None,
-    };
-    let joint_rows =
-        part_rows(comm, &release.part, geometry, options.rows, placement, seeds.placement(), maps.as_deref());
-    let generator: Box<dyn RowGenerator + '_> = match &pairs {
-        Some((pair_maps, _)) => Box::new(PairMappedRows { inner: joint_rows, maps: pair_maps }),
-        None => joint_rows,
-    };
-    let written = timings.time_in_parts("sample and write", |parts| {
-        pool.install(|| -> Result<_> {
-            let mut sink = ParquetSink::create(&part, columns, bounds, &value_cells)?;
-            let rows = write_rows(&mut sink, generator.as_ref(), progress, parts)?;
-            Ok((sink.finish()?, rows))
-        })
-    });
-    drop(generator);
-    let (staged, rows_written) = agree(comm, written)?;
-    let leaves_owned = release.part.leaves_owned() as u64;
-    let joint = match release.part.leaves {
-        PartLeaves::Every(counts) => ReleasedMeasure::Leaves { geometry, counts },
-        PartLeaves::Listed { leaves, .. } => ReleasedMeasure::SparseLeaves { geometry, leaves },
-    };
-    let root_count = release.part.root_count;
-    let mut whole = match (release.marginals, maps) {
-        (Some(marginals), Some(maps)) => {
-            release.plan.finish_calibrated(&release.schedule, joint, maps, marginals, root_count, scan, binning)
-        }
-        _ => release.plan.finish(&release.schedule, joint, root_count, scan, binning),
-    };
-    release.plan.with_refined_leaves(&mut whole, release.refined);
-    if let Some((pair_maps, parameters)) = pairs {
-        whole = release.plan.with_pair_maps(whole, pair_maps, parameters);
-    }
+    let WrittenPart { whole, staged, rows_read, leaves_owned, rows_written } = written;
     let epsilon_spent = whole.budget.check()?;
     // Every part is complete: rename them.
     agree(comm, commit_all(vec![staged]))?;
@@ -183,7 +121,7 @@ pub fn synthesize_across(
     let mine = RankInfo {
         rank,
         row_groups,
-        rows_read: release.rows_read,
+        rows_read,
         leaves_owned,
         rows_written,
         seconds: started.elapsed().as_secs_f64(),
@@ -210,6 +148,138 @@ pub fn synthesize_across(
     )?;
     commit_all(staged)?;
     Ok(Some(report))
+}
+
+/// One rank's run: its communicator, pool, part and the run's shared seeds.
+struct PartRun<'a> {
+    comm: &'a dyn Communicator,
+    pool: &'a rayon::ThreadPool,
+    part: &'a Path,
+    options: &'a SynthOptions,
+    seeds: &'a RunSeeds,
+}
+
+/// The whole release as every rank knows it, and this rank's part of the table, written under a temporary
+/// name.
+struct WrittenPart {
+    whole: Release,
+    staged: StagedFile,
+    rows_read: u64,
+    leaves_owned: u64,
+    rows_written: u64,
+}
+
+impl PartRun<'_> {
+    /// PMM's tree split by subtrees over the ranks ([`RankRelease`]): each rank releases and samples the
+    /// leaves it owns, then writes an even share of the rows.
+    fn split(
+        &self,
+        pmm: &PmmOptions,
+        rank_public: PublicInputs,
+        data: &DataPass,
+        timings: &mut Timings,
+    ) -> Result<WrittenPart> {
+        let PartRun { comm, pool, part, options, seeds } = *self;
+        let (columns, bounds) = (data.columns, data.bounds);
+        // The tree is split over the ranks: its memory cap is every rank's limit together. A rank whose
+        // full leaf histogram would not fit its own limit sends sorted leaf codes instead ([`Exchange`]).
+        let mut public = rank_public;
+        public.memory_limit = rank_public.memory_limit.saturating_mul(comm.size() as u64);
+        let plan = PmmPlan::new(&public, pmm)?;
+        let exchange = ExchangeRule {
+            file_rows: public.file_rows,
+            ranks: comm.size(),
+            rank_memory_limit: rank_public.memory_limit,
+            threads: rank_public.threads,
+        };
+        let rank_release = RankRelease { comm, pool, plan: &plan, data, seeds, exchange };
+        // Collectives stay on this thread (MPI is initialised for one thread); the work runs on the pool.
+        let (mut release, scan, binning) =
+            timings.time("bin, exchange, noise and consistency", || rank_release.release())?;
+        let geometry = CellGeometry::new(plan.dims(), release.depth);
+        // --marginal-share: every rank maps its rows onto the released marginals, from the joint
+        // release's own marginals summed over the ranks' parts.
+        let maps = release.marginals.as_ref().map(|marginals| {
+            let mut axes = axis_counts(&geometry, release.part.cells());
+            for axis in &mut axes {
+                comm.sum(axis);
+            }
+            marginals.maps_from(&axes)
+        });
+        // The cells each column's values are spread over (the same on every rank): see value_cells.
+        let value_cells = match (&release.marginals, &maps) {
+            (Some(marginals), Some(maps)) => marginals.value_cells(maps),
+            _ => leaf_value_cells(&geometry),
+        };
+        let placement = options.placement;
+        let pair_counts = release.pair_counts.take();
+        let pairs = match release.plan.pairs() {
+            Some(pairs) => Some(timings.time("pairs", || {
+                rank_release.release_pairs(pairs, (&release.part, pair_counts), geometry, maps.as_deref(), placement)
+            })?),
+            None => None,
+        };
+        let joint_rows =
+            part_rows(comm, &release.part, geometry, options.rows, placement, seeds.placement(), maps.as_deref());
+        let generator: Box<dyn RowGenerator + '_> = match &pairs {
+            Some((pair_maps, _)) => Box::new(PairMappedRows { inner: joint_rows, maps: pair_maps }),
+            None => joint_rows,
+        };
+        let written = timings.time_in_parts("sample and write", |parts| {
+            pool.install(|| -> Result<_> {
+                let mut sink = ParquetSink::create(part, columns, bounds, &value_cells)?;
+                let rows = write_rows(&mut sink, generator.as_ref(), data.progress, parts)?;
+                Ok((sink.finish()?, rows))
+            })
+        });
+        drop(generator);
+        let (staged, rows_written) = agree(comm, written)?;
+        let leaves_owned = release.part.leaves_owned() as u64;
+        let joint = match release.part.leaves {
+            PartLeaves::Every(counts) => ReleasedMeasure::Leaves { geometry, counts },
+            PartLeaves::Listed { leaves, .. } => ReleasedMeasure::SparseLeaves { geometry, leaves },
+        };
+        let root_count = release.part.root_count;
+        let mut whole = match (release.marginals, maps) {
+            (Some(marginals), Some(maps)) => {
+                release.plan.finish_calibrated(&release.schedule, joint, maps, marginals, root_count, scan, binning)
+            }
+            _ => release.plan.finish(&release.schedule, joint, root_count, scan, binning),
+        };
+        release.plan.with_refined_leaves(&mut whole, release.refined);
+        if let Some((pair_maps, parameters)) = pairs {
+            whole = release.plan.with_pair_maps(whole, pair_maps, parameters);
+        }
+        Ok(WrittenPart { whole, staged, rows_read: release.rows_read, leaves_owned, rows_written })
+    }
+
+    /// lowdim and PSMM: each rank's passes read its share and end in sums over the ranks
+    /// ([`DataPass::ranks`]), so every rank makes the single-machine release whole, with the same keyed
+    /// noise (each holds it all, as one machine would: the plan keeps the rank's own memory limit), and
+    /// writes its even share of the rows, numbered in the whole table.
+    fn replicated(&self, public: &PublicInputs, data: &DataPass, timings: &mut Timings) -> Result<WrittenPart> {
+        let PartRun { comm, pool, part, options, seeds } = *self;
+        let (columns, bounds) = (data.columns, data.bounds);
+        let whole = with_sums_on_this_thread(comm, pool, |ranks| {
+            let data = DataPass { ranks: Some(ranks), ..*data };
+            Plan::new(public, &options.mechanism)?.release(&data, seeds, timings)
+        })?;
+        let (rank, ranks) = (comm.rank(), comm.size());
+        let written = timings.time_in_parts(whole.output_phase, |parts| {
+            pool.install(|| -> Result<_> {
+                let table = whole.measure.rows(options.rows, options.placement, seeds.placement())?;
+                let starts = even_starts(table.total_rows() as usize, ranks);
+                let (first, end) = (starts[rank] as u64, starts[rank + 1] as u64);
+                let share = RowRange { inner: table, first, rows: end - first };
+                let value_cells = whole.measure.value_cells(columns.len());
+                let mut sink = ParquetSink::create(part, columns, bounds, &value_cells)?;
+                let rows = write_rows(&mut sink, &share, data.progress, parts)?;
+                Ok((sink.finish()?, rows))
+            })
+        });
+        let (staged, rows_written) = agree(comm, written)?;
+        Ok(WrittenPart { whole, staged, rows_read: data.source.row_count(), leaves_owned: 0, rows_written })
+    }
 }
 
 /// The input (every rank opens all of it: the plan needs every footer) and its used columns; and the
@@ -346,7 +416,7 @@ impl<'a> RankRelease<'a> {
             }
             Some(row_count) => {
                 let (binned, pair_counts, scan) = bin_marginals(plan.marginal_pass_depth(marginals, row_count)?)?;
-                let n_hat = row_count.release(summed(comm, scan).rows_binned, &seeds.noise);
+                let n_hat = row_count.release(scan.summed_over(comm).rows_binned, &seeds.noise);
                 let plan = plan.for_n_hat(n_hat);
                 let schedule = plan.schedule_for_n_hat(n_hat, row_count)?;
                 (plan, schedule, Some(n_hat), Some(binned), pair_counts)
@@ -392,7 +462,7 @@ impl<'a> RankRelease<'a> {
         let axes = data.axes(&geometry, warps);
         let (counts, scan, binning) =
             agree(comm, pool.install(|| LocalCounts::bin(data, geometry, &axes, plan.device(), exchange)))?;
-        Ok((counts, scan.rows_read, summed(comm, scan), binning))
+        Ok((counts, scan.rows_read, scan.summed_over(comm), binning))
     }
 
     /// `--refine-share` across ranks: each rank's counts `levels` deeper (on the tree's axes: `finer`, binned
@@ -543,20 +613,6 @@ fn shared_public<'a>(comm: &dyn Communicator, mut public: PublicInputs<'a>) -> P
     public.memory_limit = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
     public.threads = u64::from_le_bytes(bytes[8..].try_into().expect("8 bytes")) as usize;
     public
-}
-
-/// The scan statistics of every rank, added up.
-fn summed(comm: &dyn Communicator, scan: ScanStats) -> ScanStats {
-    let mut values = vec![scan.rows_read, scan.rows_binned, scan.rows_dropped, scan.rows_clamped];
-    values.extend(&scan.clamped_values);
-    comm.sum(&mut values);
-    ScanStats {
-        rows_read: values[0],
-        rows_binned: values[1],
-        rows_dropped: values[2],
-        rows_clamped: values[3],
-        clamped_values: values[4..].to_vec(),
-    }
 }
 
 /// Every rank's [`RankInfo`], in rank order.

@@ -171,6 +171,7 @@ fn runs(sorted: impl IntoIterator<Item = (u32, u64)>) -> (Vec<u32>, Vec<u64>) {
 mod tests {
     use super::*;
     use crate::cluster::local::run_local;
+    use crate::cluster::RankSums;
 
     #[test]
     fn sparse_and_dense_counts_reach_their_owners_alike() {

@@ -3,7 +3,7 @@
 
 use std::sync::{Barrier, Mutex, PoisonError};
 
-use super::Communicator;
+use super::{Communicator, RankSums};
 
 /// One thread's rank of a [`run_local`] group.
 pub struct LocalRank<'a> {
@@ -50,7 +50,7 @@ impl LocalRank<'_> {
     }
 }
 
-impl Communicator for LocalRank<'_> {
+impl RankSums for LocalRank<'_> {
     fn rank(&self) -> usize {
         self.rank
     }
@@ -59,17 +59,19 @@ impl Communicator for LocalRank<'_> {
         self.board.barrier_size()
     }
 
-    fn broadcast(&self, bytes: &mut [u8]) {
-        let all = self.exchange(bytes.iter().map(|&byte| u64::from(byte)).collect());
-        for (byte, &value) in bytes.iter_mut().zip(&all[0]) {
-            *byte = value as u8;
-        }
-    }
-
     fn sum(&self, values: &mut [u64]) {
         let all = self.exchange(values.to_vec());
         for (index, value) in values.iter_mut().enumerate() {
             *value = all.iter().map(|rank| rank[index]).sum();
+        }
+    }
+}
+
+impl Communicator for LocalRank<'_> {
+    fn broadcast(&self, bytes: &mut [u8]) {
+        let all = self.exchange(bytes.iter().map(|&byte| u64::from(byte)).collect());
+        for (byte, &value) in bytes.iter_mut().zip(&all[0]) {
+            *byte = value as u8;
         }
     }
 

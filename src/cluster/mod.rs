@@ -1,7 +1,9 @@
-//! Past one machine (SPEC §9): PMM over ranks that each read a share of the row groups, started by
-//! `mpirun` / `srun` (the `mpi` feature, [`mpi`]), or as threads of one process for the tests
+//! Past one machine (SPEC §9): PMM, lowdim and PSMM over ranks that each read a share of the row groups,
+//! started by `mpirun` / `srun` (the `mpi` feature, [`mpi`]), or as threads of one process for the tests
 //! ([`local::run_local`]). The ranks compute one release, the single-machine one: with `--seed`, the
-//! parts they write are, in rank order, the single-machine table, for any number of ranks.
+//! parts they write are, in rank order, the single-machine table, for any number of ranks. PMM's tree is
+//! split by subtrees; lowdim and PSMM are replicated: every rank's passes end in sums over the ranks
+//! ([`RankSums`], `DataPass::ranks`), and each rank makes the whole release from them.
 //!
 //! - [`Communicator`]: the few collectives a run needs, called in the same order on every rank;
 //! - [`exchange`]: a rank's leaf counts, dense or as sorted codes, sent to the ranks that own them;
@@ -18,16 +20,23 @@ pub mod mpi;
 pub mod part;
 pub mod rows;
 
+use std::sync::{mpsc, Mutex, PoisonError};
+
 use crate::error::{Error, Result};
 
-/// The collectives of a distributed run. Every rank calls each one, in the same order.
-pub trait Communicator {
+/// The one collective a replicated release's passes need ([`crate::binner::pass::DataPass::ranks`]): sums
+/// over the ranks. Every rank calls it the same number of times, in the same order.
+pub trait RankSums {
     fn rank(&self) -> usize;
     fn size(&self) -> usize;
-    /// Rank 0's `bytes` on every rank (each rank passes a buffer of the same length).
-    fn broadcast(&self, bytes: &mut [u8]);
     /// The element-wise sum over the ranks of `values`, in place on every rank.
     fn sum(&self, values: &mut [u64]);
+}
+
+/// The collectives of a distributed run. Every rank calls each one, in the same order.
+pub trait Communicator: RankSums {
+    /// Rank 0's `bytes` on every rank (each rank passes a buffer of the same length).
+    fn broadcast(&self, bytes: &mut [u8]);
     /// Each rank passes an array of the same length; rank r gets the element-wise sum over the ranks of
     /// its block `starts[r] .. starts[r + 1]` (`starts` has size + 1 entries, the same on every rank).
     fn reduce_scatter(&self, local: &[u64], starts: &[usize]) -> Vec<u64>;
@@ -37,7 +46,7 @@ pub trait Communicator {
 
 /// Makes every rank agree on a step that may fail on some: a rank that failed returns its own error,
 /// the others an error saying which ranks failed (each failing rank names its file and column).
-pub fn agree<T>(comm: &dyn Communicator, outcome: Result<T>) -> Result<T> {
+pub fn agree<T>(comm: &dyn RankSums, outcome: Result<T>) -> Result<T> {
     let mut failed = vec![0u64; comm.size()];
     failed[comm.rank()] = u64::from(outcome.is_err());
     comm.sum(&mut failed);
@@ -50,6 +59,54 @@ pub fn agree<T>(comm: &dyn Communicator, outcome: Result<T>) -> Result<T> {
             "rank {} failed (its message above names the file and the reason); nothing was written",
             ranks.join(", ")
         )))
+    }
+}
+
+/// Runs `work` on `pool` and performs on this thread the sums it asks for through the [`RankSums`] it is
+/// given: MPI is initialised for one thread, so its collectives stay on the thread that called this,
+/// while a release's passes run on the pool.
+pub fn with_sums_on_this_thread<T: Send>(
+    comm: &dyn Communicator,
+    pool: &rayon::ThreadPool,
+    work: impl FnOnce(&(dyn RankSums + Sync)) -> T + Send,
+) -> T {
+    let (requests, asked) = mpsc::channel::<(Vec<u64>, mpsc::Sender<Vec<u64>>)>();
+    let (rank, size) = (comm.rank(), comm.size());
+    std::thread::scope(|scope| {
+        let worker = scope.spawn(move || {
+            let funnel = SumFunnel { rank, size, requests: Mutex::new(requests) };
+            pool.install(|| work(&funnel))
+        });
+        // Ends when the work has returned (or panicked) and dropped the funnel.
+        for (mut values, reply) in asked {
+            comm.sum(&mut values);
+            let _ = reply.send(values);
+        }
+        worker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
+/// [`RankSums`] for the pool's threads: each sum is sent to the thread that owns the communicator.
+struct SumFunnel {
+    rank: usize,
+    size: usize,
+    requests: Mutex<mpsc::Sender<(Vec<u64>, mpsc::Sender<Vec<u64>>)>>,
+}
+
+impl RankSums for SumFunnel {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn sum(&self, values: &mut [u64]) {
+        let (reply, summed) = mpsc::channel();
+        let sent = self.requests.lock().unwrap_or_else(PoisonError::into_inner).send((values.to_vec(), reply));
+        sent.expect("the communicator's thread serves sums until the work returns");
+        values.copy_from_slice(&summed.recv().expect("the communicator's thread answers every sum"));
     }
 }
 

@@ -9,6 +9,7 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator as _, CommunicatorCollectives, Root};
 
 use super::driver::{synthesize_across, PartsOutput};
+use super::RankSums as _;
 use crate::error::{compact_number, Error, Result, EXIT_OK};
 use crate::options::SynthRequest;
 use crate::progress::Progress;
@@ -37,7 +38,7 @@ impl MpiWorld {
     }
 }
 
-impl super::Communicator for MpiWorld {
+impl super::RankSums for MpiWorld {
     fn rank(&self) -> usize {
         self.world.rank() as usize
     }
@@ -46,13 +47,15 @@ impl super::Communicator for MpiWorld {
         self.world.size() as usize
     }
 
-    fn broadcast(&self, bytes: &mut [u8]) {
-        self.world.process_at_rank(0).broadcast_into(bytes);
-    }
-
     fn sum(&self, values: &mut [u64]) {
         let send = values.to_vec();
         self.world.all_reduce_into(&send[..], values, SystemOperation::sum());
+    }
+}
+
+impl super::Communicator for MpiWorld {
+    fn broadcast(&self, bytes: &mut [u8]) {
+        self.world.process_at_rank(0).broadcast_into(bytes);
     }
 
     fn all_to_all(&self, sends: Vec<Vec<u64>>) -> Vec<Vec<u64>> {

@@ -235,7 +235,7 @@ impl NoisedPart {
 mod tests {
     use super::*;
     use crate::cluster::local::run_local;
-    use crate::cluster::Communicator;
+    use crate::cluster::RankSums;
     use crate::mechanism::pmm::consistency::ConsistencyRule;
     use crate::mechanism::pmm::release_leaf_counts;
     use crate::mechanism::pmm::schedule::LevelSchedule;

@@ -67,6 +67,7 @@ mod tests {
     use super::*;
     use crate::cluster::even_starts;
     use crate::cluster::local::run_local;
+    use crate::cluster::RankSums;
     use crate::sampler::allocate_rows;
 
     #[test]

@@ -98,6 +98,7 @@ pub fn fit(source: &Source, options: &SynthOptions, progress: &Progress) -> Resu
         bounds,
         nulls: options.nulls,
         progress,
+        ranks: None,
     };
     let (release, epsilon_spent, seeds, timings) = pool.install(|| -> Result<_> {
         let plan = Plan::new(&public, &options.mechanism)?;

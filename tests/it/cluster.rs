@@ -1,7 +1,7 @@
-//! PMM across ranks (issue 17): ranks as threads of one process (`cluster::local`) run the distributed
-//! driver; its parts, in rank order, are the single-machine table and its report the single-machine
-//! report (but for the memory cap, which grows with the ranks), for every rank count, thread count and
-//! relation. With the `mpi` feature the same driver runs
+//! PMM, lowdim and PSMM across ranks (issue 17): ranks as threads of one process (`cluster::local`) run the
+//! distributed driver; its parts, in rank order, are the single-machine table and its report the
+//! single-machine report (but for PMM's memory cap, which grows with the ranks), for every rank count,
+//! thread count and relation. With the `mpi` feature the same driver runs
 //! under `mpirun` (`mpi_parts_are_the_single_machine_table`).
 
 use std::path::{Path, PathBuf};
@@ -14,7 +14,8 @@ use dpsynth::cluster::driver::{part_path, synthesize_across, PartsOutput};
 use dpsynth::cluster::local::run_local;
 use dpsynth::geometry::bounds::ColumnBounds;
 use dpsynth::options::{
-    AutoChoice, LargerTable, MechanismOptions, Partition, PmmOptions, PsmmOptions, SmallerTable,
+    AutoChoice, InnerOptions, LargerTable, LowdimOptions, MechanismOptions, Partition, PeOptions, PmmOptions,
+    PsmmOptions, SmallerTable, TargetDim,
 };
 use dpsynth::privacy::Neighbours;
 use dpsynth::progress::Progress;
@@ -243,16 +244,84 @@ fn rows_across_ranks_are_the_single_machine_rows() {
 }
 
 #[test]
-fn only_pmm_runs_across_ranks() {
+fn pe_does_not_run_across_ranks() {
     let dir = tempfile::tempdir().unwrap();
     let input = dataset(dir.path());
     let outputs = parts_only(dir.path());
     let progress = Progress::hidden();
-    let mut psmm = options(Neighbours::AddRemove, 1);
-    psmm.mechanism = MechanismOptions::Psmm(PsmmOptions { cells: None, noisy_n_share: 0.0625 });
-    let refused = run_local(2, |comm| synthesize_across(comm, &input, &outputs, &psmm, &progress).err().unwrap().to_string());
-    assert!(refused[0].contains("--mechanism psmm does not run across ranks"), "{}", refused[0]);
+    let mut pe = options(Neighbours::Replace, 1);
+    pe.mechanism = MechanismOptions::Pe(PeOptions::with_delta(1e-6));
+    let refused = run_local(2, |comm| {
+        synthesize_across(comm, &input, &outputs, &pe, &progress).err().unwrap().to_string()
+    });
+    assert!(refused[0].contains("--mechanism pe does not run across ranks"), "{}", refused[0]);
     assert!(!outputs.directory.exists());
+}
+
+/// lowdim (on PMM and on PSMM) and PSMM: the ranks sum their passes' counts and each makes the whole
+/// release, so the parts and the report are one machine's under both relations.
+fn replicated_mechanisms() -> Vec<(&'static str, Neighbours, MechanismOptions)> {
+    let lowdim = |noisy_n_share, inner| {
+        MechanismOptions::Lowdim(LowdimOptions { target_dim: TargetDim::Auto, noisy_n_share, inner })
+    };
+    let psmm = PsmmOptions { cells: None, noisy_n_share: 0.0625 };
+    vec![
+        ("lowdim", Neighbours::Replace, lowdim(None, InnerOptions::Pmm(PmmOptions::DEFAULT))),
+        ("lowdim", Neighbours::AddRemove, lowdim(Some(0.1), InnerOptions::Pmm(PmmOptions::DEFAULT))),
+        ("lowdim on psmm", Neighbours::Replace, lowdim(None, InnerOptions::Psmm(psmm.clone()))),
+        ("psmm", Neighbours::Replace, MechanismOptions::Psmm(psmm.clone())),
+        ("psmm", Neighbours::AddRemove, MechanismOptions::Psmm(psmm)),
+    ]
+}
+
+#[test]
+fn lowdim_and_psmm_across_ranks_give_the_single_machine_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dataset(dir.path());
+    for (name, neighbours, mechanism) in replicated_mechanisms() {
+        let mut run = options(neighbours, 2);
+        run.mechanism = mechanism;
+        let (expected, single_report) = run_single(dir.path(), &input, &run);
+        for (ranks, threads) in [(2, 1), (3, 2)] {
+            run.threads = Some(threads);
+            let label = format!("{name}-{neighbours:?}-{ranks}");
+            let (parts, report) = run_across(dir.path(), &label, ranks, &input, &run);
+            assert!(rows_of(&parts) == expected, "{label}: the parts differ from one machine's table");
+            assert_eq!(report_json(&report), report_json(&single_report), "{label}");
+            let written: Vec<usize> = parts.iter().map(|part| rows_of(&[part.clone()])[0].len()).collect();
+            let even = expected[0].len() / ranks;
+            assert!(written.iter().all(|&rows| rows == even || rows == even + 1), "{label}: {written:?}");
+        }
+    }
+    // --rows: every rank draws its share of the same re-spread table.
+    let mut with_rows = options(Neighbours::Replace, 1);
+    with_rows.mechanism = replicated_mechanisms().remove(0).2;
+    with_rows.rows = Some(12_345);
+    let (expected, _) = run_single(dir.path(), &input, &with_rows);
+    assert_eq!(expected[0].len(), 12_345);
+    let (parts, _) = run_across(dir.path(), "lowdim-rows", 3, &input, &with_rows);
+    assert!(rows_of(&parts) == expected, "--rows across ranks");
+}
+
+#[test]
+fn bad_input_on_one_rank_stops_a_replicated_release_on_every_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dataset(dir.path());
+    add_a_file_with_a_null(&input);
+    let outputs = parts_only(dir.path());
+    let progress = Progress::hidden();
+    for (name, neighbours, mechanism) in replicated_mechanisms() {
+        let mut run = options(neighbours, 1);
+        run.mechanism = mechanism;
+        let errors = run_local(3, |comm| {
+            synthesize_across(comm, &input, &outputs, &run, &progress).err().expect("every rank fails").to_string()
+        });
+        assert!(errors[2].contains("part-9.parquet: column 'a': a null"), "{name}: {}", errors[2]);
+        for error in &errors[..2] {
+            assert!(error.contains("rank 2 failed"), "{name}: {error}");
+        }
+        assert!(files_in(&outputs.directory).is_empty(), "{name}: a failed run left a part");
+    }
 }
 
 #[test]
@@ -519,13 +588,17 @@ fn mpi_parts_are_the_single_machine_table() {
     let common = ["--bounds", "a=0:1", "--bounds", "b=0:1", "--bounds", "c=0:1", "--epsilon", "1", "--seed", "23", "--quiet"];
     // The default depth exchanges dense histograms; depth 20 (2^20 leaves, 40 000 rows) sorted codes;
     // auto releases the marginals (d = 3); --partition quantile cuts the tree at their quantiles, and
-    // --pair-share maps pairs onto released 2-way marginals; --refine-share cuts dense leaves finer.
+    // --pair-share maps pairs onto released 2-way marginals; --refine-share cuts dense leaves finer; lowdim
+    // and psmm are replicated.
     for (name, extra) in [
         ("dense", &[][..]),
         ("sparse", &["--neighbours", "replace", "--depth", "20"][..]),
         ("auto", &["--mechanism", "auto"][..]),
         ("quantile and pairs", &["--partition", "quantile", "--pair-share", "0.2"][..]),
         ("refined", &["--refine-share", "0.1"][..]),
+        // Replicated releases: each rank sums its passes' counts with the others' and makes the whole release.
+        ("lowdim", &["--mechanism", "lowdim", "--neighbours", "replace"][..]),
+        ("psmm", &["--mechanism", "psmm"][..]),
     ] {
         let single = dir.path().join(format!("single-{name}.parquet"));
         let output =

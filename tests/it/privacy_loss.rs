@@ -560,7 +560,8 @@ fn the_quantile_partition_stays_within_its_marginal_and_joint_epsilon() {
     let progress = Progress::hidden();
     let release = |source: &Source, seed: u64| {
         let columns = source.numeric_columns(&["x".to_string()]).unwrap();
-        let data = DataPass { source, columns: &columns, bounds: &bounds, nulls: NullPolicy::Error, progress: &progress };
+        let nulls = NullPolicy::Error;
+        let data = DataPass { source, columns: &columns, bounds: &bounds, nulls, progress: &progress, ranks: None };
         plan.release(&data, &RunSeeds::new(Some(seed)).unwrap(), &mut Timings::default()).unwrap()
     };
     // The released marginal's mass below the middle, in rows (none when it released no mass).

@@ -103,6 +103,23 @@ impl GramSums {
         }
         total
     }
+
+    /// These sums added over the ranks of a distributed run by `sum` (each rank passes its own rows' sums;
+    /// [`crate::binner::pass::DataPass::sum_over_ranks`]), exactly: each u128 crosses as four 32-bit limbs
+    /// in u64 words, which cannot overflow below 2^32 ranks.
+    pub fn summed_with(mut self, sum: impl FnOnce(&mut [u64])) -> Self {
+        const LIMBS: usize = 4;
+        let mut words = vec![self.rows];
+        for &value in self.sums.iter().chain(&self.gram) {
+            words.extend((0..LIMBS).map(|limb| (value >> (32 * limb)) as u64 & u64::from(u32::MAX)));
+        }
+        sum(&mut words);
+        self.rows = words[0];
+        for (value, limbs) in self.sums.iter_mut().chain(&mut self.gram).zip(words[1..].chunks_exact(LIMBS)) {
+            *value = limbs.iter().rev().fold(0u128, |high, &limb| (high << 32).wrapping_add(u128::from(limb)));
+        }
+        self
+    }
 }
 
 /// One scanning thread's Gram accumulation: fed quantised rows (cell indices per axis).
@@ -491,6 +508,17 @@ mod tests {
             .gram
             .iter()
             .all(|&g| g == v * v * GRAM_BLOCK_ROWS as u128));
+    }
+
+    #[test]
+    fn sums_added_over_ranks_as_limbs_are_the_merged_sums() {
+        let mut part = accumulate(&random_indices(3, 500, 5), &[500]);
+        // Values past 2^64, whose limbs carry when three ranks' are added.
+        part.gram[0] = u128::MAX / 5;
+        part.sums[2] = (1u128 << 100) + (1u128 << 64) - 1;
+        let three_ranks = part.clone().summed_with(|words| words.iter_mut().for_each(|word| *word *= 3));
+        assert_eq!(three_ranks, GramSums::merge(3, [part.clone(), part.clone(), part.clone()]));
+        assert_eq!(part.clone().summed_with(|_| ()), part, "one machine: the sums as they are");
     }
 
     fn sums_of(axes: &[Vec<u32>]) -> GramSums {

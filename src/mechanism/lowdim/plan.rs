@@ -105,7 +105,8 @@ impl LowdimPlan {
             let (workers, scan) = data.fold_quantised_rows("covariance", &value_axes, &|| {
                 Ok(GramAccumulator::new(dims))
             })?;
-            Ok::<_, Error>((GramSums::merge(dims, workers.into_iter().map(|worker| worker.sums)), scan))
+            let sums = GramSums::merge(dims, workers.into_iter().map(|worker| worker.sums));
+            Ok::<_, Error>((sums.summed_with(|words| data.sum_over_ranks(words)), scan))
         })?;
 
         // The row count the releases may use: public n (replace) or a released n̂ (add-remove); then
@@ -164,7 +165,7 @@ impl LowdimPlan {
         let (cells, binning) = timings.time("projection pass", || match &inner {
             Inner::Pmm(plan) => {
                 let geometry = plan.geometry().expect("the inner depth is known");
-                match ChosenBinner::for_run(plan.device(), geometry)? {
+                match data.agreed(ChosenBinner::for_run(plan.device(), geometry))? {
                     ChosenBinner::Cpu(binner, line) => {
                         Ok((bin_projected(data, &value_axes, &projection, &binner)?, line))
                     }
@@ -393,5 +394,7 @@ fn bin_projected<B: Binner>(
     let (workers, _) = data.fold_quantised_rows("project", value_axes, &|| {
         Ok(ProjectingWorker::new(binner.worker()?, projection))
     })?;
-    binner.finish(workers.into_iter().map(|worker| worker.inner).collect())
+    let mut cells = binner.finish(workers.into_iter().map(|worker| worker.inner).collect())?;
+    data.sum_over_ranks(&mut cells);
+    Ok(cells)
 }

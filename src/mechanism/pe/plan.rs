@@ -359,6 +359,7 @@ impl PePlan {
                     bounds: &bounds,
                     nulls: crate::binner::NullPolicy::Drop,
                     progress: data.progress,
+                    ranks: None,
                 };
                 let (read, _) = read_rows(&public, "pe initial points")?;
                 if read.is_empty() {

@@ -47,6 +47,9 @@ pub struct PsmmPlan {
     stream: NoiseStream,
     memory_limit: u64,
     placement: Placement,
+    /// The input's row count: n under replace, where it is public (and, across ranks, the whole table's
+    /// where each rank's pass reads its share).
+    file_rows: u64,
 }
 
 impl PsmmPlan {
@@ -105,6 +108,7 @@ impl PsmmPlan {
             stream: NoiseStream::PsmmCells,
             memory_limit: public.memory_limit,
             placement: public.placement,
+            file_rows: public.file_rows,
         })
     }
 
@@ -126,6 +130,7 @@ impl PsmmPlan {
             stream: NoiseStream::LowdimInnerPsmmCells,
             memory_limit: public.memory_limit,
             placement: public.placement,
+            file_rows: public.file_rows,
         })
     }
 
@@ -173,9 +178,8 @@ impl PsmmPlan {
                 Ok((grid, counts, scan, rule, Some(n_hat)))
             }
         })?;
-        let public_n = data.file_rows();
         let (masses, mass, projection) =
-            self.release_cells(&grid, &true_counts, public_n, n_hat, seeds, timings)?;
+            self.release_cells(&grid, &true_counts, self.file_rows, n_hat, seeds, timings)?;
         drop(true_counts);
         Ok(Release {
             mechanism: "psmm",
