@@ -1,4 +1,4 @@
-//! `synth` across ranks. lowdim and PSMM: each rank's passes over its share end in sums over the ranks, so
+//! `synth` across ranks. lowdim, PSMM and PE: each rank's passes over its share end in sums over the ranks, so
 //! every rank makes the whole single-machine release and writes its even share of the rows
 //! ([`PartRun::replicated`]). PMM: every rank opens the input and makes the same plan from public inputs;
 //! each bins its share of the row groups (balanced by compressed bytes); the leaf histograms are
@@ -57,7 +57,7 @@ pub fn part_path(directory: &Path, rank: usize) -> PathBuf {
 }
 
 /// Runs `options`' mechanism on `input` across the ranks of `comm` (every rank calls this with the same
-/// arguments): PMM (and so auto) split by subtrees, lowdim and PSMM replicated ([`PartRun::replicated`]).
+/// arguments): PMM (and so auto) split by subtrees, lowdim, PSMM and PE replicated ([`PartRun::replicated`]).
 /// Rank 0 returns the run report.
 pub fn synthesize_across(
     comm: &dyn Communicator,
@@ -70,12 +70,13 @@ pub fn synthesize_across(
     options.validate()?;
     let split = match &options.mechanism {
         MechanismOptions::Pmm(pmm) => Some(pmm),
-        MechanismOptions::Lowdim(_) | MechanismOptions::Psmm(_) => None,
+        MechanismOptions::Lowdim(_) | MechanismOptions::Psmm(_) | MechanismOptions::Pe(_) => None,
         other => {
+            let runs = "pmm, auto, lowdim, psmm and pe do";
             return Err(Error::bad_input(format!(
-                "--mechanism {} does not run across ranks yet (pmm, auto, lowdim and psmm do): run it on one machine",
+                "--mechanism {} does not run across ranks yet ({runs}): run it on one machine",
                 other.name()
-            )))
+            )));
         }
     };
     let part = part_path(&outputs.directory, comm.rank());
@@ -253,7 +254,7 @@ impl PartRun<'_> {
         Ok(WrittenPart { whole, staged, rows_read: release.rows_read, leaves_owned, rows_written })
     }
 
-    /// lowdim and PSMM: each rank's passes read its share and end in sums over the ranks
+    /// lowdim, PSMM and PE: each rank's passes read its share and end in sums over the ranks
     /// ([`DataPass::ranks`]), so every rank makes the single-machine release whole, with the same keyed
     /// noise (each holds it all, as one machine would: the plan keeps the rank's own memory limit), and
     /// writes its even share of the rows, numbered in the whole table.

@@ -1,8 +1,8 @@
-//! Past one machine (SPEC §9): PMM, lowdim and PSMM over ranks that each read a share of the row groups,
+//! Past one machine (SPEC §9): PMM, lowdim, PSMM and PE over ranks that each read a share of the row groups,
 //! started by `mpirun` / `srun` (the `mpi` feature, [`mpi`]), or as threads of one process for the tests
 //! ([`local::run_local`]). The ranks compute one release, the single-machine one: with `--seed`, the
 //! parts they write are, in rank order, the single-machine table, for any number of ranks. PMM's tree is
-//! split by subtrees; lowdim and PSMM are replicated: every rank's passes end in sums over the ranks
+//! split by subtrees; lowdim, PSMM and PE are replicated: every rank's passes end in sums over the ranks
 //! ([`RankSums`], `DataPass::ranks`), and each rank makes the whole release from them.
 //!
 //! - [`Communicator`]: the few collectives a run needs, called in the same order on every rank;

@@ -144,7 +144,7 @@ pub struct RankInfo {
     pub row_groups: u64,
     pub rows_read: u64,
     /// Leaf counts it received from the reduce-scatter (8 bytes each, from every rank); 0 where every rank
-    /// makes the whole release (lowdim, PSMM).
+    /// makes the whole release (lowdim, PSMM, PE).
     pub leaves_owned: u64,
     pub rows_written: u64,
     pub seconds: f64,

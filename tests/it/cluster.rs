@@ -1,4 +1,4 @@
-//! PMM, lowdim and PSMM across ranks (issue 17): ranks as threads of one process (`cluster::local`) run the
+//! PMM, lowdim, PSMM and PE across ranks (issue 17): ranks as threads of one process (`cluster::local`) run the
 //! distributed driver; its parts, in rank order, are the single-machine table and its report the
 //! single-machine report (but for PMM's memory cap, which grows with the ranks), for every rank count,
 //! thread count and relation. With the `mpi` feature the same driver runs
@@ -14,9 +14,11 @@ use dpsynth::cluster::driver::{part_path, synthesize_across, PartsOutput};
 use dpsynth::cluster::local::run_local;
 use dpsynth::geometry::bounds::ColumnBounds;
 use dpsynth::options::{
-    AutoChoice, InnerOptions, LargerTable, LowdimOptions, MechanismOptions, Partition, PeOptions, PmmOptions,
-    PsmmOptions, SmallerTable, TargetDim,
+    AutoChoice, CellsFrom, InnerOptions, LargerTable, LowdimOptions, MechanismOptions, MicroaggOptions, Partition,
+    PeOptions, PmmOptions, PsmmOptions, SmallerTable, TargetDim,
 };
+use dpsynth::binner::device::DeviceChoice;
+use dpsynth::encoding::{EncodingSpec, Unlisted};
 use dpsynth::privacy::Neighbours;
 use dpsynth::progress::Progress;
 use dpsynth::synth::{synthesize, OutputPaths};
@@ -244,43 +246,61 @@ fn rows_across_ranks_are_the_single_machine_rows() {
 }
 
 #[test]
-fn pe_does_not_run_across_ranks() {
+fn the_encoded_mechanisms_do_not_run_across_ranks() {
     let dir = tempfile::tempdir().unwrap();
     let input = dataset(dir.path());
     let outputs = parts_only(dir.path());
     let progress = Progress::hidden();
-    let mut pe = options(Neighbours::Replace, 1);
-    pe.mechanism = MechanismOptions::Pe(PeOptions::with_delta(1e-6));
+    let mut microagg = options(Neighbours::Replace, 1);
+    let encoding = EncodingSpec {
+        columns: vec!["a".into()],
+        categories: Vec::new(),
+        bins: Vec::new(),
+        bounds: Vec::new(),
+        unlisted: Unlisted::Error,
+    };
+    let groups = MicroaggOptions { encoding, groups: 4, cells_from: CellsFrom::SqrtK };
+    microagg.mechanism = MechanismOptions::Microagg(groups);
     let refused = run_local(2, |comm| {
-        synthesize_across(comm, &input, &outputs, &pe, &progress).err().unwrap().to_string()
+        synthesize_across(comm, &input, &outputs, &microagg, &progress).err().unwrap().to_string()
     });
-    assert!(refused[0].contains("--mechanism pe does not run across ranks"), "{}", refused[0]);
+    assert!(refused[0].contains("--mechanism microagg does not run across ranks"), "{}", refused[0]);
     assert!(!outputs.directory.exists());
 }
 
-/// lowdim (on PMM and on PSMM) and PSMM: the ranks sum their passes' counts and each makes the whole
-/// release, so the parts and the report are one machine's under both relations.
+/// lowdim (on PMM and on PSMM), PSMM and PE (its rows held, and read again at every step): the ranks sum
+/// their passes' counts and each makes the whole release, so the parts and the report are one machine's,
+/// under both relations where the mechanism has both.
 fn replicated_mechanisms() -> Vec<(&'static str, Neighbours, MechanismOptions)> {
     let lowdim = |noisy_n_share, inner| {
         MechanismOptions::Lowdim(LowdimOptions { target_dim: TargetDim::Auto, noisy_n_share, inner })
     };
     let psmm = PsmmOptions { cells: None, noisy_n_share: 0.0625 };
+    let pe = PeOptions { steps: Some(3), samples: Some(200), device: DeviceChoice::Cpu, ..PeOptions::with_delta(1e-6) };
     vec![
         ("lowdim", Neighbours::Replace, lowdim(None, InnerOptions::Pmm(PmmOptions::DEFAULT))),
         ("lowdim", Neighbours::AddRemove, lowdim(Some(0.1), InnerOptions::Pmm(PmmOptions::DEFAULT))),
         ("lowdim on psmm", Neighbours::Replace, lowdim(None, InnerOptions::Psmm(psmm.clone()))),
         ("psmm", Neighbours::Replace, MechanismOptions::Psmm(psmm.clone())),
         ("psmm", Neighbours::AddRemove, MechanismOptions::Psmm(psmm)),
+        ("pe", Neighbours::Replace, MechanismOptions::Pe(pe)),
     ]
 }
 
 #[test]
-fn lowdim_and_psmm_across_ranks_give_the_single_machine_table() {
+fn lowdim_psmm_and_pe_across_ranks_give_the_single_machine_table() {
     let dir = tempfile::tempdir().unwrap();
     let input = dataset(dir.path());
-    for (name, neighbours, mechanism) in replicated_mechanisms() {
+    let mut cases = replicated_mechanisms();
+    let pe = cases.last().unwrap().2.clone();
+    cases.push(("pe, rows read at every step", Neighbours::Replace, pe));
+    for (name, neighbours, mechanism) in cases {
         let mut run = options(neighbours, 2);
         run.mechanism = mechanism;
+        if name == "pe, rows read at every step" {
+            // Below the rows' 40 000 × 3 × 8 bytes: each step reads the ranks' shares again.
+            run.memory_limit = Some(1 << 19);
+        }
         let (expected, single_report) = run_single(dir.path(), &input, &run);
         for (ranks, threads) in [(2, 1), (3, 2)] {
             run.threads = Some(threads);
@@ -288,6 +308,8 @@ fn lowdim_and_psmm_across_ranks_give_the_single_machine_table() {
             let (parts, report) = run_across(dir.path(), &label, ranks, &input, &run);
             assert!(rows_of(&parts) == expected, "{label}: the parts differ from one machine's table");
             assert_eq!(report_json(&report), report_json(&single_report), "{label}");
+            let device = report_json(&report)["device"].as_str().unwrap_or_default().to_string();
+            assert_eq!(name == "pe, rows read at every step", device.contains("read again at every step"), "{device}");
             let written: Vec<usize> = parts.iter().map(|part| rows_of(&[part.clone()])[0].len()).collect();
             let even = expected[0].len() / ranks;
             assert!(written.iter().all(|&rows| rows == even || rows == even + 1), "{label}: {written:?}");
@@ -588,8 +610,8 @@ fn mpi_parts_are_the_single_machine_table() {
     let common = ["--bounds", "a=0:1", "--bounds", "b=0:1", "--bounds", "c=0:1", "--epsilon", "1", "--seed", "23", "--quiet"];
     // The default depth exchanges dense histograms; depth 20 (2^20 leaves, 40 000 rows) sorted codes;
     // auto releases the marginals (d = 3); --partition quantile cuts the tree at their quantiles, and
-    // --pair-share maps pairs onto released 2-way marginals; --refine-share cuts dense leaves finer; lowdim
-    // and psmm are replicated.
+    // --pair-share maps pairs onto released 2-way marginals; --refine-share cuts dense leaves finer; lowdim,
+    // psmm and pe are replicated.
     for (name, extra) in [
         ("dense", &[][..]),
         ("sparse", &["--neighbours", "replace", "--depth", "20"][..]),
@@ -599,6 +621,7 @@ fn mpi_parts_are_the_single_machine_table() {
         // Replicated releases: each rank sums its passes' counts with the others' and makes the whole release.
         ("lowdim", &["--mechanism", "lowdim", "--neighbours", "replace"][..]),
         ("psmm", &["--mechanism", "psmm"][..]),
+        ("pe", &["--mechanism", "pe", "--neighbours", "replace", "--delta", "1e-6", "--pe-steps", "3"][..]),
     ] {
         let single = dir.path().join(format!("single-{name}.parquet"));
         let output =

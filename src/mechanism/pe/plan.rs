@@ -249,7 +249,10 @@ impl PePlan {
     ) -> Result<Release> {
         let metric = self.domain.metric();
         let (search, scan) = timings.time("read rows", || {
-            NearestSearch::for_run(self.device, metric, data, self.n, self.memory_limit, self.candidates_per_step())
+            let candidates = self.candidates_per_step();
+            let search = NearestSearch::for_run(self.device, metric, data, self.n, self.memory_limit, candidates);
+            // Across ranks a rank may fail here alone (its GPU): every rank agrees before the steps' sums.
+            data.agreed(search)
         })?;
         let seed = seeds.evolution();
         let mut points = timings.time("initial points", || self.initial_points(data, seed))?;

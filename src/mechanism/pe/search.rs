@@ -103,6 +103,8 @@ pub struct NearestSearch<'a> {
     dims: usize,
     rows: Rows<'a>,
     device: String,
+    /// The pass the rows came from: across ranks its sums make each step's counts the whole table's.
+    data: &'a DataPass<'a>,
 }
 
 /// Under `--device auto`, the largest candidates a step × CPU threads at which a real GPU counts the
@@ -121,7 +123,8 @@ impl<'a> NearestSearch<'a> {
     /// Reads the rows once when their n·d·8 bytes fit in `memory_limit` (onto a GPU when `choice` takes
     /// one: `auto` only a real GPU, and only where [`auto_takes_the_gpu`] for `candidates` a step on this
     /// pool's threads), else leaves them to be read again at every step (CPU). What the read saw comes back
-    /// for the report.
+    /// for the report. Across ranks each rank holds its share of the rows but chooses by the whole table's
+    /// `n`, as every rank and one machine do.
     pub fn for_run(
         choice: DeviceChoice,
         metric: Metric,
@@ -137,6 +140,7 @@ impl<'a> NearestSearch<'a> {
             dims,
             rows,
             device,
+            data,
         };
         if held_bytes > u128::from(memory_limit) {
             if choice == DeviceChoice::Gpu {
@@ -194,8 +198,15 @@ impl<'a> NearestSearch<'a> {
         }
     }
 
-    /// Entry j: the rows whose nearest candidate is j (ties to the smallest j).
+    /// Entry j: the rows whose nearest candidate is j (ties to the smallest j); across ranks, of every rank's
+    /// rows.
     pub fn counts(&self, candidates: &[f64]) -> Result<Vec<u64>> {
+        let mut counts = self.data.agreed(self.counts_on_this_rank(candidates))?;
+        self.data.sum_over_ranks(&mut counts);
+        Ok(counts)
+    }
+
+    fn counts_on_this_rank(&self, candidates: &[f64]) -> Result<Vec<u64>> {
         match &self.rows {
             Rows::Held(rows) => Ok(nearest_neighbour_counts(self.metric, candidates, self.dims, rows)),
             #[cfg(feature = "gpu")]
