@@ -255,7 +255,8 @@ impl PePlan {
             data.agreed(search)
         })?;
         let seed = seeds.evolution();
-        let mut points = timings.time("initial points", || self.initial_points(data, seed))?;
+        // --pe-init's public file is read on each rank, and may fail on one alone.
+        let mut points = timings.time("initial points", || data.agreed(self.initial_points(data, seed)))?;
         let mut log = Vec::with_capacity(self.steps as usize);
         timings.time("evolve", || -> Result<()> {
             for step in 1..=self.steps {
