@@ -2,7 +2,8 @@
 //! bounds, under the run's null policy and on the run's binning device. Mechanisms see the private data
 //! only through a [`DataPass`], and only as histograms, per-thread folds of quantised rows, or (covloss,
 //! microagg) the bit planes of a public encoding. Across ranks ([`DataPass::ranks`]) each rank reads its
-//! share of the row groups and every histogram a pass returns is the whole table's.
+//! share of the row groups and every histogram a pass returns is the whole table's (the bit planes are the
+//! rank's own rows).
 
 use std::sync::Arc;
 
@@ -44,12 +45,11 @@ impl DataPass<'_> {
         self.columns.len()
     }
 
-    /// The rows of a public `encoding`'s columns as bit planes (covloss, microagg).
+    /// The rows of a public `encoding`'s columns as bit planes (covloss, microagg). Across ranks, this
+    /// rank's share of them (agreed by every rank): covloss sums what it counts from them
+    /// ([`Self::sum_over_ranks`]).
     pub fn bits(&self, encoding: &Encoding) -> Result<BitRows> {
-        if self.ranks.is_some() {
-            return Err(Error::internal("a public encoding's rows are not read across ranks"));
-        }
-        read_bits(self.source, encoding, self.progress)
+        self.agreed(read_bits(self.source, encoding, self.progress))
     }
 
     /// `outcome` of this rank's pass, made the whole table's: across ranks, agreed by every rank (one that

@@ -1,5 +1,5 @@
-//! `synth` across ranks. lowdim, PSMM and PE: each rank's passes over its share end in sums over the ranks, so
-//! every rank makes the whole single-machine release and writes its even share of the rows
+//! `synth` across ranks. lowdim, PSMM, PE and covloss: each rank's passes over its share end in sums over the
+//! ranks, so every rank makes the whole single-machine release and writes its even share of the rows
 //! ([`PartRun::replicated`]). PMM: every rank opens the input and makes the same plan from public inputs;
 //! each bins its share of the row groups (balanced by compressed bytes); the leaf histograms are
 //! reduce-scattered so that each rank holds the true counts of the subtrees it owns ([`super::part`]);
@@ -35,13 +35,14 @@ use crate::mechanism::pmm::pairs::{DrawnRows, PairMap, PairMappedRows, PairParam
 use crate::mechanism::pmm::refine::{binned_with_the_tree, AxisShapes, LeafRefinementParameters};
 use crate::mechanism::pmm::schedule::LevelSchedule;
 use crate::mechanism::pmm::PmmPlan;
+use crate::mechanism::covloss::points::BATCH_ROWS as ENCODED_BATCH_ROWS;
 use crate::mechanism::{leaf_value_cells, Plan, PublicInputs, Release, ReleasedMeasure};
 use crate::options::{MechanismOptions, PmmOptions, SynthOptions};
 use crate::privacy::{NoisyRowCount, RunSeeds};
 use crate::progress::{PhaseTiming, Progress, Timings};
 use crate::sampler::{LeafSampler, Placement, RowGenerator, RowRange};
 use crate::synth::report::{Diagnostics, RankInfo, RunReport};
-use crate::synth::{public_inputs, stage_reports, thread_pool, write_rows, RunColumns, RunFacts};
+use crate::synth::{public_inputs, stage_reports, thread_pool, write_encoded, write_rows, RunColumns, RunFacts};
 
 /// Where a distributed run writes: the parts in a directory, the reports (rank 0) beside them.
 #[derive(Clone, Debug)]
@@ -57,7 +58,8 @@ pub fn part_path(directory: &Path, rank: usize) -> PathBuf {
 }
 
 /// Runs `options`' mechanism on `input` across the ranks of `comm` (every rank calls this with the same
-/// arguments): PMM (and so auto) split by subtrees, lowdim, PSMM and PE replicated ([`PartRun::replicated`]).
+/// arguments): PMM (and so auto) split by subtrees, lowdim, PSMM, PE and covloss replicated
+/// ([`PartRun::replicated`]).
 /// Rank 0 returns the run report.
 pub fn synthesize_across(
     comm: &dyn Communicator,
@@ -70,9 +72,12 @@ pub fn synthesize_across(
     options.validate()?;
     let split = match &options.mechanism {
         MechanismOptions::Pmm(pmm) => Some(pmm),
-        MechanismOptions::Lowdim(_) | MechanismOptions::Psmm(_) | MechanismOptions::Pe(_) => None,
+        MechanismOptions::Lowdim(_)
+        | MechanismOptions::Psmm(_)
+        | MechanismOptions::Pe(_)
+        | MechanismOptions::Covloss(_) => None,
         other => {
-            let runs = "pmm, auto, lowdim, psmm and pe do";
+            let runs = "pmm, auto, lowdim, psmm, pe and covloss do";
             return Err(Error::bad_input(format!(
                 "--mechanism {} does not run across ranks yet ({runs}): run it on one machine",
                 other.name()
@@ -254,10 +259,10 @@ impl PartRun<'_> {
         Ok(WrittenPart { whole, staged, rows_read: release.rows_read, leaves_owned, rows_written })
     }
 
-    /// lowdim, PSMM and PE: each rank's passes read its share and end in sums over the ranks
+    /// lowdim, PSMM, PE and covloss: each rank's passes read its share and end in sums over the ranks
     /// ([`DataPass::ranks`]), so every rank makes the single-machine release whole, with the same keyed
     /// noise (each holds it all, as one machine would: the plan keeps the rank's own memory limit), and
-    /// writes its even share of the rows, numbered in the whole table.
+    /// writes its even share of the rows, numbered in the whole table (covloss's in whole batches).
     fn replicated(&self, public: &PublicInputs, data: &DataPass, timings: &mut Timings) -> Result<WrittenPart> {
         let PartRun { comm, pool, part, options, seeds } = *self;
         let (columns, bounds) = (data.columns, data.bounds);
@@ -268,13 +273,25 @@ impl PartRun<'_> {
         let (rank, ranks) = (comm.rank(), comm.size());
         let written = timings.time_in_parts(whole.output_phase, |parts| {
             pool.install(|| -> Result<_> {
-                let table = whole.measure.rows(options.rows, options.placement, seeds.placement())?;
-                let starts = even_starts(table.total_rows() as usize, ranks);
-                let (first, end) = (starts[rank] as u64, starts[rank + 1] as u64);
-                let share = RowRange { inner: table, first, rows: end - first };
-                let value_cells = whole.measure.value_cells(columns.len());
-                let mut sink = ParquetSink::create(part, columns, bounds, &value_cells)?;
-                let rows = write_rows(&mut sink, &share, data.progress, parts)?;
+                let (sink, rows) = match (&whole.measure, public.encoding) {
+                    (ReleasedMeasure::Encoded { points, rows: released }, Some(encoding)) => {
+                        // Whole batches: each batch's rows are drawn from where it starts.
+                        let (total, batch) = (options.rows.unwrap_or(*released), ENCODED_BATCH_ROWS as u64);
+                        let starts = even_starts(total.div_ceil(batch) as usize, ranks);
+                        let [first, end] = [starts[rank], starts[rank + 1]].map(|at| (at as u64 * batch).min(total));
+                        write_encoded(encoding, points, first..end, seeds.placement(), part, data.progress)?
+                    }
+                    _ => {
+                        let table = whole.measure.rows(options.rows, options.placement, seeds.placement())?;
+                        let starts = even_starts(table.total_rows() as usize, ranks);
+                        let (first, end) = (starts[rank] as u64, starts[rank + 1] as u64);
+                        let share = RowRange { inner: table, first, rows: end - first };
+                        let value_cells = whole.measure.value_cells(columns.len());
+                        let mut sink = ParquetSink::create(part, columns, bounds, &value_cells)?;
+                        let rows = write_rows(&mut sink, &share, data.progress, parts)?;
+                        (sink, rows)
+                    }
+                };
                 Ok((sink.finish()?, rows))
             })
         });

@@ -234,7 +234,8 @@ impl Fitted {
         let written = timings.time_in_parts(output_phase, |parts| {
             self.pool.install(|| match (&self.release.measure, &self.columns) {
                 (ReleasedMeasure::Encoded { points, rows: released }, RunColumns::Encoded(encoding)) => {
-                    write_encoded(encoding, points, rows.unwrap_or(*released), self.placement_seed, outputs, progress)
+                    let rows = 0..rows.unwrap_or(*released);
+                    write_encoded(encoding, points, rows, self.placement_seed, &outputs.table, progress)
                 }
                 _ => {
                     let (columns, bounds) = self.columns.numeric();
@@ -545,26 +546,28 @@ pub(crate) fn write_rows(
     Ok(total_rows)
 }
 
-/// Creates the output table (uncommitted) and writes `rows` rows drawn from the encoded `points` with the
-/// placement seed `seed` into it, batch by batch. Returns the sink and the number of rows written.
-fn write_encoded(
+/// Creates the table at `path` (uncommitted) and writes rows `rows` (a range that starts on a batch, so
+/// that any split of the rows into ranges gives the same rows) of the table drawn from the encoded `points`
+/// with the placement seed `seed`, batch by batch. Returns the sink and the number of rows written.
+pub(crate) fn write_encoded(
     encoding: &Encoding,
     points: &WeightedPoints,
-    rows: u64,
+    rows: std::ops::Range<u64>,
     seed: u64,
-    outputs: &OutputPaths,
+    path: &Path,
     progress: &Progress,
 ) -> Result<(ParquetSink, u64)> {
+    debug_assert_eq!(rows.start % ENCODED_BATCH_ROWS as u64, 0);
     let schema = decode::output_schema(encoding);
-    let mut sink = ParquetSink::create_with_schema(&outputs.table, schema.clone())?;
-    let bar = progress.phase("sample", rows, "rows");
-    for start in (0..rows).step_by(ENCODED_BATCH_ROWS) {
-        let batch_rows = (rows - start).min(ENCODED_BATCH_ROWS as u64) as usize;
+    let mut sink = ParquetSink::create_with_schema(path, schema.clone())?;
+    let bar = progress.phase("sample", rows.end - rows.start, "rows");
+    for start in rows.clone().step_by(ENCODED_BATCH_ROWS) {
+        let batch_rows = (rows.end - start).min(ENCODED_BATCH_ROWS as u64) as usize;
         sink.write_batch(&points.batch(encoding, &schema, start, batch_rows, seed)?)?;
         bar.advance(batch_rows as u64)?;
     }
     bar.finish();
-    Ok((sink, rows))
+    Ok((sink, rows.end - rows.start))
 }
 
 /// Finishes the table, writes the reports beside it, then commits all of them as one unit: every old

@@ -1,8 +1,8 @@
-//! PMM, lowdim, PSMM and PE across ranks (issue 17): ranks as threads of one process (`cluster::local`) run the
-//! distributed driver; its parts, in rank order, are the single-machine table and its report the
-//! single-machine report (but for PMM's memory cap, which grows with the ranks), for every rank count,
-//! thread count and relation. With the `mpi` feature the same driver runs
-//! under `mpirun` (`mpi_parts_are_the_single_machine_table`).
+//! PMM, lowdim, PSMM, PE and covloss across ranks (issue 17): ranks as threads of one process
+//! (`cluster::local`) run the distributed driver; its parts, in rank order, are the single-machine table and
+//! its report the single-machine report (but for PMM's memory cap, which grows with the ranks), for every
+//! rank count, thread count and relation. With the `mpi` feature the same driver runs under `mpirun`
+//! (`mpi_parts_are_the_single_machine_table`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,11 +14,12 @@ use dpsynth::cluster::driver::{part_path, synthesize_across, PartsOutput};
 use dpsynth::cluster::local::run_local;
 use dpsynth::geometry::bounds::ColumnBounds;
 use dpsynth::options::{
-    AutoChoice, CellsFrom, InnerOptions, LargerTable, LowdimOptions, MechanismOptions, MicroaggOptions, Partition,
-    PeOptions, PmmOptions, PsmmOptions, SmallerTable, TargetDim,
+    AutoChoice, CellsFrom, CovlossOptions, InnerOptions, LargerTable, LowdimOptions, MechanismOptions, MicroaggOptions,
+    Partition, PeOptions, PmmOptions, PsmmOptions, SmallerTable, TargetDim,
 };
 use dpsynth::binner::device::DeviceChoice;
 use dpsynth::encoding::{EncodingSpec, Unlisted};
+use dpsynth::mechanism::covloss::{CovlossSettings, Damping};
 use dpsynth::privacy::Neighbours;
 use dpsynth::progress::Progress;
 use dpsynth::synth::{synthesize, OutputPaths};
@@ -246,7 +247,7 @@ fn rows_across_ranks_are_the_single_machine_rows() {
 }
 
 #[test]
-fn the_encoded_mechanisms_do_not_run_across_ranks() {
+fn microagg_does_not_run_across_ranks() {
     let dir = tempfile::tempdir().unwrap();
     let input = dataset(dir.path());
     let outputs = parts_only(dir.path());
@@ -325,6 +326,46 @@ fn lowdim_psmm_and_pe_across_ranks_give_the_single_machine_table() {
     assert!(rows_of(&parts) == expected, "--rows across ranks");
 }
 
+/// covloss on the three columns binned: each rank encodes its share of the rows, and its pair counts and
+/// its cells' counts and sums are summed with the other ranks'.
+fn covloss() -> MechanismOptions {
+    let encoding = EncodingSpec {
+        columns: ["a", "b", "c"].map(String::from).to_vec(),
+        categories: Vec::new(),
+        bins: ["a=4", "b=3", "c=2"].map(|text| text.parse().unwrap()).to_vec(),
+        bounds: options(Neighbours::Replace, 1).bounds,
+        unlisted: Unlisted::Error,
+    };
+    let settings = CovlossSettings { damping: Damping::Cells, ..CovlossSettings::DEFAULT };
+    MechanismOptions::Covloss(CovlossOptions { encoding, settings })
+}
+
+#[test]
+fn covloss_across_ranks_gives_the_single_machine_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dataset(dir.path());
+    let mut run = options(Neighbours::Replace, 2);
+    run.mechanism = covloss();
+    // The rows are drawn in batches of 2^18 and the ranks take whole batches: below one batch rank 0 writes
+    // them all; 600 000 rows make three batches.
+    for rows in [None, Some(600_000)] {
+        run.rows = rows;
+        run.threads = Some(2);
+        let (expected, single_report) = run_single(dir.path(), &input, &run);
+        for (ranks, threads) in [(2, 1), (3, 2)] {
+            run.threads = Some(threads);
+            let label = format!("covloss-{rows:?}-{ranks}");
+            let (parts, report) = run_across(dir.path(), &label, ranks, &input, &run);
+            assert!(rows_of(&parts) == expected, "{label}: the parts differ from one machine's table");
+            assert_eq!(report_json(&report), report_json(&single_report), "{label}");
+            let written: Vec<usize> = parts.iter().map(|part| rows_of(&[part.clone()])[0].len()).collect();
+            if rows.is_some() {
+                assert!(written.iter().all(|&rows| rows > 0), "{label}: {written:?}");
+            }
+        }
+    }
+}
+
 #[test]
 fn bad_input_on_one_rank_stops_a_replicated_release_on_every_rank() {
     let dir = tempfile::tempdir().unwrap();
@@ -332,13 +373,16 @@ fn bad_input_on_one_rank_stops_a_replicated_release_on_every_rank() {
     add_a_file_with_a_null(&input);
     let outputs = parts_only(dir.path());
     let progress = Progress::hidden();
-    for (name, neighbours, mechanism) in replicated_mechanisms() {
+    let mut mechanisms = replicated_mechanisms();
+    mechanisms.push(("covloss", Neighbours::Replace, covloss()));
+    for (name, neighbours, mechanism) in mechanisms {
         let mut run = options(neighbours, 1);
         run.mechanism = mechanism;
         let errors = run_local(3, |comm| {
             synthesize_across(comm, &input, &outputs, &run, &progress).err().expect("every rank fails").to_string()
         });
-        assert!(errors[2].contains("part-9.parquet: column 'a': a null"), "{name}: {}", errors[2]);
+        let named = errors[2].contains("part-9.parquet: column 'a'") && errors[2].contains("null");
+        assert!(named, "{name}: {}", errors[2]);
         for error in &errors[..2] {
             assert!(error.contains("rank 2 failed"), "{name}: {error}");
         }
@@ -611,7 +655,7 @@ fn mpi_parts_are_the_single_machine_table() {
     // The default depth exchanges dense histograms; depth 20 (2^20 leaves, 40 000 rows) sorted codes;
     // auto releases the marginals (d = 3); --partition quantile cuts the tree at their quantiles, and
     // --pair-share maps pairs onto released 2-way marginals; --refine-share cuts dense leaves finer; lowdim,
-    // psmm and pe are replicated.
+    // psmm, pe and covloss are replicated.
     for (name, extra) in [
         ("dense", &[][..]),
         ("sparse", &["--neighbours", "replace", "--depth", "20"][..]),
@@ -622,6 +666,11 @@ fn mpi_parts_are_the_single_machine_table() {
         ("lowdim", &["--mechanism", "lowdim", "--neighbours", "replace"][..]),
         ("psmm", &["--mechanism", "psmm"][..]),
         ("pe", &["--mechanism", "pe", "--neighbours", "replace", "--delta", "1e-6", "--pe-steps", "3"][..]),
+        // Three batches of encoded rows, which the ranks share out whole.
+        ("covloss", &[
+            "--mechanism", "covloss", "--neighbours", "replace", "--damping", "cells", "--bins", "a=4", "--bins", "b=3",
+            "--bins", "c=2", "--columns", "a,b,c", "--rows", "600000",
+        ][..]),
     ] {
         let single = dir.path().join(format!("single-{name}.parquet"));
         let output =

@@ -177,7 +177,8 @@ fn covloss_releases_stay_within_their_shares_of_epsilon() {
     // The two cells whose counts differ (the third is empty in both tables).
     let exact_moment = second_moment(&[1], 1, 6);
     let partition = SpectralPartition::new(&exact_moment, 1, plan.net.clone()).unwrap();
-    let (before, after) = (plan.cell_statistics(&one_row, &partition), plan.cell_statistics(&no_row, &partition));
+    let statistics = |rows: &BitRows| plan.cell_statistics(rows, &partition, &|_| ());
+    let (before, after) = (statistics(&one_row), statistics(&no_row));
     let moved: Vec<usize> = (0..plan.net.len()).filter(|&j| before.counts[j] != after.counts[j]).collect();
     assert_eq!(moved.len(), 2);
     let half_unit = 1i64 << (plan.grid_bits - 1);
@@ -188,7 +189,7 @@ fn covloss_releases_stay_within_their_shares_of_epsilon() {
         let mut releases: [HashMap<Vec<i64>, u64>; 3] = Default::default();
         for run in 0..RUNS {
             let key = NoiseKey::from_user_seed(seed_base + run);
-            let noisy = plan.noisy_release(rows, &exact, &key).unwrap();
+            let noisy = plan.noisy_release(rows, &exact, &key, &|_| ()).unwrap();
             let counts = moved.iter().map(|&j| noisy.cell_counts[j]).collect();
             let centroids = noisy.centroids.iter().map(|&value| i64::from(value >= half_unit)).collect();
             for (release, outcome) in releases.iter_mut().zip([noisy.second_moment_counts, counts, centroids]) {

@@ -22,6 +22,11 @@ pub use microagg::{CellsFrom, MicroaggParameters, MicroaggPlan};
 pub use plan::EncodedPlan;
 pub use private::{CovlossParameters, CovlossPlan};
 
+/// Makes counts of the rows at hand the whole table's: across ranks each holds its share of the rows and
+/// its counts are summed over the ranks ([`crate::binner::pass::DataPass::sum_over_ranks`]); on one
+/// machine the rows are the table and this does nothing.
+pub type SumOverRanks<'a> = &'a dyn Fn(&mut [u64]);
+
 /// The damping threshold b of Algorithm 2.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Damping {

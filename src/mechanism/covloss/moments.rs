@@ -9,6 +9,7 @@
 use rayon::prelude::*;
 
 use super::points::WeightedPoints;
+use super::SumOverRanks;
 use crate::encoding::read::{BitChunk, BitRows};
 
 /// The upper triangle (a ≤ b, diagonal included) of XᵀX for 0/1 rows, packed row by row.
@@ -30,6 +31,14 @@ impl PairCounts {
     pub fn at(&self, a: usize, b: usize) -> u64 {
         let (a, b) = if a <= b { (a, b) } else { (b, a) };
         self.counts[Self::index(self.bits, a, b)]
+    }
+
+    /// These counts, of the rows at hand, made the whole table's (rows included) by `sum_over_ranks`.
+    pub fn summed_with(mut self, sum_over_ranks: SumOverRanks) -> Self {
+        self.counts.push(self.rows);
+        sum_over_ranks(&mut self.counts);
+        self.rows = self.counts.pop().unwrap_or_default();
+        self
     }
 
     fn zeros(bits: usize) -> Self {

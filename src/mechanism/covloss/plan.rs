@@ -61,14 +61,20 @@ impl EncodedPlan {
         })
     }
 
-    /// The release: the encoded rows, then the weighted points of the algorithm.
+    /// The release: the encoded rows, then the weighted points of the algorithm. Across ranks (covloss
+    /// only) each rank reads its share of the rows and sums what it counts from them over the ranks, so
+    /// every rank makes the single machine's release.
     pub fn release(&self, data: &DataPass, seeds: &RunSeeds, timings: &mut Timings) -> Result<Release> {
+        if data.ranks.is_some() && matches!(self.algorithm, Algorithm::Microagg(_)) {
+            return Err(Error::internal("microagg groups the rows themselves: it does not run across ranks"));
+        }
         let rows = timings.time("encode", || data.bits(&self.encoding))?;
+        let sum_over_ranks = |counts: &mut [u64]| data.sum_over_ranks(counts);
         let (points, budget, mut parameters, exact) = timings.time("release", || -> Result<_> {
-            let exact = pair_counts(&rows);
+            let exact = pair_counts(&rows).summed_with(&sum_over_ranks);
             Ok(match &self.algorithm {
                 Algorithm::Covloss(plan) => (
-                    plan.release(&rows, &exact, &seeds.noise)?,
+                    plan.release(&rows, &exact, &seeds.noise, &sum_over_ranks)?,
                     plan.budget(),
                     MechanismParameters::Covloss(Box::new(plan.parameters.clone())),
                     exact,
@@ -88,7 +94,7 @@ impl EncodedPlan {
             MechanismParameters::Microagg(microagg) => microagg.independent_rounding_decodable_rows = decodable,
             _ => {}
         }
-        let n = rows.rows();
+        let n = exact.rows;
         Ok(Release {
             mechanism: match self.algorithm {
                 Algorithm::Covloss(_) => "covloss",

@@ -21,7 +21,7 @@ use super::moments::{second_moment, GroupSums, PairCounts};
 use super::net::{private_net_parameters, LatticeNet};
 use super::partition::SpectralPartition;
 use super::points::WeightedPoints;
-use super::{CovlossSettings, Damping};
+use super::{CovlossSettings, Damping, SumOverRanks};
 use crate::encoding::read::BitRows;
 use crate::error::{Error, Result};
 use crate::noise::discrete_laplace::{sample_discrete_laplace, RationalScale};
@@ -218,21 +218,31 @@ impl CovlossPlan {
     }
 
     /// The release: the three noisy values from the encoded rows `data` (whose exact pair counts are
-    /// `exact`), then the weighted points (ŵ, ŷ) they determine.
-    pub fn release(&self, data: &BitRows, exact: &PairCounts, key: &NoiseKey) -> Result<WeightedPoints> {
-        Ok(self.points(&self.noisy_release(data, exact, key)?))
+    /// `exact`, the whole table's), then the weighted points (ŵ, ŷ) they determine. `sum_over_ranks` makes
+    /// counts of `data` the whole table's ([`SumOverRanks`]).
+    pub fn release(
+        &self,
+        data: &BitRows,
+        exact: &PairCounts,
+        key: &NoiseKey,
+        sum_over_ranks: SumOverRanks,
+    ) -> Result<WeightedPoints> {
+        Ok(self.points(&self.noisy_release(data, exact, key, sum_over_ranks)?))
     }
 
     /// The three noisy releases, together ε-DP: the only step that reads the data. Everything after them
     /// is post-processing ([`CovlossPlan::points`]).
-    pub fn noisy_release(&self, data: &BitRows, exact: &PairCounts, key: &NoiseKey) -> Result<NoisyRelease> {
-        if data.rows() != self.rows || data.bits != self.bits || exact.rows != self.rows || exact.bits != self.bits {
+    pub fn noisy_release(
+        &self,
+        data: &BitRows,
+        exact: &PairCounts,
+        key: &NoiseKey,
+        sum_over_ranks: SumOverRanks,
+    ) -> Result<NoisyRelease> {
+        if data.bits != self.bits || exact.rows != self.rows || exact.bits != self.bits {
             return Err(Error::internal(format!(
                 "covloss planned {} rows × {} bits, read {} × {}",
-                self.rows,
-                self.bits,
-                data.rows(),
-                data.bits
+                self.rows, self.bits, exact.rows, exact.bits
             )));
         }
         let mut noise = key.stream(NoiseStream::CovlossSecondMoment, 0);
@@ -243,7 +253,7 @@ impl CovlossPlan {
             .collect();
         let released = second_moment(&second_moment_counts, self.bits, self.rows);
         let partition = SpectralPartition::new(&released, self.bits, self.net.clone())?;
-        let statistics = self.cell_statistics(data, &partition);
+        let statistics = self.cell_statistics(data, &partition, sum_over_ranks);
         let mut noise = key.stream(NoiseStream::CovlossWeights, 0);
         let cell_counts = statistics
             .counts
@@ -280,10 +290,17 @@ impl CovlossPlan {
     }
 
     /// The exact statistics released in (2) and (3) for the partition: cell counts, and the damped
-    /// centroids on the grid (`centroids[j * p + a]`).
-    pub fn cell_statistics(&self, data: &BitRows, partition: &SpectralPartition) -> CellStatistics {
+    /// centroids on the grid (`centroids[j * p + a]`), from the cells' counts and sums over the whole table.
+    pub fn cell_statistics(
+        &self,
+        data: &BitRows,
+        partition: &SpectralPartition,
+        sum_over_ranks: SumOverRanks,
+    ) -> CellStatistics {
         let cells = partition.assign(data);
-        let sums = GroupSums::of(data, &cells.cells, self.net.len());
+        let mut sums = GroupSums::of(data, &cells.cells, self.net.len());
+        sum_over_ranks(&mut sums.counts);
+        sum_over_ranks(&mut sums.sums);
         let grid = 1u128 << self.grid_bits;
         let centroids = (0..self.net.len())
             .flat_map(|j| {

@@ -312,8 +312,8 @@ fn neighbour_statistics(
     let p = plan.bits;
     let mut neighbour = rows.to_vec();
     neighbour[replaced] = with.to_vec();
-    let before = plan.cell_statistics(&BitRows::from_rows(p, rows, 64), partition);
-    let after = plan.cell_statistics(&BitRows::from_rows(p, &neighbour, 64), partition);
+    let before = plan.cell_statistics(&BitRows::from_rows(p, rows, 64), partition, &|_| ());
+    let after = plan.cell_statistics(&BitRows::from_rows(p, &neighbour, 64), partition, &|_| ());
     let counts_before = pair_counts(&BitRows::from_rows(p, rows, 64));
     let counts_after = pair_counts(&BitRows::from_rows(p, &neighbour, 64));
     let moment: u64 = counts_before.counts.iter().zip(&counts_after.counts).map(|(a, b)| a.abs_diff(*b)).sum();
@@ -393,15 +393,15 @@ fn covloss_releases_weights_in_the_simplex_and_points_in_the_cube_and_is_reprodu
     let plan = CovlossPlan::new(5000, 10, 1.0, &settings(Damping::Cells, None)).unwrap();
     let key = NoiseKey::from_user_seed(3);
     let exact = pair_counts(&packed);
-    let points = plan.release(&packed, &exact, &key).unwrap();
+    let points = plan.release(&packed, &exact, &key, &|_| ()).unwrap();
     assert_eq!(points.len(), plan.net.len());
     assert!((points.weights.iter().sum::<f64>() - 1.0).abs() < 1e-12);
     assert!(points.points.iter().all(|&v| (0.0..=1.0).contains(&v)));
-    assert_eq!(plan.release(&packed, &exact, &key).unwrap(), points);
+    assert_eq!(plan.release(&packed, &exact, &key, &|_| ()).unwrap(), points);
     // With a large ε (and b = 1: no damping) the release is the noise-free microaggregation of the
     // exact partition: the same second moment to within the noise.
     let precise = CovlossPlan::new(5000, 10, 1e6, &settings(Damping::Fixed(1.0), None)).unwrap();
-    let released = precise.release(&packed, &exact, &key).unwrap();
+    let released = precise.release(&packed, &exact, &key, &|_| ()).unwrap();
     let (_, noise_free) = cell_points(&rows, &exact_partition(&rows, precise.net.t, precise.net.alpha));
     let (_, released_moment) = moments_pair(&rows, &released);
     let (_, exact_moment) = moments_pair(&rows, &noise_free);
