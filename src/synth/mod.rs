@@ -644,7 +644,9 @@ fn check_bounds_fit_type(
         UInt16 => (0.0, u16::MAX as f64),
         UInt32 => (0.0, u32::MAX as f64),
         UInt64 => (0.0, u64::MAX as f64),
-        // Int64, Date64 and timestamps are stored as i64.
+        // A time of day counts its unit from midnight, below a day.
+        Time32(unit) | Time64(unit) => (0.0, units_per_day(unit) - 1.0),
+        // Int64, Date64, timestamps and durations are stored as i64.
         _ => (i64::MIN as f64, i64::MAX as f64),
     };
     let (min, max) = range;
@@ -663,4 +665,15 @@ fn check_bounds_fit_type(
         ));
     }
     Ok(())
+}
+
+fn units_per_day(unit: arrow::datatypes::TimeUnit) -> f64 {
+    use arrow::datatypes::TimeUnit::*;
+    86_400.0
+        * match unit {
+            Second => 1.0,
+            Millisecond => 1e3,
+            Microsecond => 1e6,
+            Nanosecond => 1e9,
+        }
 }

@@ -5,9 +5,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, Decimal128Array, DictionaryArray, Float32Array, Float64Array, Int32Array, Int64Array,
+    ArrayRef, Decimal128Array, DictionaryArray, Float16Array, Float32Array, Float64Array, Int32Array, Int64Array,
+    Time32SecondArray,
 };
-use arrow::datatypes::Int32Type;
+use arrow::datatypes::{ArrowNativeType, Int32Type};
 
 use crate::common::*;
 
@@ -404,6 +405,22 @@ fn duplicate_dictionary_and_decimal_columns_are_named_for_what_they_are() {
     };
     assert_refused(&args("d=0:1"), &["'d'", "dictionary-encoded Float64"]);
     assert_refused(&args("m=0:1"), &["'m'", "is a decimal", "float64"]);
+    assert!(!output.exists());
+}
+
+#[test]
+fn half_floats_and_clock_bounds_past_midnight_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let typed = dir.path().join("typed.parquet");
+    let halves = Float16Array::from_iter_values((0..100).map(ArrowNativeType::usize_as));
+    let clock = Time32SecondArray::from_iter_values((0..100).map(|i| 3600 * (i % 24)));
+    write_parquet(&typed, vec![("h", Arc::new(halves) as ArrayRef), ("t", Arc::new(clock) as ArrayRef)], 100);
+    let output = dir.path().join("out.parquet");
+    let args = |bounds: &'static str| {
+        vec!["synth", path_str(&typed), "--output", path_str(&output), "--epsilon", "1", "--bounds", bounds]
+    };
+    assert_refused(&args("h=0:100"), &["'h'", "half-precision", "float32"]);
+    assert_refused(&args("t=0:90000"), &["'t'", "exceed the range of type Time32(s) (0:86399)"]);
     assert!(!output.exists());
 }
 

@@ -98,6 +98,22 @@ fn every_numeric_type_round_trips_with_its_name_and_order() {
                 .with_timezone("UTC"),
             ),
         ),
+        (
+            "clock",
+            Arc::new(Time32SecondArray::from_iter_values(
+                ints(100).map(|v| 36_000 + v as i32 * 60),
+            )),
+        ),
+        (
+            "micros",
+            Arc::new(Time64MicrosecondArray::from_iter_values(
+                ints(100).map(|v| v * 1_000_000),
+            )),
+        ),
+        (
+            "wait",
+            Arc::new(DurationMillisecondArray::from_iter_values(ints(100).map(|v| v * 250))),
+        ),
     ];
     let expected_types: Vec<(String, DataType)> = columns
         .iter()
@@ -108,6 +124,9 @@ fn every_numeric_type_round_trips_with_its_name_and_order() {
     let output = dir.path().join("out.parquet");
     // Bounds given in a different order from the file's: the output keeps the file's order.
     let bounds = [
+        "wait=0:25000",
+        "micros=0:100000000",
+        "clock=36000:42000",
         "ts=1700000000000:1700000100000",
         "ms=0:8640000000",
         "day=19000:19100",
@@ -152,6 +171,9 @@ fn every_numeric_type_round_trips_with_its_name_and_order() {
             "day" => (19000.0, 19100.0),
             "ms" => (0.0, 8_640_000_000.0),
             "ts" => (1_700_000_000_000.0, 1_700_000_100_000.0),
+            "clock" => (36_000.0, 42_000.0),
+            "micros" => (0.0, 100_000_000.0),
+            "wait" => (0.0, 25_000.0),
             _ => (0.0, 100.0),
         };
         assert!(

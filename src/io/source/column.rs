@@ -10,7 +10,7 @@ use arrow::datatypes::*;
 pub enum ColumnKind {
     /// float32/float64: written as floats.
     Float,
-    /// Signed or unsigned integers, dates and timestamps: rounded to the nearest integer.
+    /// Signed or unsigned integers, dates, timestamps, times of day and durations: integers in their unit.
     Integer,
 }
 
@@ -29,7 +29,10 @@ impl ColumnKind {
             | UInt64
             | Date32
             | Date64
-            | Timestamp(_, _) => Some(ColumnKind::Integer),
+            | Timestamp(_, _)
+            | Time32(TimeUnit::Second | TimeUnit::Millisecond)
+            | Time64(TimeUnit::Microsecond | TimeUnit::Nanosecond)
+            | Duration(_) => Some(ColumnKind::Integer),
             _ => None,
         }
     }
@@ -88,6 +91,26 @@ impl<'a> NumericValues<'a> {
             Timestamp(TimeUnit::Nanosecond, _) => {
                 NumericValues::I64(array.as_primitive::<TimestampNanosecondType>().values())
             }
+            Time32(TimeUnit::Second) => NumericValues::I32(array.as_primitive::<Time32SecondType>().values()),
+            Time32(TimeUnit::Millisecond) => {
+                NumericValues::I32(array.as_primitive::<Time32MillisecondType>().values())
+            }
+            Time64(TimeUnit::Microsecond) => {
+                NumericValues::I64(array.as_primitive::<Time64MicrosecondType>().values())
+            }
+            Time64(TimeUnit::Nanosecond) => {
+                NumericValues::I64(array.as_primitive::<Time64NanosecondType>().values())
+            }
+            Duration(TimeUnit::Second) => NumericValues::I64(array.as_primitive::<DurationSecondType>().values()),
+            Duration(TimeUnit::Millisecond) => {
+                NumericValues::I64(array.as_primitive::<DurationMillisecondType>().values())
+            }
+            Duration(TimeUnit::Microsecond) => {
+                NumericValues::I64(array.as_primitive::<DurationMicrosecondType>().values())
+            }
+            Duration(TimeUnit::Nanosecond) => {
+                NumericValues::I64(array.as_primitive::<DurationNanosecondType>().values())
+            }
             _ => return None,
         })
     }
@@ -138,6 +161,14 @@ pub fn build_array(
             build!(TimestampNanosecondType, |v: f64| v.round() as i64)
                 .with_timezone_opt(zone.clone()),
         ),
+        Time32(TimeUnit::Second) => Arc::new(build!(Time32SecondType, |v: f64| v.round() as i32)),
+        Time32(TimeUnit::Millisecond) => Arc::new(build!(Time32MillisecondType, |v: f64| v.round() as i32)),
+        Time64(TimeUnit::Microsecond) => Arc::new(build!(Time64MicrosecondType, |v: f64| v.round() as i64)),
+        Time64(TimeUnit::Nanosecond) => Arc::new(build!(Time64NanosecondType, |v: f64| v.round() as i64)),
+        Duration(TimeUnit::Second) => Arc::new(build!(DurationSecondType, |v: f64| v.round() as i64)),
+        Duration(TimeUnit::Millisecond) => Arc::new(build!(DurationMillisecondType, |v: f64| v.round() as i64)),
+        Duration(TimeUnit::Microsecond) => Arc::new(build!(DurationMicrosecondType, |v: f64| v.round() as i64)),
+        Duration(TimeUnit::Nanosecond) => Arc::new(build!(DurationNanosecondType, |v: f64| v.round() as i64)),
         other => unreachable!("column type {other} was rejected when the column was resolved"),
     }
 }

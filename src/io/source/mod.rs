@@ -707,6 +707,9 @@ fn unsupported_type(data_type: &DataType) -> String {
             "type {data_type} is a decimal; dpsynth reads integer, float, date and timestamp columns: cast it \
              to float64 (or a scaled integer) first"
         ),
+        DataType::Float16 => format!(
+            "type {data_type} is a half-precision float; dpsynth reads float32 and float64: cast it to float32 first"
+        ),
         _ => format!("type {data_type} is not numeric"),
     }
 }
