@@ -83,17 +83,20 @@ def test_types_and_names_round_trip():
         "f32": pa.array(rng.random(rows), pa.float32()),
         "día": pa.array(rng.integers(18000, 19000, rows).astype(np.int32), pa.date32()),
         "when": pa.array(rng.integers(0, 10**12, rows), pa.timestamp("ms")),
+        "clock": pa.array(rng.integers(0, 86400, rows).astype(np.int32), pa.time32("s")),
+        "wait": pa.array(rng.integers(0, 10**9, rows), pa.duration("us")),
     }
     bounds = {"int8 col": (-100, 100), "uint16": (0, 60000), "i64": (-10**6, 10**6), "u64": (0, 10**9),
-              "f32": (0, 1), "día": (18000, 19000), "when": (0, 10**12)}
+              "f32": (0, 1), "día": (18000, 19000), "when": (0, 10**12), "clock": (0, 86399), "wait": (0, 10**9)}
     data = pa.table(columns)
     synthetic, report = dpsynth.synthesize(data, epsilon=1.0, bounds=bounds, seed=1, quiet=True)
     assert synthetic.schema.names == data.schema.names
     assert synthetic.schema.types == data.schema.types
     assert synthetic.num_rows == report["release"]["synthetic_rows"] > 0
     for name, (lo, hi) in bounds.items():
+        narrow = name in ("día", "clock")
         values = synthetic.column(name).cast(pa.float64() if name == "f32" else pa.int64()) if name not in (
-            "día", "when") else synthetic.column(name).cast(pa.int32() if name == "día" else pa.int64())
+            "día", "when", "clock", "wait") else synthetic.column(name).cast(pa.int32() if narrow else pa.int64())
         assert lo <= pa.compute.min(values).as_py() and pa.compute.max(values).as_py() <= hi, name
 
 
