@@ -497,7 +497,7 @@ mod tests {
     use rand_xoshiro::Xoshiro256PlusPlus;
 
     fn random_points(rng: &mut Xoshiro256PlusPlus, n: usize, dims: usize, shift: f64) -> Vec<f64> {
-        let lattice = rng.next_u64() % 3 == 0;
+        let lattice = rng.next_u64().is_multiple_of(3);
         (0..n * dims)
             .map(|_| {
                 let x = if lattice {

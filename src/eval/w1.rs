@@ -148,7 +148,7 @@ fn check_coords(coords: &[f64], dims: usize) -> Result<usize, W1Error> {
     if dims == 0 {
         return Err(W1Error::Invalid("dimension must be at least 1".into()));
     }
-    if coords.len() % dims != 0 {
+    if !coords.len().is_multiple_of(dims) {
         return Err(W1Error::Invalid(format!(
             "{} coordinates is not a multiple of d = {dims}",
             coords.len()
@@ -374,7 +374,7 @@ pub fn dyadic_upper_bound(
     let d = u32::try_from(dims).unwrap_or(u32::MAX);
     let mut j = depth;
     while j >= d {
-        if j % d == 0 {
+        if j.is_multiple_of(d) {
             // Σ |μ_θ − ν_θ|·A·B, exact: each term ≤ 2^124 and the sum ≤ 2·A·B ≤ 2^125.
             let difference: u128 = level_a
                 .iter()

@@ -210,8 +210,7 @@ fn bad_input_on_one_rank_stops_every_rank_and_writes_nothing() {
     let progress = Progress::hidden();
     let errors = run_local(3, |comm| {
         synthesize_across(comm, &input, &outputs, &options(Neighbours::AddRemove, 1), &progress)
-            .err()
-            .expect("every rank fails")
+            .expect_err("every rank fails")
             .to_string()
     });
     assert!(errors[2].contains("part-9.parquet: column 'a': a null"), "{}", errors[2]);
@@ -379,7 +378,7 @@ fn bad_input_on_one_rank_stops_a_replicated_release_on_every_rank() {
         let mut run = options(neighbours, 1);
         run.mechanism = mechanism;
         let errors = run_local(3, |comm| {
-            synthesize_across(comm, &input, &outputs, &run, &progress).err().expect("every rank fails").to_string()
+            synthesize_across(comm, &input, &outputs, &run, &progress).expect_err("every rank fails").to_string()
         });
         let named = errors[2].contains("part-9.parquet: column 'a'") && errors[2].contains("null");
         assert!(named, "{name}: {}", errors[2]);

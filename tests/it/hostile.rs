@@ -440,8 +440,7 @@ fn a_file_truncated_while_open_is_an_error_not_a_crash() {
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|error| dpsynth::error::Error::bad_input(error.to_string()))
         })
-        .err()
-        .expect("reading a truncated file fails");
+        .expect_err("reading a truncated file fails");
     assert!(error.to_string().contains("changed while being read"), "{error}");
 }
 

@@ -164,7 +164,7 @@ impl PePlan {
             }
         };
         if let Some(threshold) = options.threshold {
-            if options.variant != PeVariant::Threshold || !(threshold >= 0.0 && threshold < 1.0) {
+            if options.variant != PeVariant::Threshold || !(0.0..1.0).contains(&threshold) {
                 return Err(Error::bad_input(format!(
                     "--pe-threshold applies to --pe-variant threshold and must be in [0, 1), got {threshold}"
                 )));
