@@ -704,8 +704,8 @@ fn unsupported_type(data_type: &DataType) -> String {
         | DataType::Decimal64(..)
         | DataType::Decimal128(..)
         | DataType::Decimal256(..) => format!(
-            "type {data_type} is a decimal; dpsynth reads integer, float, date and timestamp columns: cast it \
-             to float64 (or a scaled integer) first"
+            "type {data_type} is a decimal; dpsynth reads integer, float, date, timestamp, time and duration \
+             columns: cast it to float64 (or a scaled integer) first"
         ),
         DataType::Float16 => format!(
             "type {data_type} is a half-precision float; dpsynth reads float32 and float64: cast it to float32 first"
