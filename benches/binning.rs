@@ -51,17 +51,13 @@ fn binning(c: &mut Criterion) {
         }
         for method in methods {
             let binner = CpuBinner::with_method(geometry, method);
-            group.bench_with_input(
-                BenchmarkId::new(format!("cpu-{method:?}"), depth),
-                &slices,
-                |b, slices| {
-                    b.iter(|| {
-                        let mut worker = binner.worker().unwrap();
-                        worker.add_batch(slices).unwrap();
-                        binner.finish(vec![worker]).unwrap()
-                    })
-                },
-            );
+            group.bench_with_input(BenchmarkId::new(format!("cpu-{method:?}"), depth), &slices, |b, slices| {
+                b.iter(|| {
+                    let mut worker = binner.worker().unwrap();
+                    worker.add_batch(slices).unwrap();
+                    binner.finish(vec![worker]).unwrap()
+                })
+            });
         }
         #[cfg(feature = "gpu")]
         if let Some(context) = &gpu {

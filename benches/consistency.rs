@@ -34,14 +34,8 @@ fn skewed_leaves(depth: u32) -> Vec<u64> {
 /// A tree whose every level carries the schedule's noise (the splits read it clipped at zero), and the
 /// bottom-up pass's weights for that schedule.
 fn noised_tree(depth: u32) -> (CountTree, LevelWeights) {
-    let schedule = LevelSchedule::new(
-        Neighbours::AddRemove,
-        EPSILON,
-        DIMS,
-        depth,
-        RootNoise::InSchedule,
-    )
-    .expect("a valid bench schedule");
+    let schedule = LevelSchedule::new(Neighbours::AddRemove, EPSILON, DIMS, depth, RootNoise::InSchedule)
+        .expect("a valid bench schedule");
     let mut tree = CountTree::from_leaves(skewed_leaves(depth), depth);
     add_level_noise(&mut tree, &schedule.scales, &NoiseKey::from_user_seed(7));
     (tree, LevelWeights::new(&schedule.scales))
@@ -53,17 +47,13 @@ fn consistency_against_tree_build(c: &mut Criterion) {
     for depth in DEPTHS {
         group.throughput(Throughput::Elements(1 << depth));
         let leaves = skewed_leaves(depth);
-        group.bench_with_input(
-            BenchmarkId::new("tree_build_baseline", depth),
-            &depth,
-            |b, &depth| {
-                b.iter_batched(
-                    || leaves.clone(),
-                    |leaves| black_box(CountTree::from_leaves(leaves, depth)),
-                    BatchSize::LargeInput,
-                )
-            },
-        );
+        group.bench_with_input(BenchmarkId::new("tree_build_baseline", depth), &depth, |b, &depth| {
+            b.iter_batched(
+                || leaves.clone(),
+                |leaves| black_box(CountTree::from_leaves(leaves, depth)),
+                BatchSize::LargeInput,
+            )
+        });
         let (tree, weights) = noised_tree(depth);
         group.bench_with_input(BenchmarkId::new("bottom_up_average", depth), &weights, |b, weights| {
             b.iter_batched(
@@ -75,10 +65,7 @@ fn consistency_against_tree_build(c: &mut Criterion) {
                 BatchSize::LargeInput,
             )
         });
-        for (name, rule) in [
-            ("uniform", ConsistencyRule::Uniform),
-            ("proportional", ConsistencyRule::Proportional),
-        ] {
+        for (name, rule) in [("uniform", ConsistencyRule::Uniform), ("proportional", ConsistencyRule::Proportional)] {
             group.bench_with_input(BenchmarkId::new(name, depth), &rule, |b, &rule| {
                 b.iter_batched(
                     || tree.clone(),

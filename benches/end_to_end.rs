@@ -36,17 +36,10 @@ fn plain_decode(path: &Path, names: &[String]) -> f64 {
         .into_par_iter()
         .map(|row_group| {
             let mut sum = 0.0;
-            for batch in source
-                .row_group_reader(row_group, &columns)
-                .expect("reader builds")
-            {
+            for batch in source.row_group_reader(row_group, &columns).expect("reader builds") {
                 let batch = batch.expect("batch decodes");
                 for column in batch.columns() {
-                    sum += column
-                        .as_primitive::<Float64Type>()
-                        .values()
-                        .iter()
-                        .sum::<f64>();
+                    sum += column.as_primitive::<Float64Type>().values().iter().sum::<f64>();
                     debug_assert_eq!(column.null_count(), 0);
                 }
             }
@@ -93,21 +86,13 @@ fn median(mut seconds: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let rows: u64 = env_or("DPSYNTH_BENCH_ROWS", "10000000")
-        .parse()
-        .expect("DPSYNTH_BENCH_ROWS is a number");
-    let reps: usize = env_or("DPSYNTH_BENCH_REPS", "5")
-        .parse()
-        .expect("DPSYNTH_BENCH_REPS is a number");
-    let threads: Option<usize> = std::env::var("DPSYNTH_BENCH_THREADS")
-        .ok()
-        .map(|t| t.parse().expect("threads is a number"));
+    let rows: u64 = env_or("DPSYNTH_BENCH_ROWS", "10000000").parse().expect("DPSYNTH_BENCH_ROWS is a number");
+    let reps: usize = env_or("DPSYNTH_BENCH_REPS", "5").parse().expect("DPSYNTH_BENCH_REPS is a number");
+    let threads: Option<usize> =
+        std::env::var("DPSYNTH_BENCH_THREADS").ok().map(|t| t.parse().expect("threads is a number"));
     let dir = PathBuf::from(env_or("DPSYNTH_BENCH_DIR", "target/bench-data"));
     std::fs::create_dir_all(&dir).expect("bench directory");
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads.unwrap_or(0))
-        .build()
-        .expect("pool");
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads.unwrap_or(0)).build().expect("pool");
     println!(
         "mechanism,rows,dims,compression,decode_s,bin_pass_s,synth_s,bin_pass_over_decode,synth_over_decode,\
          synth_rows_per_s,depth"
@@ -116,9 +101,7 @@ fn main() {
     for dims in env_or("DPSYNTH_BENCH_DIMS", "2,3,4").split(',') {
         let dims: usize = dims.parse().expect("dims are numbers");
         for compression in env_or("DPSYNTH_BENCH_COMPRESSION", "none,zstd").split(',') {
-            let compression: Compression = compression
-                .parse()
-                .expect("compression is none, snappy or zstd");
+            let compression: Compression = compression.parse().expect("compression is none, snappy or zstd");
             let input = dir.join(format!("mixture-{rows}-{dims}-{compression:?}.parquet"));
             if !input.exists() {
                 let spec = GenerateSpec {

@@ -14,7 +14,6 @@ use arrow::array::AsArray;
 use arrow::datatypes::Float64Type;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use dpsynth::binner::NullPolicy;
-use dpsynth::geometry::bounds::ColumnBounds;
 use dpsynth::eval::distance::distances;
 use dpsynth::eval::pairwise::pairwise_w1;
 use dpsynth::eval::subsample::{subsample_transport, SubsampleOptions};
@@ -22,6 +21,7 @@ use dpsynth::eval::summary::Moments;
 use dpsynth::eval::w1::{w1_exact_small, w1_marginal, Sample};
 use dpsynth::eval::{load_table, Table};
 use dpsynth::generate::{write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS};
+use dpsynth::geometry::bounds::ColumnBounds;
 use dpsynth::io::source::Source;
 use rayon::prelude::*;
 use std::hint::black_box;
@@ -48,9 +48,7 @@ fn table(name: &str, law: Law, seed: u64) -> PathBuf {
 }
 
 fn bounds() -> Vec<ColumnBounds> {
-    (0..DIMS)
-        .map(|axis| ColumnBounds::new(format!("x{axis}"), 0.0, 1.0).expect("valid bounds"))
-        .collect()
+    (0..DIMS).map(|axis| ColumnBounds::new(format!("x{axis}"), 0.0, 1.0).expect("valid bounds")).collect()
 }
 
 /// The baseline of loading: the same reader, projection and row-group parallelism, summing every
@@ -62,16 +60,9 @@ fn plain_decode(path: &Path, names: &[String]) -> f64 {
         .into_par_iter()
         .map(|row_group| {
             let mut sum = 0.0;
-            for batch in source
-                .row_group_reader(row_group, &columns)
-                .expect("reader")
-            {
+            for batch in source.row_group_reader(row_group, &columns).expect("reader") {
                 for column in batch.expect("batch decodes").columns() {
-                    sum += column
-                        .as_primitive::<Float64Type>()
-                        .values()
-                        .iter()
-                        .sum::<f64>();
+                    sum += column.as_primitive::<Float64Type>().values().iter().sum::<f64>();
                 }
             }
             sum
@@ -80,31 +71,19 @@ fn plain_decode(path: &Path, names: &[String]) -> f64 {
 }
 
 fn column(table: &Table, axis: usize) -> Vec<f64> {
-    table
-        .points
-        .iter()
-        .skip(axis)
-        .step_by(table.dims())
-        .copied()
-        .collect()
+    table.points.iter().skip(axis).step_by(table.dims()).copied().collect()
 }
 
 fn eval(c: &mut Criterion) {
-    let (real_path, synth_path) = (
-        table("real", Law::Mixture, 1),
-        table("synth", Law::Mixture, 2),
-    );
+    let (real_path, synth_path) = (table("real", Law::Mixture, 1), table("synth", Law::Mixture, 2));
     let names: Vec<String> = bounds().into_iter().map(|b| b.column).collect();
-    let load =
-        |path: &Path| load_table(path, false, &bounds(), NullPolicy::Error).expect("bench table loads");
+    let load = |path: &Path| load_table(path, false, &bounds(), NullPolicy::Error).expect("bench table loads");
     let (real, synth) = (load(&real_path), load(&synth_path));
 
     let mut group = c.benchmark_group("eval-load");
     group.throughput(Throughput::Elements(ROWS));
     group.sample_size(20);
-    group.bench_function("plain-decode", |b| {
-        b.iter(|| black_box(plain_decode(&real_path, &names)))
-    });
+    group.bench_function("plain-decode", |b| b.iter(|| black_box(plain_decode(&real_path, &names))));
     group.bench_function("load-table", |b| b.iter(|| black_box(load(&real_path))));
     group.finish();
 
@@ -121,10 +100,7 @@ fn eval(c: &mut Criterion) {
         })
     });
     group.bench_function("exact-w1", |b| {
-        let (a, s) = (
-            Sample::new(&column_real, 1).expect("valid"),
-            Sample::new(&column_synth, 1).expect("valid"),
-        );
+        let (a, s) = (Sample::new(&column_real, 1).expect("valid"), Sample::new(&column_synth, 1).expect("valid"));
         b.iter(|| black_box(w1_marginal(&a, &s, 0).expect("valid")))
     });
     group.finish();
@@ -132,34 +108,19 @@ fn eval(c: &mut Criterion) {
     let mut group = c.benchmark_group("eval-moments");
     group.throughput(Throughput::Elements(ROWS));
     group.sample_size(20);
-    group.bench_function("sum-pass", |b| {
-        b.iter(|| black_box(real.points.par_iter().sum::<f64>()))
-    });
-    group.bench_function("means-and-covariance", |b| {
-        b.iter(|| black_box(Moments::of(&real.points, DIMS)))
-    });
+    group.bench_function("sum-pass", |b| b.iter(|| black_box(real.points.par_iter().sum::<f64>())));
+    group.bench_function("means-and-covariance", |b| b.iter(|| black_box(Moments::of(&real.points, DIMS))));
     group.finish();
 
     let mut group = c.benchmark_group("eval-w1-all");
     group.throughput(Throughput::Elements(2 * ROWS));
     group.sample_size(10);
-    let (a, s) = (
-        Sample::new(&real.points, DIMS).expect("valid"),
-        Sample::new(&synth.points, DIMS).expect("valid"),
-    );
+    let (a, s) = (Sample::new(&real.points, DIMS).expect("valid"), Sample::new(&synth.points, DIMS).expect("valid"));
     group.bench_function("1d-w1s-only", |b| {
-        b.iter(|| {
-            black_box(
-                (0..DIMS)
-                    .map(|k| w1_marginal(&a, &s, k).expect("valid"))
-                    .sum::<f64>(),
-            )
-        })
+        b.iter(|| black_box((0..DIMS).map(|k| w1_marginal(&a, &s, k).expect("valid")).sum::<f64>()))
     });
     group.bench_function("sandwich-and-grid-side-128", |b| {
-        b.iter(|| {
-            black_box(distances(&real.points, &synth.points, DIMS, Some(128)).expect("valid"))
-        })
+        b.iter(|| black_box(distances(&real.points, &synth.points, DIMS, Some(128)).expect("valid")))
     });
     group.finish();
 
@@ -175,27 +136,12 @@ fn eval(c: &mut Criterion) {
         b.iter(|| black_box(w1_exact_small(&a, &s).expect("valid")))
     });
     group.bench_function("subsample-transport", |b| {
-        b.iter(|| {
-            black_box(
-                subsample_transport(&real.points, &[&synth.points], DIMS, rows, &options)
-                    .expect("valid"),
-            )
-        })
+        b.iter(|| black_box(subsample_transport(&real.points, &[&synth.points], DIMS, rows, &options).expect("valid")))
     });
     let identity = [1.0, 0.0, 0.0, 1.0];
     group.bench_function("pairwise-2d-w1", |b| {
         b.iter(|| {
-            black_box(
-                pairwise_w1(
-                    &real.points,
-                    &synth.points,
-                    DIMS,
-                    &names,
-                    &identity,
-                    &identity,
-                )
-                .expect("valid"),
-            )
+            black_box(pairwise_w1(&real.points, &synth.points, DIMS, &names, &identity, &identity).expect("valid"))
         })
     });
     group.finish();

@@ -28,39 +28,29 @@ fn discrete_laplace_against_raw_words(c: &mut Criterion) {
     });
     for sigma in SCALES {
         let scale = RationalScale::round_up(sigma).expect("a valid bench scale");
-        group.bench_with_input(
-            BenchmarkId::new("discrete_laplace", sigma),
-            &scale,
-            |b, &scale| {
-                b.iter(|| {
-                    for _ in 0..DRAWS_PER_ITERATION {
-                        black_box(sample_discrete_laplace(&mut rng, black_box(scale)));
-                    }
-                })
-            },
-        );
+        group.bench_with_input(BenchmarkId::new("discrete_laplace", sigma), &scale, |b, &scale| {
+            b.iter(|| {
+                for _ in 0..DRAWS_PER_ITERATION {
+                    black_box(sample_discrete_laplace(&mut rng, black_box(scale)));
+                }
+            })
+        });
         let table = LaplaceTable::new(scale);
-        group.bench_with_input(
-            BenchmarkId::new("laplace_table", sigma),
-            &table,
-            |b, table| {
-                b.iter(|| {
-                    for _ in 0..DRAWS_PER_ITERATION {
-                        black_box(table.sample(&mut rng));
-                    }
-                })
-            },
-        );
+        group.bench_with_input(BenchmarkId::new("laplace_table", sigma), &table, |b, table| {
+            b.iter(|| {
+                for _ in 0..DRAWS_PER_ITERATION {
+                    black_box(table.sample(&mut rng));
+                }
+            })
+        });
     }
     group.finish();
     let mut build = c.benchmark_group("noise_table_build");
     for sigma in SCALES {
         let scale = RationalScale::round_up(sigma).expect("a valid bench scale");
-        build.bench_with_input(
-            BenchmarkId::new("laplace_table", sigma),
-            &scale,
-            |b, &scale| b.iter(|| black_box(LaplaceTable::new(scale))),
-        );
+        build.bench_with_input(BenchmarkId::new("laplace_table", sigma), &scale, |b, &scale| {
+            b.iter(|| black_box(LaplaceTable::new(scale)))
+        });
     }
     build.finish();
 }

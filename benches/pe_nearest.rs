@@ -20,13 +20,8 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 const ROWS: usize = 20_000;
 /// (dims, candidates, clustered).
-const SHAPES: [(usize, usize, bool); 5] = [
-    (2, 1_738, false),
-    (2, 17_940, false),
-    (3, 8_000, false),
-    (2, 17_940, true),
-    (3, 8_000, true),
-];
+const SHAPES: [(usize, usize, bool); 5] =
+    [(2, 1_738, false), (2, 17_940, false), (3, 8_000, false), (2, 17_940, true), (3, 8_000, true)];
 
 /// `count` points on the search's lattice in [0,1]^dims: uniform, or 19 in 20 in the corner box of side
 /// 10^-3.
@@ -34,9 +29,7 @@ fn random_points(rng: &mut Xoshiro256PlusPlus, count: usize, dims: usize, cluste
     (0..count)
         .flat_map(|i| {
             let side = if clustered && i % 20 != 0 { 1e-3 } else { 1.0 };
-            (0..dims)
-                .map(|_| snap_to_lattice(side * rng.random::<f64>()))
-                .collect::<Vec<_>>()
+            (0..dims).map(|_| snap_to_lattice(side * rng.random::<f64>())).collect::<Vec<_>>()
         })
         .collect()
 }
@@ -57,9 +50,7 @@ fn index_against_scan(c: &mut Criterion) {
             b.iter(|| nearest_neighbour_counts(Metric::Chebyshev, black_box(&points), dims, &rows))
         });
         group.bench_with_input(BenchmarkId::new("brute_force", &shape), &(), |b, _| {
-            b.iter(|| {
-                nearest_neighbour_counts_by_scan(Metric::Chebyshev, black_box(&points), dims, &rows)
-            })
+            b.iter(|| nearest_neighbour_counts_by_scan(Metric::Chebyshev, black_box(&points), dims, &rows))
         });
         #[cfg(feature = "gpu")]
         if let Some(context) = &gpu {

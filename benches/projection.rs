@@ -23,9 +23,7 @@ fn clustered_counts(grid: &RegularGrid) -> Vec<u64> {
     (0..grid.cell_count())
         .map(|cell| {
             grid.axis_indices(cell, &mut axes);
-            let near = |centre: f64| {
-                axes.iter().all(|&a| ((f64::from(a) + 0.5) / side - centre).abs() < 0.15)
-            };
+            let near = |centre: f64| axes.iter().all(|&a| ((f64::from(a) + 0.5) / side - centre).abs() < 0.15);
             if near(0.3) || near(0.7) {
                 ROWS_PER_CELL * 8
             } else {

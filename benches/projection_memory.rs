@@ -27,7 +27,11 @@ fn clustered_counts(grid: &RegularGrid) -> Vec<u64> {
         .map(|cell| {
             grid.axis_indices(cell, &mut axes);
             let near = |centre: f64| axes.iter().all(|&a| ((f64::from(a) + 0.5) / side - centre).abs() < 0.15);
-            if near(0.3) || near(0.7) { 32 } else { 0 }
+            if near(0.3) || near(0.7) {
+                32
+            } else {
+                0
+            }
         })
         .collect()
 }

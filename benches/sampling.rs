@@ -34,16 +34,12 @@ fn leaf_counts(geometry: &CellGeometry) -> Vec<u64> {
 fn fill_uniform(columns: &mut [Vec<f64>], seed: u64) {
     for (axis, column) in columns.iter_mut().enumerate() {
         column.resize(ROWS, 0.0);
-        column
-            .par_chunks_mut(SAMPLE_BLOCK_ROWS)
-            .enumerate()
-            .for_each(|(block, chunk)| {
-                let mut rng =
-                    Xoshiro256PlusPlus::seed_from_u64(seed ^ (block as u64) << 8 ^ axis as u64);
-                for value in chunk {
-                    *value = (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
-                }
-            });
+        column.par_chunks_mut(SAMPLE_BLOCK_ROWS).enumerate().for_each(|(block, chunk)| {
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ (block as u64) << 8 ^ axis as u64);
+            for value in chunk {
+                *value = (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
+            }
+        });
     }
 }
 
@@ -62,14 +58,10 @@ fn sampling_against_raw_draws(c: &mut Criterion) {
                 black_box(&columns);
             })
         });
-        for (name, placement) in [
-            ("uniform", Placement::Uniform),
-            ("centre", Placement::Centre),
-        ] {
+        for (name, placement) in [("uniform", Placement::Uniform), ("centre", Placement::Centre)] {
             let sampler = LeafSampler::new(geometry, &counts, placement, 11);
             // Rows from the middle of the table, so the leaf search starts deep in the offsets.
-            let start =
-                (sampler.total_rows() / 4) / SAMPLE_BLOCK_ROWS as u64 * SAMPLE_BLOCK_ROWS as u64;
+            let start = (sampler.total_rows() / 4) / SAMPLE_BLOCK_ROWS as u64 * SAMPLE_BLOCK_ROWS as u64;
             assert!(start + ROWS as u64 <= sampler.total_rows());
             group.bench_function(BenchmarkId::new(name, &label), |b| {
                 b.iter(|| {

@@ -11,16 +11,12 @@ use crate::encoding::{BinCount, CategoryList, Unlisted};
 use crate::error::{compact_number, Error, Result, EXIT_INTERNAL, EXIT_OK};
 use crate::eval::command::TableInput;
 use crate::eval::EvalOptions;
+use crate::generate::{bounds_toml, write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS};
 use crate::geometry::bounds::ColumnBounds;
-use crate::generate::{
-    bounds_toml, write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS,
-};
 use crate::io::paths::{check_output_paths, NamedPath};
 use crate::io::staging::write_file_atomically;
 use crate::mechanism::MechanismParameters;
-use crate::options::{
-    bounds_for_columns, check_output_rows, check_threads, last_bounds_per_column, SynthArgs,
-};
+use crate::options::{bounds_for_columns, check_output_rows, check_threads, last_bounds_per_column, SynthArgs};
 use crate::progress::Progress;
 use crate::synth::synthesize;
 
@@ -192,9 +188,9 @@ pub fn parse_synth(words: Vec<OsString>) -> Result<SynthArgs> {
 /// `eval`'s request, worker threads and quietness from the words after `dpsynth eval`, as [`parse_synth`].
 pub fn parse_eval(words: Vec<OsString>) -> Result<(crate::eval::command::EvalRequest, usize, bool)> {
     match parse_subcommand("eval", words)? {
-        Command::Eval(args) if args.marginals => Err(Error::bad_input(
-            "eval --marginals reads its tables from Parquet files: run it from the command line",
-        )),
+        Command::Eval(args) if args.marginals => {
+            Err(Error::bad_input("eval --marginals reads its tables from Parquet files: run it from the command line"))
+        }
         Command::Eval(args) => eval_request(args),
         _ => Err(Error::internal("parsed eval's arguments as another command")),
     }
@@ -222,9 +218,7 @@ enum ParseFailure {
 /// line's own (see [`crate::config`]), and the whole is parsed again.
 fn parse(argv: Vec<OsString>) -> std::result::Result<Cli, ParseFailure> {
     let mut command = Cli::command();
-    let matches = command
-        .try_get_matches_from_mut(&argv)
-        .map_err(ParseFailure::Usage)?;
+    let matches = command.try_get_matches_from_mut(&argv).map_err(ParseFailure::Usage)?;
     let config = matches.subcommand().and_then(|(name, given)| {
         let path = given.try_get_one::<PathBuf>("config").ok().flatten()?;
         Some((name.to_string(), path.clone(), given.clone()))
@@ -312,11 +306,7 @@ fn run_synth(args: SynthArgs) -> Result<()> {
             diagnostics.true_rows,
             diagnostics.rows_dropped,
             diagnostics.rows_clamped,
-            diagnostics
-                .timings_seconds
-                .iter()
-                .map(|timing| timing.seconds)
-                .sum::<f64>(),
+            diagnostics.timings_seconds.iter().map(|timing| timing.seconds).sum::<f64>(),
         );
     }
     Ok(())
@@ -364,9 +354,7 @@ fn eval_request(args: EvalArgs) -> Result<(crate::eval::command::EvalRequest, us
         return Err(Error::bad_input("--grid-side must be at least 1"));
     }
     options.grid_side = args.grid_side;
-    let threads = args
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     check_threads(threads)?;
     let subsample = &mut options.subsample;
     subsample.rows = args.subsample_rows.unwrap_or(subsample.rows);
@@ -388,18 +376,13 @@ fn run_eval_marginals(args: EvalArgs) -> Result<()> {
     use crate::encoding::read::read_bits;
     use crate::encoding::{Encoding, EncodingSpec};
     let spec = EncodingSpec {
-        columns: args
-            .columns
-            .clone()
-            .ok_or_else(|| Error::bad_input("eval --marginals needs --columns"))?,
+        columns: args.columns.clone().ok_or_else(|| Error::bad_input("eval --marginals needs --columns"))?,
         categories: args.categories.clone(),
         bins: args.bins.clone(),
         bounds: last_bounds_per_column(args.bounds.clone()),
         unlisted: args.unlisted.unwrap_or(Unlisted::Error),
     };
-    let threads = args
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads.max(1))
         .build()
@@ -450,10 +433,7 @@ fn run_generate(args: GenerateArgs) -> Result<()> {
     check_output_paths(&[], &outputs)?;
     if !args.force {
         if let Some(existing) = outputs.iter().find(|output| output.path.exists()) {
-            return Err(Error::in_file(
-                existing.path,
-                format!("{} exists; pass --force to replace it", existing.role),
-            ));
+            return Err(Error::in_file(existing.path, format!("{} exists; pass --force to replace it", existing.role)));
         }
     }
     write_table(&args.output, &spec).map_err(|error| Error::bad_input(error.to_string()))?;

@@ -26,11 +26,9 @@ pub fn config_arguments(
 ) -> Result<Vec<OsString>> {
     let text = std::fs::read_to_string(path)
         .map_err(|error| Error::in_file(path, format!("cannot read the config file: {error}")))?;
-    let table: toml::Table = toml::from_str(&text)
-        .map_err(|error| Error::in_file(path, format!("invalid config file: {error}")))?;
-    let invalid = |key: &str, reason: &str| {
-        Error::in_file(path, format!("invalid config file: key '{key}': {reason}"))
-    };
+    let table: toml::Table =
+        toml::from_str(&text).map_err(|error| Error::in_file(path, format!("invalid config file: {error}")))?;
+    let invalid = |key: &str, reason: &str| Error::in_file(path, format!("invalid config file: key '{key}': {reason}"));
     let mut arguments = Vec::new();
     for (key, value) in &table {
         let (key, value) = match key.as_str() {
@@ -49,12 +47,9 @@ pub fn config_arguments(
             }
             _ => (key.as_str(), value.clone()),
         };
-        let Some(arg) = target
-            .get_arguments()
-            .find(|arg| arg.get_long() == Some(key) && key != "config")
-        else {
-            let known_elsewhere = tolerated
-                .is_some_and(|other| other.get_arguments().any(|arg| arg.get_long() == Some(key)));
+        let Some(arg) = target.get_arguments().find(|arg| arg.get_long() == Some(key) && key != "config") else {
+            let known_elsewhere =
+                tolerated.is_some_and(|other| other.get_arguments().any(|arg| arg.get_long() == Some(key)));
             if known_elsewhere {
                 continue;
             }
@@ -63,17 +58,13 @@ pub fn config_arguments(
         let flag = format!("--{key}");
         if key == "bounds" {
             // Merged per column: the command line's bounds come later and win for the same column.
-            let columns = value
-                .as_table()
-                .ok_or_else(|| invalid(key, "expected a table of column = [lo, hi]"))?;
+            let columns = value.as_table().ok_or_else(|| invalid(key, "expected a table of column = [lo, hi]"))?;
             for (column, range) in columns {
                 let pair = range
                     .as_array()
                     .filter(|pair| pair.len() == 2)
                     .and_then(|pair| Some((number(&pair[0])?, number(&pair[1])?)))
-                    .ok_or_else(|| {
-                        invalid(key, &format!("column '{column}': expected [lo, hi] (two numbers)"))
-                    })?;
+                    .ok_or_else(|| invalid(key, &format!("column '{column}': expected [lo, hi] (two numbers)")))?;
                 arguments.push(flag.clone().into());
                 arguments.push(format!("{column}={}:{}", pair.0, pair.1).into());
             }
@@ -82,13 +73,14 @@ pub fn config_arguments(
         if key == "categories" {
             // Public category lists: `[categories] carrier = ["AA", "B6"]`, one --categories per column
             // (a list given on the command line for the same column comes later and wins).
-            let columns = value
-                .as_table()
-                .ok_or_else(|| invalid(key, "expected a table of column = [\"category\", ...]"))?;
+            let columns =
+                value.as_table().ok_or_else(|| invalid(key, "expected a table of column = [\"category\", ...]"))?;
             for (column, list) in columns {
                 let names = list
                     .as_array()
-                    .and_then(|items| items.iter().map(|item| item.as_str().map(str::to_string)).collect::<Option<Vec<_>>>())
+                    .and_then(|items| {
+                        items.iter().map(|item| item.as_str().map(str::to_string)).collect::<Option<Vec<_>>>()
+                    })
                     .filter(|names| !names.is_empty() && names.iter().all(|name| !name.contains(',')))
                     .ok_or_else(|| {
                         invalid(key, &format!("column '{column}': expected a non-empty list of strings without commas"))
@@ -130,9 +122,7 @@ pub fn config_arguments(
 }
 
 fn number(value: &toml::Value) -> Option<f64> {
-    value
-        .as_float()
-        .or_else(|| value.as_integer().map(|integer| integer as f64))
+    value.as_float().or_else(|| value.as_integer().map(|integer| integer as f64))
 }
 
 #[cfg(test)]
@@ -156,12 +146,8 @@ mod tests {
         std::fs::write(&path, toml_text).unwrap();
         let given = command().try_get_matches_from(command_line).unwrap();
         let tolerated = Command::new("other").arg(Arg::new("seed").long("seed"));
-        config_arguments(&path, &command(), &given, Some(&tolerated)).map(|arguments| {
-            arguments
-                .into_iter()
-                .map(|argument| argument.into_string().unwrap())
-                .collect()
-        })
+        config_arguments(&path, &command(), &given, Some(&tolerated))
+            .map(|arguments| arguments.into_iter().map(|argument| argument.into_string().unwrap()).collect())
     }
 
     #[test]

@@ -117,11 +117,7 @@ pub enum GenerateError {
     /// The spec (or a law / compression name) cannot be honoured; the text says which field and why.
     InvalidSpec(String),
     /// A file-system step failed on `path`.
-    Io {
-        path: PathBuf,
-        step: &'static str,
-        source: io::Error,
-    },
+    Io { path: PathBuf, step: &'static str, source: io::Error },
     /// Encoding or writing the Parquet data of `path` failed.
     Parquet { path: PathBuf, source: ParquetError },
     /// The output cannot be staged or moved into place (the message names it).
@@ -136,11 +132,7 @@ impl fmt::Display for GenerateError {
                 write!(f, "{step} '{}': {source}", path.display())
             }
             GenerateError::Parquet { path, source } => {
-                write!(
-                    f,
-                    "cannot write Parquet table '{}': {source}",
-                    path.display()
-                )
+                write!(f, "cannot write Parquet table '{}': {source}", path.display())
             }
             GenerateError::Output(error) => write!(f, "{error}"),
         }
@@ -168,14 +160,12 @@ impl FromStr for Law {
             "mixture" => Ok(Law::Mixture),
             "skewed" => Ok(Law::Skewed),
             "heavy-tailed" => Ok(Law::HeavyTailed),
-            _ if name.starts_with("latent-class:") => {
-                match name["latent-class:".len()..].trim().parse::<usize>() {
-                    Ok(classes) if classes >= 1 => Ok(Law::LatentClass { classes }),
-                    _ => Err(GenerateError::InvalidSpec(format!(
-                        "law '{text}': the number of classes must be a whole number of at least 1, as in latent-class:4"
-                    ))),
-                }
-            }
+            _ if name.starts_with("latent-class:") => match name["latent-class:".len()..].trim().parse::<usize>() {
+                Ok(classes) if classes >= 1 => Ok(Law::LatentClass { classes }),
+                _ => Err(GenerateError::InvalidSpec(format!(
+                    "law '{text}': the number of classes must be a whole number of at least 1, as in latent-class:4"
+                ))),
+            },
             _ if name.starts_with("ball:") => match name["ball:".len()..].trim().parse::<f64>() {
                 Ok(radius) if radius > 0.0 && radius <= 1.0 => Ok(Law::Ball { radius }),
                 _ => Err(GenerateError::InvalidSpec(format!(
@@ -222,9 +212,9 @@ impl FromStr for Compression {
             "none" | "uncompressed" => Ok(Compression::None),
             "snappy" => Ok(Compression::Snappy),
             "zstd" => Ok(Compression::Zstd),
-            _ => Err(GenerateError::InvalidSpec(format!(
-                "unknown compression '{text}': expected none, snappy or zstd"
-            ))),
+            _ => {
+                Err(GenerateError::InvalidSpec(format!("unknown compression '{text}': expected none, snappy or zstd")))
+            }
         }
     }
 }
@@ -273,26 +263,15 @@ pub fn bounds_toml(spec: &GenerateSpec) -> String {
 pub fn write_table(path: &Path, spec: &GenerateSpec) -> Result<GenerateSummary, GenerateError> {
     let sampler = Sampler::new(spec)?;
     if path.file_name().is_none() {
-        return Err(GenerateError::InvalidSpec(format!(
-            "output path '{}' does not name a file",
-            path.display()
-        )));
+        return Err(GenerateError::InvalidSpec(format!("output path '{}' does not name a file", path.display())));
     }
     // Removed on every error path (and by the signal handler) until committed.
     let staged = StagedFile::new(path).map_err(GenerateError::Output)?;
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(staged.temporary())
-        .map_err(|source| GenerateError::Io {
-            path: staged.temporary().to_path_buf(),
-            step: "cannot create temporary file",
-            source,
-        })?;
-    let summary = write_row_groups(file, spec, &sampler).map_err(|source| GenerateError::Parquet {
-        path: path.to_path_buf(),
-        source,
+    let file = OpenOptions::new().write(true).create_new(true).open(staged.temporary()).map_err(|source| {
+        GenerateError::Io { path: staged.temporary().to_path_buf(), step: "cannot create temporary file", source }
     })?;
+    let summary = write_row_groups(file, spec, &sampler)
+        .map_err(|source| GenerateError::Parquet { path: path.to_path_buf(), source })?;
     commit_all(vec![staged]).map_err(GenerateError::Output)?;
     Ok(summary)
 }
@@ -313,19 +292,11 @@ fn writer_properties(spec: &GenerateSpec) -> WriterProperties {
 }
 
 fn schema(dims: usize) -> SchemaRef {
-    Arc::new(Schema::new(
-        (0..dims)
-            .map(|k| Field::new(column_name(k), DataType::Float64, false))
-            .collect::<Vec<_>>(),
-    ))
+    Arc::new(Schema::new((0..dims).map(|k| Field::new(column_name(k), DataType::Float64, false)).collect::<Vec<_>>()))
 }
 
 /// Generates the next few row groups in parallel while the current few are encoded and written.
-fn write_row_groups(
-    file: File,
-    spec: &GenerateSpec,
-    sampler: &Sampler,
-) -> Result<GenerateSummary, ParquetError> {
+fn write_row_groups(file: File, spec: &GenerateSpec, sampler: &Sampler) -> Result<GenerateSummary, ParquetError> {
     let schema = schema(spec.dims);
     let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(writer_properties(spec)))?;
     let group_rows = spec.row_group_rows as u64;
@@ -345,19 +316,13 @@ fn write_row_groups(
     let mut pending = generate(next)?;
     while !pending.is_empty() {
         next += pending.len() as u64;
-        let (written, upcoming) = rayon::join(
-            || pending.iter().try_for_each(|batch| writer.write(batch)),
-            || generate(next),
-        );
+        let (written, upcoming) =
+            rayon::join(|| pending.iter().try_for_each(|batch| writer.write(batch)), || generate(next));
         written?;
         pending = upcoming?;
     }
     let metadata = writer.finish()?;
-    Ok(GenerateSummary {
-        rows: spec.rows,
-        row_groups: metadata.num_row_groups(),
-        bytes: writer.bytes_written() as u64,
-    })
+    Ok(GenerateSummary { rows: spec.rows, row_groups: metadata.num_row_groups(), bytes: writer.bytes_written() as u64 })
 }
 
 /// Key of the stream the law's own parameters are drawn from; row groups use keys 0, 1, 2, …
@@ -428,9 +393,7 @@ impl Sampler {
             return Err(GenerateError::InvalidSpec("dims must be at least 1".into()));
         }
         if spec.row_group_rows == 0 {
-            return Err(GenerateError::InvalidSpec(
-                "row_group_rows must be at least 1".into(),
-            ));
+            return Err(GenerateError::InvalidSpec("row_group_rows must be at least 1".into()));
         }
         let mut rng = stream_rng(spec.seed, LAW_STREAM);
         Ok(match spec.law {
@@ -442,10 +405,7 @@ impl Sampler {
                 let centres = (0..MIXTURE_CLUSTERS)
                     .map(|_| {
                         (0..dims)
-                            .map(|_| {
-                                MIXTURE_CENTRE_MARGIN
-                                    + (1.0 - 2.0 * MIXTURE_CENTRE_MARGIN) * unit(&mut rng)
-                            })
+                            .map(|_| MIXTURE_CENTRE_MARGIN + (1.0 - 2.0 * MIXTURE_CENTRE_MARGIN) * unit(&mut rng))
                             .collect()
                     })
                     .collect();
@@ -456,10 +416,7 @@ impl Sampler {
                         Some(*sum)
                     })
                     .collect();
-                Sampler::Mixture {
-                    centres,
-                    cumulative_weights,
-                }
+                Sampler::Mixture { centres, cumulative_weights }
             }
             Law::Subspace { dim } => {
                 if dim == 0 || dim >= dims {
@@ -473,25 +430,11 @@ impl Sampler {
                 // Keep centre + basis·t + noise inside the cube for every t in [-h, h]^dim: per coordinate
                 // the offset is at most h·Σ_j |basis_j[k]| + noise, which must not exceed the distance to
                 // the nearer face. The 1e-9 absorbs rounding so no value needs clipping.
-                let room = centre
-                    .iter()
-                    .map(|&c| c.min(1.0 - c))
-                    .fold(f64::INFINITY, f64::min)
-                    - SUBSPACE_NOISE
-                    - 1e-9;
+                let room = centre.iter().map(|&c| c.min(1.0 - c)).fold(f64::INFINITY, f64::min) - SUBSPACE_NOISE - 1e-9;
                 let reach = (0..dims)
-                    .map(|k| {
-                        basis
-                            .iter()
-                            .map(|direction| direction[k].abs())
-                            .sum::<f64>()
-                    })
+                    .map(|k| basis.iter().map(|direction| direction[k].abs()).sum::<f64>())
                     .fold(0.0, f64::max);
-                Sampler::Subspace {
-                    centre,
-                    basis,
-                    half_width: room / reach,
-                }
+                Sampler::Subspace { centre, basis, half_width: room / reach }
             }
             Law::LatentClass { classes } => {
                 if classes == 0 {
@@ -510,43 +453,26 @@ impl Sampler {
                         Some(*sum)
                     })
                     .collect();
-                Sampler::LatentClass {
-                    profiles,
-                    cumulative_weights,
-                }
+                Sampler::LatentClass { profiles, cumulative_weights }
             }
         })
     }
 
     /// Row group `group` (its own random stream) with `rows` rows, as one record batch.
-    fn row_group(
-        &self,
-        seed: u64,
-        group: u64,
-        rows: usize,
-        schema: &SchemaRef,
-    ) -> Result<RecordBatch, ParquetError> {
+    fn row_group(&self, seed: u64, group: u64, rows: usize, schema: &SchemaRef) -> Result<RecordBatch, ParquetError> {
         let mut rng = stream_rng(seed, group);
         let columns = match self {
             Sampler::Uniform { dims } => column_wise(*dims, rows, || unit(&mut rng)),
-            Sampler::Skewed { dims } => {
-                column_wise(*dims, rows, || unit(&mut rng).powi(SKEWED_POWER))
-            }
+            Sampler::Skewed { dims } => column_wise(*dims, rows, || unit(&mut rng).powi(SKEWED_POWER)),
             Sampler::HeavyTailed { dims } => row_wise(*dims, rows, |row| {
                 let shared = unit(&mut rng);
                 for value in row.iter_mut() {
                     *value = truncated_lomax(shared.max(unit(&mut rng)).powi(2));
                 }
             }),
-            Sampler::Mixture {
-                centres,
-                cumulative_weights,
-            } => row_wise(centres[0].len(), rows, |row| {
+            Sampler::Mixture { centres, cumulative_weights } => row_wise(centres[0].len(), rows, |row| {
                 let pick = unit(&mut rng);
-                let cluster = cumulative_weights
-                    .iter()
-                    .position(|&edge| pick < edge)
-                    .unwrap_or(MIXTURE_CLUSTERS - 1);
+                let cluster = cumulative_weights.iter().position(|&edge| pick < edge).unwrap_or(MIXTURE_CLUSTERS - 1);
                 let centre = &centres[cluster];
                 for k in (0..row.len()).step_by(2) {
                     let (first, second) = normal_pair(&mut rng);
@@ -556,31 +482,19 @@ impl Sampler {
                     }
                 }
             }),
-            Sampler::Subspace {
-                centre,
-                basis,
-                half_width,
-            } => row_wise(centre.len(), rows, |row| {
+            Sampler::Subspace { centre, basis, half_width } => row_wise(centre.len(), rows, |row| {
                 row.copy_from_slice(centre);
                 for direction in basis {
                     let t = half_width * (2.0 * unit(&mut rng) - 1.0);
-                    row.iter_mut()
-                        .zip(direction)
-                        .for_each(|(value, &b)| *value += t * b);
+                    row.iter_mut().zip(direction).for_each(|(value, &b)| *value += t * b);
                 }
                 for value in row.iter_mut() {
                     *value += SUBSPACE_NOISE * (2.0 * unit(&mut rng) - 1.0);
                 }
             }),
-            Sampler::LatentClass {
-                profiles,
-                cumulative_weights,
-            } => row_wise(profiles[0].len(), rows, |row| {
+            Sampler::LatentClass { profiles, cumulative_weights } => row_wise(profiles[0].len(), rows, |row| {
                 let pick = unit(&mut rng);
-                let class = cumulative_weights
-                    .iter()
-                    .position(|&edge| pick < edge)
-                    .unwrap_or(profiles.len() - 1);
+                let class = cumulative_weights.iter().position(|&edge| pick < edge).unwrap_or(profiles.len() - 1);
                 for (value, &probability) in row.iter_mut().zip(&profiles[class]) {
                     *value = f64::from(u8::from(unit(&mut rng) < probability));
                 }
@@ -604,10 +518,8 @@ impl Sampler {
                 }
             }),
         };
-        let arrays: Vec<ArrayRef> = columns
-            .into_iter()
-            .map(|column| Arc::new(Float64Array::from(column)) as ArrayRef)
-            .collect();
+        let arrays: Vec<ArrayRef> =
+            columns.into_iter().map(|column| Arc::new(Float64Array::from(column)) as ArrayRef).collect();
         Ok(RecordBatch::try_new(schema.clone(), arrays)?)
     }
 }
@@ -622,9 +534,7 @@ fn truncated_lomax(u: f64) -> f64 {
 
 /// `dims` columns of `rows` independent draws, one column after the other.
 fn column_wise(dims: usize, rows: usize, mut draw: impl FnMut() -> f64) -> Vec<Vec<f64>> {
-    (0..dims)
-        .map(|_| (0..rows).map(|_| draw()).collect())
-        .collect()
+    (0..dims).map(|_| (0..rows).map(|_| draw()).collect()).collect()
 }
 
 /// `rows` rows filled by `fill_row`, transposed into `dims` columns.
@@ -633,10 +543,7 @@ fn row_wise(dims: usize, rows: usize, mut fill_row: impl FnMut(&mut [f64])) -> V
     let mut row = vec![0.0; dims];
     for _ in 0..rows {
         fill_row(&mut row);
-        columns
-            .iter_mut()
-            .zip(&row)
-            .for_each(|(column, &value)| column.push(value));
+        columns.iter_mut().zip(&row).for_each(|(column, &value)| column.push(value));
     }
     columns
 }
@@ -662,27 +569,17 @@ fn orthonormal_basis(rng: &mut Xoshiro256PlusPlus, dims: usize, count: usize) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::fs;
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     use parquet::basic::{Repetition, Type as PhysicalType};
     use parquet::file::reader::{FileReader, SerializedFileReader};
+    use std::fs;
 
     fn spec(rows: u64, dims: usize, law: Law) -> GenerateSpec {
-        GenerateSpec {
-            rows,
-            dims,
-            law,
-            seed: 7,
-            compression: Compression::None,
-            row_group_rows: 1000,
-        }
+        GenerateSpec { rows, dims, law, seed: 7, compression: Compression::None, row_group_rows: 1000 }
     }
 
     fn pool(threads: usize) -> rayon::ThreadPool {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .expect("test thread pool")
+        rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("test thread pool")
     }
 
     /// Writes `spec` in a fresh directory and reads the columns back through the Arrow reader.
@@ -690,19 +587,12 @@ mod tests {
         let directory = tempfile::tempdir().unwrap();
         let path = directory.path().join("table.parquet");
         write_table(&path, spec).unwrap();
-        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
-            .unwrap()
-            .build()
-            .unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap()).unwrap().build().unwrap();
         let mut columns = vec![Vec::new(); spec.dims];
         for batch in reader {
             let batch = batch.unwrap();
             for (k, column) in columns.iter_mut().enumerate() {
-                let values = batch
-                    .column(k)
-                    .as_any()
-                    .downcast_ref::<Float64Array>()
-                    .unwrap();
+                let values = batch.column(k).as_any().downcast_ref::<Float64Array>().unwrap();
                 column.extend_from_slice(values.values());
             }
         }
@@ -718,39 +608,20 @@ mod tests {
         for (compression, codec) in [
             (Compression::None, ParquetCompression::UNCOMPRESSED),
             (Compression::Snappy, ParquetCompression::SNAPPY),
-            (
-                Compression::Zstd,
-                ParquetCompression::ZSTD(ZstdLevel::default()),
-            ),
+            (Compression::Zstd, ParquetCompression::ZSTD(ZstdLevel::default())),
         ] {
             let directory = tempfile::tempdir().unwrap();
             let path = directory.path().join("table.parquet");
-            let spec = GenerateSpec {
-                rows: 2_500,
-                dims: 3,
-                row_group_rows: 1_000,
-                compression,
-                ..spec(0, 0, Law::Mixture)
-            };
+            let spec =
+                GenerateSpec { rows: 2_500, dims: 3, row_group_rows: 1_000, compression, ..spec(0, 0, Law::Mixture) };
             let summary = write_table(&path, &spec).unwrap();
             let file_len = fs::metadata(&path).unwrap().len();
-            assert_eq!(
-                summary,
-                GenerateSummary {
-                    rows: 2_500,
-                    row_groups: 3,
-                    bytes: file_len
-                }
-            );
+            assert_eq!(summary, GenerateSummary { rows: 2_500, row_groups: 3, bytes: file_len });
 
             let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
             let metadata = reader.metadata();
             assert_eq!(metadata.file_metadata().num_rows(), 2_500);
-            let group_rows: Vec<i64> = metadata
-                .row_groups()
-                .iter()
-                .map(|group| group.num_rows())
-                .collect();
+            let group_rows: Vec<i64> = metadata.row_groups().iter().map(|group| group.num_rows()).collect();
             assert_eq!(group_rows, [1_000, 1_000, 500]);
             let schema = metadata.file_metadata().schema_descr();
             assert_eq!(schema.num_columns(), 3);
@@ -758,49 +629,28 @@ mod tests {
                 let column = schema.column(k);
                 assert_eq!(column.name(), format!("x{k}"));
                 assert_eq!(column.physical_type(), PhysicalType::DOUBLE);
-                assert_eq!(
-                    column.self_type().get_basic_info().repetition(),
-                    Repetition::REQUIRED
-                );
+                assert_eq!(column.self_type().get_basic_info().repetition(), Repetition::REQUIRED);
             }
             for group in metadata.row_groups() {
                 for chunk in group.columns() {
                     assert_eq!(chunk.compression(), codec);
-                    assert!(
-                        chunk.dictionary_page_offset().is_none(),
-                        "no dictionary pages"
-                    );
+                    assert!(chunk.dictionary_page_offset().is_none(), "no dictionary pages");
                     assert!(chunk
                         .encodings()
                         .all(|e| e != Encoding::PLAIN_DICTIONARY && e != Encoding::RLE_DICTIONARY));
                 }
             }
-            let arrow_schema = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
-                .unwrap()
-                .schema()
-                .clone();
-            assert!(arrow_schema
-                .fields()
-                .iter()
-                .all(|f| f.data_type() == &DataType::Float64 && !f.is_nullable()));
-            assert_eq!(
-                fs::read_dir(directory.path()).unwrap().count(),
-                1,
-                "no temporary file left behind"
-            );
+            let arrow_schema =
+                ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap()).unwrap().schema().clone();
+            assert!(arrow_schema.fields().iter().all(|f| f.data_type() == &DataType::Float64 && !f.is_nullable()));
+            assert_eq!(fs::read_dir(directory.path()).unwrap().count(), 1, "no temporary file left behind");
         }
     }
 
     #[test]
     fn same_seed_gives_identical_bytes_whatever_the_thread_count() {
         let directory = tempfile::tempdir().unwrap();
-        for law in [
-            Law::Uniform,
-            Law::Mixture,
-            Law::Skewed,
-            Law::HeavyTailed,
-            Law::Subspace { dim: 2 },
-        ] {
+        for law in [Law::Uniform, Law::Mixture, Law::Skewed, Law::HeavyTailed, Law::Subspace { dim: 2 }] {
             // 7 row groups: more than one batch in flight for both pools, and a short last group.
             let spec = GenerateSpec {
                 rows: 6_500,
@@ -820,24 +670,14 @@ mod tests {
             assert_eq!(one, bytes_with(3), "{law}");
             let other_seed = directory.path().join("other.parquet");
             write_table(&other_seed, &GenerateSpec { seed: 12, ..spec }).unwrap();
-            assert_ne!(
-                one,
-                fs::read(&other_seed).unwrap(),
-                "{law}: another seed gives another table"
-            );
+            assert_ne!(one, fs::read(&other_seed).unwrap(), "{law}: another seed gives another table");
         }
     }
 
     #[test]
     fn values_lie_in_the_unit_cube_and_follow_their_laws() {
         let n = 20_000;
-        for law in [
-            Law::Uniform,
-            Law::Mixture,
-            Law::Skewed,
-            Law::HeavyTailed,
-            Law::Subspace { dim: 1 },
-        ] {
+        for law in [Law::Uniform, Law::Mixture, Law::Skewed, Law::HeavyTailed, Law::Subspace { dim: 1 }] {
             let columns = generate_columns(&spec(n, 3, law));
             for column in &columns {
                 assert_eq!(column.len() as u64, n);
@@ -892,20 +732,14 @@ mod tests {
         }
         cells.sort_unstable_by(|a, b| b.cmp(a));
         let fullest: usize = cells[..MIXTURE_CLUSTERS].iter().sum();
-        assert!(
-            fullest as f64 > 0.14 * n as f64,
-            "fullest cells hold {fullest} of {n}"
-        );
+        assert!(fullest as f64 > 0.14 * n as f64, "fullest cells hold {fullest} of {n}");
     }
 
     /// Eigenvalues of a symmetric matrix, largest first (cyclic Jacobi rotations).
     fn symmetric_eigenvalues(mut a: Vec<Vec<f64>>) -> Vec<f64> {
         let n = a.len();
         for _ in 0..100 {
-            let off: f64 = (0..n)
-                .flat_map(|p| (p + 1..n).map(move |q| (p, q)))
-                .map(|(p, q)| a[p][q] * a[p][q])
-                .sum();
+            let off: f64 = (0..n).flat_map(|p| (p + 1..n).map(move |q| (p, q))).map(|(p, q)| a[p][q] * a[p][q]).sum();
             if off < 1e-30 {
                 break;
             }
@@ -958,18 +792,8 @@ mod tests {
 
     #[test]
     fn subspace_points_lie_near_a_flat_of_the_asked_dimension() {
-        let known = symmetric_eigenvalues(vec![
-            vec![2.0, 1.0, 0.0],
-            vec![1.0, 2.0, 0.0],
-            vec![0.0, 0.0, 5.0],
-        ]);
-        assert!(
-            known
-                .iter()
-                .zip([5.0, 3.0, 1.0])
-                .all(|(got, want)| (got - want).abs() < 1e-12),
-            "{known:?}"
-        );
+        let known = symmetric_eigenvalues(vec![vec![2.0, 1.0, 0.0], vec![1.0, 2.0, 0.0], vec![0.0, 0.0, 5.0]]);
+        assert!(known.iter().zip([5.0, 3.0, 1.0]).all(|(got, want)| (got - want).abs() < 1e-12), "{known:?}");
 
         // Uniform noise of half-width η adds η²/3 to every eigenvalue of the covariance; the flat adds
         // `dim` large ones. So the d − dim smallest eigenvalues (the mean squared residual off the best
@@ -982,10 +806,8 @@ mod tests {
                 .map(|i| {
                     (0..dims)
                         .map(|j| {
-                            let products = columns[i]
-                                .iter()
-                                .zip(&columns[j])
-                                .map(|(x, y)| (x - means[i]) * (y - means[j]));
+                            let products =
+                                columns[i].iter().zip(&columns[j]).map(|(x, y)| (x - means[i]) * (y - means[j]));
                             products.sum::<f64>() / columns[i].len() as f64
                         })
                         .collect()
@@ -993,15 +815,9 @@ mod tests {
                 .collect();
             let eigenvalues = symmetric_eigenvalues(covariance);
             for &residual in &eigenvalues[dim..] {
-                assert!(
-                    (0.9..1.1).contains(&(residual / noise_variance)),
-                    "{dims}/{dim}: {eigenvalues:?}"
-                );
+                assert!((0.9..1.1).contains(&(residual / noise_variance)), "{dims}/{dim}: {eigenvalues:?}");
             }
-            assert!(
-                eigenvalues[dim - 1] > 100.0 * noise_variance,
-                "{dims}/{dim}: {eigenvalues:?}"
-            );
+            assert!(eigenvalues[dim - 1] > 100.0 * noise_variance, "{dims}/{dim}: {eigenvalues:?}");
         }
     }
 
@@ -1013,14 +829,7 @@ mod tests {
         assert_eq!((summary.rows, summary.row_groups), (0, 0));
         let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
         assert_eq!(reader.metadata().file_metadata().num_rows(), 0);
-        assert_eq!(
-            reader
-                .metadata()
-                .file_metadata()
-                .schema_descr()
-                .num_columns(),
-            2
-        );
+        assert_eq!(reader.metadata().file_metadata().schema_descr().num_columns(), 2);
     }
 
     #[test]
@@ -1029,19 +838,13 @@ mod tests {
         let path = directory.path().join("table.parquet");
         for bad in [
             spec(10, 0, Law::Uniform),
-            GenerateSpec {
-                row_group_rows: 0,
-                ..spec(10, 2, Law::Uniform)
-            },
+            GenerateSpec { row_group_rows: 0, ..spec(10, 2, Law::Uniform) },
             spec(10, 2, Law::Subspace { dim: 0 }),
             spec(10, 2, Law::Subspace { dim: 2 }),
             spec(10, 1, Law::Subspace { dim: 1 }),
         ] {
             let error = write_table(&path, &bad).unwrap_err();
-            assert!(
-                matches!(error, GenerateError::InvalidSpec(_)),
-                "{bad:?}: {error}"
-            );
+            assert!(matches!(error, GenerateError::InvalidSpec(_)), "{bad:?}: {error}");
         }
         assert_eq!(fs::read_dir(directory.path()).unwrap().count(), 0);
     }
@@ -1049,10 +852,7 @@ mod tests {
     #[test]
     fn unwritable_paths_are_errors_naming_the_path() {
         let directory = tempfile::tempdir().unwrap();
-        let missing = directory
-            .path()
-            .join("no-such-directory")
-            .join("table.parquet");
+        let missing = directory.path().join("no-such-directory").join("table.parquet");
         let error = write_table(&missing, &spec(10, 2, Law::Uniform)).unwrap_err();
         assert!(matches!(error, GenerateError::Io { .. }), "{error}");
         assert!(error.to_string().contains("no-such-directory"), "{error}");
@@ -1063,10 +863,7 @@ mod tests {
         fs::write(occupied.join("keep"), b"x").unwrap();
         let error = write_table(&occupied, &spec(10, 2, Law::Uniform)).unwrap_err();
         assert!(error.to_string().contains("occupied"), "{error}");
-        let mut left: Vec<_> = fs::read_dir(directory.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
+        let mut left: Vec<_> = fs::read_dir(directory.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         left.sort();
         assert_eq!(left, ["occupied"]);
 
@@ -1076,35 +873,15 @@ mod tests {
 
     #[test]
     fn laws_and_compressions_parse_and_print() {
-        for law in [
-            Law::Uniform,
-            Law::Mixture,
-            Law::Skewed,
-            Law::HeavyTailed,
-            Law::Subspace { dim: 3 },
-        ] {
+        for law in [Law::Uniform, Law::Mixture, Law::Skewed, Law::HeavyTailed, Law::Subspace { dim: 3 }] {
             assert_eq!(law.to_string().parse::<Law>().unwrap(), law);
         }
-        assert_eq!(
-            " Subspace:2 ".parse::<Law>().unwrap(),
-            Law::Subspace { dim: 2 }
-        );
-        for bad in [
-            "",
-            "gauss",
-            "subspace",
-            "subspace:",
-            "subspace:0",
-            "subspace:-1",
-            "subspace:x",
-        ] {
+        assert_eq!(" Subspace:2 ".parse::<Law>().unwrap(), Law::Subspace { dim: 2 });
+        for bad in ["", "gauss", "subspace", "subspace:", "subspace:0", "subspace:-1", "subspace:x"] {
             assert!(bad.parse::<Law>().is_err(), "{bad}");
         }
         for compression in [Compression::None, Compression::Snappy, Compression::Zstd] {
-            assert_eq!(
-                compression.to_string().parse::<Compression>().unwrap(),
-                compression
-            );
+            assert_eq!(compression.to_string().parse::<Compression>().unwrap(), compression);
         }
         assert!("lzma".parse::<Compression>().is_err());
     }
@@ -1113,22 +890,12 @@ mod tests {
     fn bounds_toml_declares_every_column_in_the_unit_interval() {
         let text = bounds_toml(&spec(100, 3, Law::Subspace { dim: 2 }));
         let table: toml::Table = text.parse().unwrap();
-        let columns: Vec<&str> = table["columns"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c.as_str().unwrap())
-            .collect();
+        let columns: Vec<&str> = table["columns"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
         assert_eq!(columns, ["x0", "x1", "x2"]);
         let bounds = table["bounds"].as_table().unwrap();
         assert_eq!(bounds.len(), 3);
         for name in columns {
-            let range: Vec<f64> = bounds[name]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_float().unwrap())
-                .collect();
+            let range: Vec<f64> = bounds[name].as_array().unwrap().iter().map(|v| v.as_float().unwrap()).collect();
             assert_eq!(range, [0.0, 1.0]);
         }
     }

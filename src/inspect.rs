@@ -37,17 +37,9 @@ pub fn describe(path: &Path, hive_columns: bool) -> Result<String> {
             "  {:<24} {:<28} {:<9} {:<11} {}",
             field.name(),
             field.data_type().to_string(),
-            if field.is_nullable() {
-                "nullable"
-            } else {
-                "required"
-            },
+            if field.is_nullable() { "nullable" } else { "required" },
             compression,
-            if is_numeric(field.data_type()) {
-                "usable"
-            } else {
-                "not numeric"
-            },
+            if is_numeric(field.data_type()) { "usable" } else { "not numeric" },
         );
     }
     if files.len() > 1 {
@@ -67,12 +59,7 @@ pub fn describe(path: &Path, hive_columns: bool) -> Result<String> {
     }
     let _ = writeln!(text, "row groups (rows, compressed bytes):");
     for (index, group) in metadata.row_groups().iter().enumerate() {
-        let _ = writeln!(
-            text,
-            "  {index:>5}: {:>12} rows {:>14} bytes",
-            group.num_rows(),
-            group.compressed_size()
-        );
+        let _ = writeln!(text, "  {index:>5}: {:>12} rows {:>14} bytes", group.num_rows(), group.compressed_size());
     }
     Ok(text)
 }

@@ -33,9 +33,7 @@ use crate::synth::OutputPaths;
 
 /// The name the command line uses for an option's value (for messages and reports).
 pub fn value_name<T: clap::ValueEnum>(value: &T) -> String {
-    value
-        .to_possible_value()
-        .map_or_else(String::new, |possible| possible.get_name().to_string())
+    value.to_possible_value().map_or_else(String::new, |possible| possible.get_name().to_string())
 }
 
 /// The mechanisms `--mechanism` names.
@@ -705,11 +703,7 @@ impl PmmOptions {
 
     /// The tree's consistency step: the bottom-up pass, the rule and the pruning these options ask for.
     pub fn consistency_step(&self) -> Consistency {
-        Consistency {
-            bottom_up: self.bottom_up,
-            rule: self.consistency,
-            prune_sigmas: self.prune_sigmas,
-        }
+        Consistency { bottom_up: self.bottom_up, rule: self.consistency, prune_sigmas: self.prune_sigmas }
     }
 }
 
@@ -759,15 +753,15 @@ impl SynthOptions {
             return self.validate_encoded();
         }
         if self.bounds.is_empty() {
-            return Err(Error::bad_input("no columns: give --columns with --bounds for each (or a config file with [bounds])"));
+            return Err(Error::bad_input(
+                "no columns: give --columns with --bounds for each (or a config file with [bounds])",
+            ));
         }
         let check_share = |flag: &str, share: f64| {
             if share > 0.0 && share < 1.0 {
                 Ok(())
             } else {
-                Err(Error::bad_input(format!(
-                    "{flag} must be strictly between 0 and 1, got {share}"
-                )))
+                Err(Error::bad_input(format!("{flag} must be strictly between 0 and 1, got {share}")))
             }
         };
         let check_cells = |options: &PsmmOptions| match options.cells {
@@ -913,13 +907,10 @@ impl SynthArgs {
             bounds_for_columns(self.columns.as_deref(), &all_bounds)?
         };
         let inner = self.inner_mechanism.unwrap_or(InnerMechanism::Pmm);
-        let uses_pmm = |mechanism| {
-            mechanism == Mechanism::Pmm
-                || (mechanism == Mechanism::Lowdim && inner == InnerMechanism::Pmm)
-        };
+        let uses_pmm =
+            |mechanism| mechanism == Mechanism::Pmm || (mechanism == Mechanism::Lowdim && inner == InnerMechanism::Pmm);
         let uses_psmm = |mechanism| {
-            mechanism == Mechanism::Psmm
-                || (mechanism == Mechanism::Lowdim && inner == InnerMechanism::Psmm)
+            mechanism == Mechanism::Psmm || (mechanism == Mechanism::Lowdim && inner == InnerMechanism::Psmm)
         };
         // Each mechanism-specific option, whether it was given, and whether it applies.
         let refusals = [
@@ -1027,11 +1018,7 @@ impl SynthArgs {
                 "--depth, --root-share and --consistency do not apply to --mechanism pe",
             ),
         ];
-        if let Some((_, message)) = refusals
-            .iter()
-            .chain(&pe_refusals)
-            .find(|(refused, _)| *refused)
-        {
+        if let Some((_, message)) = refusals.iter().chain(&pe_refusals).find(|(refused, _)| *refused) {
             return Err(Error::bad_input(*message));
         }
         if let Some(sigmas) = self.prune_sigmas.filter(|sigmas| !(sigmas.is_finite() && *sigmas >= 0.0)) {
@@ -1113,10 +1100,7 @@ impl SynthArgs {
             })
         });
         let pmm = PmmOptions { larger_table, largest_table, smaller_table, ..pmm };
-        let psmm = PsmmOptions {
-            cells: self.cells,
-            noisy_n_share: root_share.unwrap_or(DEFAULT_NOISY_N_SHARE),
-        };
+        let psmm = PsmmOptions { cells: self.cells, noisy_n_share: root_share.unwrap_or(DEFAULT_NOISY_N_SHARE) };
         let mechanism = match mechanism {
             // `auto` is PMM with the settings chosen above.
             Mechanism::Pmm | Mechanism::Auto => MechanismOptions::Pmm(pmm),
@@ -1157,11 +1141,9 @@ impl SynthArgs {
                     let shares = match self.covloss_shares.as_deref() {
                         None => CovlossSettings::DEFAULT.shares,
                         Some(&[a, b, c]) => [a, b, c],
-                        Some(other) => {
-                            return Err(Error::bad_input(format!(
-                                "--covloss-shares needs three numbers (second moment, weights, centroids), got {other:?}"
-                            )))
-                        }
+                        Some(other) => return Err(Error::bad_input(format!(
+                            "--covloss-shares needs three numbers (second moment, weights, centroids), got {other:?}"
+                        ))),
                     };
                     MechanismOptions::Covloss(CovlossOptions {
                         encoding,
@@ -1176,9 +1158,10 @@ impl SynthArgs {
             }
         };
         let memory_limit = match self.memory_limit_mib {
-            Some(mib) => Some(mib.checked_mul(1 << 20).ok_or_else(|| {
-                Error::bad_input(format!("--memory-limit-mib {mib} is too large"))
-            })?),
+            Some(mib) => Some(
+                mib.checked_mul(1 << 20)
+                    .ok_or_else(|| Error::bad_input(format!("--memory-limit-mib {mib} is too large")))?,
+            ),
             None => None,
         };
         Ok(SynthOptions {
@@ -1225,9 +1208,9 @@ pub const MAX_OUTPUT_ROWS: u64 = 1_000_000_000_000;
 
 pub fn check_output_rows(flag: &str, rows: Option<u64>) -> Result<()> {
     match rows {
-        Some(rows) if rows > MAX_OUTPUT_ROWS => Err(Error::bad_input(format!(
-            "{flag} {rows} is above the limit of 10^12 rows"
-        ))),
+        Some(rows) if rows > MAX_OUTPUT_ROWS => {
+            Err(Error::bad_input(format!("{flag} {rows} is above the limit of 10^12 rows")))
+        }
         _ => Ok(()),
     }
 }
@@ -1244,10 +1227,7 @@ pub fn last_bounds_per_column(given: Vec<ColumnBounds>) -> Vec<ColumnBounds> {
 
 /// Chooses the bounds of the columns used: the `--columns` list (or every column with bounds when it
 /// is absent), each of which must have public bounds.
-pub fn bounds_for_columns(
-    columns: Option<&[String]>,
-    bounds: &[ColumnBounds],
-) -> Result<Vec<ColumnBounds>> {
+pub fn bounds_for_columns(columns: Option<&[String]>, bounds: &[ColumnBounds]) -> Result<Vec<ColumnBounds>> {
     let Some(columns) = columns else {
         return Ok(bounds.to_vec());
     };
@@ -1298,19 +1278,13 @@ mod tests {
             };
             assert_eq!(pmm.bottom_up, bottom_up, "{words:?}");
         }
-        let request = args(&["--bounds", "a=0:1", "--mechanism", "psmm", "--cells", "64"])
-            .resolve()
-            .unwrap();
+        let request = args(&["--bounds", "a=0:1", "--mechanism", "psmm", "--cells", "64"]).resolve().unwrap();
         assert_eq!(
             request.options.mechanism,
-            MechanismOptions::Psmm(PsmmOptions {
-                cells: Some(64),
-                noisy_n_share: DEFAULT_NOISY_N_SHARE
-            })
+            MechanismOptions::Psmm(PsmmOptions { cells: Some(64), noisy_n_share: DEFAULT_NOISY_N_SHARE })
         );
-        let request = args(&["--bounds", "a=0:1", "--mechanism", "lowdim", "--inner-mechanism", "psmm"])
-            .resolve()
-            .unwrap();
+        let request =
+            args(&["--bounds", "a=0:1", "--mechanism", "lowdim", "--inner-mechanism", "psmm"]).resolve().unwrap();
         let MechanismOptions::Lowdim(lowdim) = request.options.mechanism else {
             panic!("lowdim expected");
         };
@@ -1347,9 +1321,8 @@ mod tests {
 
     #[test]
     fn pe_takes_the_device_of_its_nearest_neighbour_counts() {
-        let resolved = args(&["--mechanism", "pe", "--delta", "1e-6", "--device", "cpu", "--bounds", "a=0:1"])
-            .resolve()
-            .unwrap();
+        let resolved =
+            args(&["--mechanism", "pe", "--delta", "1e-6", "--device", "cpu", "--bounds", "a=0:1"]).resolve().unwrap();
         let MechanismOptions::Pe(pe) = resolved.options.mechanism else { panic!("not pe") };
         assert_eq!(pe.device, DeviceChoice::Cpu);
     }
@@ -1368,7 +1341,9 @@ mod tests {
         assert_eq!(share(&["--root-share", "0.1"]), Ok(Some(0.1)));
         assert_eq!(share(&["--noisy-n-share", "0.1"]), Ok(Some(0.1)), "the former name still works");
         assert_eq!(share(&[]), Ok(None));
-        assert!(share(&["--root-share", "0.1", "--noisy-n-share", "0.2"]).unwrap_err().contains("give --root-share only"));
+        assert!(share(&["--root-share", "0.1", "--noisy-n-share", "0.2"])
+            .unwrap_err()
+            .contains("give --root-share only"));
     }
 
     #[test]
@@ -1390,13 +1365,33 @@ mod tests {
             };
             assert_eq!((pmm.marginal_share, pmm.partition), (share, partition), "{columns} {pairs:?}");
             let d = columns.split(',').count();
-            assert!(pmm.chosen_by.unwrap().contains(&format!("d {} ", if d <= 2 { "<=" } else if d == 3 { "=" } else { ">=" })));
+            assert!(pmm.chosen_by.unwrap().contains(&format!(
+                "d {} ",
+                if d <= 2 {
+                    "<="
+                } else if d == 3 {
+                    "="
+                } else {
+                    ">="
+                }
+            )));
         }
         let pmm = |words: &[&str]| match args(words).resolve_options().unwrap().mechanism {
             MechanismOptions::Pmm(pmm) => pmm,
             other => panic!("{words:?} runs {other:?}"),
         };
-        let four = ["--columns", "a,b,c,d", "--bounds", "a=0:1", "--bounds", "b=0:1", "--bounds", "c=0:1", "--bounds", "d=0:1"];
+        let four = [
+            "--columns",
+            "a,b,c,d",
+            "--bounds",
+            "a=0:1",
+            "--bounds",
+            "b=0:1",
+            "--bounds",
+            "c=0:1",
+            "--bounds",
+            "d=0:1",
+        ];
         // No --mechanism: auto's choice, and the report says so.
         let default = pmm(&four);
         assert_eq!((default.marginal_share, default.partition), (0.45, Partition::Quantile));
@@ -1520,23 +1515,14 @@ mod tests {
             ColumnBounds::new("b", 0.0, 1.0).unwrap(),
             ColumnBounds::new("a", -1.0, 2.0).unwrap(),
         ]);
-        assert_eq!(
-            bounds,
-            vec![
-                ColumnBounds::new("b", 0.0, 1.0).unwrap(),
-                ColumnBounds::new("a", -1.0, 2.0).unwrap()
-            ]
-        );
+        assert_eq!(bounds, vec![ColumnBounds::new("b", 0.0, 1.0).unwrap(), ColumnBounds::new("a", -1.0, 2.0).unwrap()]);
         let error = bounds_for_columns(Some(&["a".into(), "c".into()]), &bounds).unwrap_err();
         assert!(error.to_string().contains("'c' has no public bounds"));
     }
 
     #[test]
     fn a_memory_limit_that_overflows_is_refused() {
-        let error = args(&["--bounds", "a=0:1", "--memory-limit-mib", "18446744073709551615"])
-            .resolve()
-            .err()
-            .unwrap();
+        let error = args(&["--bounds", "a=0:1", "--memory-limit-mib", "18446744073709551615"]).resolve().err().unwrap();
         assert!(error.to_string().contains("too large"));
     }
 }

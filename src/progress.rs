@@ -34,25 +34,16 @@ pub struct PhaseBar {
 impl Progress {
     /// Bars on a terminal unless `quiet`.
     pub fn for_terminal(quiet: bool) -> Self {
-        Progress {
-            show: !quiet && std::io::stderr().is_terminal(),
-            watcher: None,
-        }
+        Progress { show: !quiet && std::io::stderr().is_terminal(), watcher: None }
     }
 
     pub fn hidden() -> Self {
-        Progress {
-            show: false,
-            watcher: None,
-        }
+        Progress { show: false, watcher: None }
     }
 
     /// No bar; every phase is reported to `watcher`, which can stop the run.
     pub fn watched(watcher: Arc<dyn ProgressWatcher>) -> Self {
-        Progress {
-            show: false,
-            watcher: Some(watcher),
-        }
+        Progress { show: false, watcher: Some(watcher) }
     }
 
     /// A bar counting `total` units of `unit` (for example rows) for one phase.
@@ -65,15 +56,13 @@ impl Progress {
             return PhaseBar { bar: None, watcher };
         }
         let bar = ProgressBar::new(total);
-        let template = format!("{{prefix:>10}} [{{bar:40}}] {{human_pos}}/{{human_len}} {unit} ({{per_sec}}, eta {{eta}})");
+        let template =
+            format!("{{prefix:>10}} [{{bar:40}}] {{human_pos}}/{{human_len}} {unit} ({{per_sec}}, eta {{eta}})");
         if let Ok(style) = ProgressStyle::with_template(&template) {
             bar.set_style(style.progress_chars("=> "));
         }
         bar.set_prefix(label.to_string());
-        PhaseBar {
-            bar: Some(bar),
-            watcher,
-        }
+        PhaseBar { bar: Some(bar), watcher }
     }
 
     /// [`Error::Interrupted`] once the watcher asked the run to stop.
@@ -146,11 +135,7 @@ impl Timings {
         let started = std::time::Instant::now();
         let mut parts = Timings::default();
         let outcome = work(&mut parts);
-        self.0.push(PhaseTiming {
-            phase,
-            seconds: started.elapsed().as_secs_f64(),
-            parts: parts.0,
-        });
+        self.0.push(PhaseTiming { phase, seconds: started.elapsed().as_secs_f64(), parts: parts.0 });
         outcome
     }
 

@@ -31,16 +31,12 @@ pub(crate) fn unit_points(rng: &mut Xoshiro256PlusPlus, n: usize, dims: usize) -
 
 /// `count` points whose coordinates are on {0, 1/steps, …, 1}: many exact distance ties and duplicates.
 pub(crate) fn lattice_points(rng: &mut Xoshiro256PlusPlus, count: usize, dims: usize, steps: u32) -> Vec<f64> {
-    (0..count * dims)
-        .map(|_| f64::from(rng.random_range(0..=steps)) / f64::from(steps))
-        .collect()
+    (0..count * dims).map(|_| f64::from(rng.random_range(0..=steps)) / f64::from(steps)).collect()
 }
 
 /// `rows` Boolean rows of `bits` independent bits, each 1 with probability `p`.
 pub(crate) fn bit_rows(rng: &mut Xoshiro256PlusPlus, rows: usize, bits: usize, p: f64) -> Vec<Vec<u8>> {
-    (0..rows)
-        .map(|_| (0..bits).map(|_| u8::from(rng.random::<f64>() < p)).collect())
-        .collect()
+    (0..rows).map(|_| (0..bits).map(|_| u8::from(rng.random::<f64>() < p)).collect()).collect()
 }
 
 /// The public inputs of a plan over `dims` columns with room to spare: 1 GiB of cells, one thread, points

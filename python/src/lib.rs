@@ -13,7 +13,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use arrow::datatypes::SchemaRef;
-use arrow::ffi_stream::{RecordBatchStreamReader, FFI_ArrowArrayStream};
+use arrow::ffi_stream::{FFI_ArrowArrayStream, RecordBatchStreamReader};
 use arrow::record_batch::{RecordBatch, RecordBatchIterator, RecordBatchReader};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
@@ -120,10 +120,12 @@ struct Watch {
 
 impl Watch {
     fn push(&self, event: &'static str, phase: &str, amount: u64, unit: &str) {
-        self.events
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((event, phase.to_string(), amount, unit.to_string()));
+        self.events.lock().unwrap_or_else(PoisonError::into_inner).push((
+            event,
+            phase.to_string(),
+            amount,
+            unit.to_string(),
+        ));
     }
 
     /// Hands the queued events to `on_progress(event, phase, amount, unit)`.
@@ -202,7 +204,9 @@ fn run_released<T: Send>(
         }
         match outcome {
             Ok(result) => result.map_err(to_py),
-            Err(_) => Err(PyRuntimeError::new_err("internal error (a bug in dpsynth): the run panicked; nothing was kept")),
+            Err(_) => {
+                Err(PyRuntimeError::new_err("internal error (a bug in dpsynth): the run panicked; nothing was kept"))
+            }
         }
     })
 }
@@ -223,9 +227,7 @@ unsafe impl Send for ExportedStream {}
 
 impl ArrowStream {
     fn new(schema: SchemaRef, batches: Vec<RecordBatch>) -> Self {
-        ArrowStream {
-            contents: Mutex::new(Some((schema, batches))),
-        }
+        ArrowStream { contents: Mutex::new(Some((schema, batches))) }
     }
 }
 
@@ -302,10 +304,7 @@ fn fit(
     let (options, hive_columns) = synth_options(words)?;
     let source = open_input(data, name, hive_columns)?;
     let fitted = run_released(py, on_progress.as_ref(), |progress| synth::fit(&source, &options, progress))?;
-    Ok(Release {
-        fitted,
-        next_draw: AtomicU64::new(0),
-    })
+    Ok(Release { fitted, next_draw: AtomicU64::new(0) })
 }
 
 /// One `synth` run on `data`: the table (the CLI's output for the same words), the report and the
@@ -326,11 +325,7 @@ fn synthesize(
     let batches = run_released(py, on_progress, |progress| fitted.sample(options.rows, 0, progress))?;
     let mut report = fitted.report().clone();
     report.release.synthetic_rows = batches.iter().map(|batch| batch.num_rows() as u64).sum();
-    Ok((
-        ArrowStream::new(fitted.schema(), batches),
-        to_json(&report)?,
-        to_json(fitted.diagnostics())?,
-    ))
+    Ok((ArrowStream::new(fitted.schema(), batches), to_json(&report)?, to_json(fitted.diagnostics())?))
 }
 
 /// `eval` of `synths` (called `synth_names`) against `real` (called `real_name`) with the options in
@@ -360,11 +355,7 @@ fn evaluate(
         }
     };
     request.real = table(real, real_name)?;
-    request.synths = synths
-        .iter()
-        .zip(&synth_names)
-        .map(|(data, name)| table(data, name))
-        .collect::<PyResult<_>>()?;
+    request.synths = synths.iter().zip(&synth_names).map(|(data, name)| table(data, name)).collect::<PyResult<_>>()?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()

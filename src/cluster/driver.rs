@@ -28,6 +28,7 @@ use crate::io::paths::{check_output_paths, NamedPath};
 use crate::io::sink::ParquetSink;
 use crate::io::source::Source;
 use crate::io::staging::{commit_all, StagedFile};
+use crate::mechanism::covloss::points::BATCH_ROWS as ENCODED_BATCH_ROWS;
 use crate::mechanism::pmm::marginals::{
     axis_counts, BinnedMarginals, CalibratedRows, MarginalPlan, MonotoneMap, ReleasedMarginals,
 };
@@ -35,7 +36,6 @@ use crate::mechanism::pmm::pairs::{DrawnRows, PairMap, PairMappedRows, PairParam
 use crate::mechanism::pmm::refine::{binned_with_the_tree, AxisShapes, LeafRefinementParameters};
 use crate::mechanism::pmm::schedule::LevelSchedule;
 use crate::mechanism::pmm::PmmPlan;
-use crate::mechanism::covloss::points::BATCH_ROWS as ENCODED_BATCH_ROWS;
 use crate::mechanism::{leaf_value_cells, Plan, PublicInputs, Release, ReleasedMeasure};
 use crate::options::{MechanismOptions, PmmOptions, SynthOptions};
 use crate::privacy::{NoisyRowCount, RunSeeds};
@@ -100,14 +100,7 @@ pub fn synthesize_across(
     let rank = comm.rank();
     let row_groups = (shares[rank + 1] - shares[rank]) as u64;
     let share = source.keep_row_groups(shares[rank]..shares[rank + 1]);
-    let data = DataPass {
-        source: &share,
-        columns,
-        bounds,
-        nulls: options.nulls,
-        progress,
-        ranks: None,
-    };
+    let data = DataPass { source: &share, columns, bounds, nulls: options.nulls, progress, ranks: None };
     let mut timings = Timings::default();
     let run = PartRun { comm, pool: &pool, part: &part, options, seeds: &seeds };
     let written = match split {
@@ -118,20 +111,10 @@ pub fn synthesize_across(
     let epsilon_spent = whole.budget.check()?;
     // Every part is complete: rename them.
     agree(comm, commit_all(vec![staged]))?;
-    let facts = RunFacts {
-        source: &share,
-        columns: &run_columns,
-        options,
-    };
+    let facts = RunFacts { source: &share, columns: &run_columns, options };
     let mut report = facts.report(&whole, epsilon_spent, 0);
-    let mine = RankInfo {
-        rank,
-        row_groups,
-        rows_read,
-        leaves_owned,
-        rows_written,
-        seconds: started.elapsed().as_secs_f64(),
-    };
+    let mine =
+        RankInfo { rank, row_groups, rows_read, leaves_owned, rows_written, seconds: started.elapsed().as_secs_f64() };
     let ranks = gather_ranks(comm, &mine);
     let mut written_total = [rows_written];
     comm.sum(&mut written_total);
@@ -146,12 +129,7 @@ pub fn synthesize_across(
     diagnostics.input_page_checksums = share.has_page_checksums();
     diagnostics.peak_memory_bytes = crate::synth::memory::peak_memory_bytes();
     diagnostics.ranks = ranks;
-    let staged = stage_reports(
-        outputs.report.as_deref(),
-        outputs.diagnostics.as_deref(),
-        &report,
-        &diagnostics,
-    )?;
+    let staged = stage_reports(outputs.report.as_deref(), outputs.diagnostics.as_deref(), &report, &diagnostics)?;
     commit_all(staged)?;
     Ok(Some(report))
 }
@@ -371,7 +349,8 @@ impl<'a> RankRelease<'a> {
             Some(marginals) => self.bin_on_quantiles(marginals)?,
             None => self.bin_on_midpoints()?,
         };
-        let RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals, warps, finer, .. } = binned;
+        let RankCounts { plan, counts, rows_read, scan, binning, schedule, n_hat, marginals, warps, finer, .. } =
+            binned;
         let pair_counts = binned.pair_counts;
         let ownership = Ownership::new(schedule.depth, comm.size());
         let own = counts.to_owners(comm, &ownership.leaf_starts());
@@ -405,9 +384,7 @@ impl<'a> RankRelease<'a> {
             counts = self.bin(CellGeometry::new(plan.dims(), schedule.depth), None, exchange)?.0;
         }
         let marginals = match plan.marginals() {
-            Some(marginals) => {
-                Some(self.release_marginals(marginals, plan.released_row_count(n_hat), None)?)
-            }
+            Some(marginals) => Some(self.release_marginals(marginals, plan.released_row_count(n_hat), None)?),
             None => None,
         };
         let (warps, finer, pair_counts) = (None, None, None);

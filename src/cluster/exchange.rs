@@ -8,15 +8,15 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::Communicator;
+use crate::binner::device::DeviceChoice;
 use crate::binner::pass::DataPass;
 use crate::binner::{AxisPlan, ScanStats};
-use crate::binner::device::DeviceChoice;
 use crate::error::Result;
 use crate::geometry::partition::CellGeometry;
-use crate::progress::Timings;
 use crate::mechanism::pmm::refine::{FinerCounts, SparseLeaves};
-use crate::mechanism::pmm::{coarsen_leaves, summed_blocks};
 use crate::mechanism::pmm::schedule::cell_memory_bytes;
+use crate::mechanism::pmm::{coarsen_leaves, summed_blocks};
+use crate::progress::Timings;
 
 /// How the ranks of a run hold and exchange their leaf counts (the same on every rank).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,7 +52,10 @@ impl ExchangeRule {
 pub enum LocalCounts {
     Dense(Vec<u64>),
     /// Ascending leaf codes and their counts.
-    Sparse { codes: Vec<u32>, counts: Vec<u64> },
+    Sparse {
+        codes: Vec<u32>,
+        counts: Vec<u64>,
+    },
 }
 
 impl LocalCounts {
@@ -192,10 +195,7 @@ mod tests {
             let from_dense = LocalCounts::Dense(dense.clone()).coarsen(depth, depth - 3);
             let from_sparse = sparse.coarsen(depth, depth - 3);
             let coarse_starts: Vec<usize> = starts.iter().map(|start| start >> 3).collect();
-            (
-                from_dense.to_owners(comm, &coarse_starts),
-                from_sparse.to_owners(comm, &coarse_starts),
-            )
+            (from_dense.to_owners(comm, &coarse_starts), from_sparse.to_owners(comm, &coarse_starts))
         });
         for (dense, sparse) in &results {
             assert_eq!(dense, sparse);

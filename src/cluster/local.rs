@@ -20,10 +20,7 @@ struct Board {
 /// Runs `work` on `size` ranks, each a thread with its own [`LocalRank`]; returns their results in rank
 /// order.
 pub fn run_local<T: Send>(size: usize, work: impl Fn(&LocalRank) -> T + Sync) -> Vec<T> {
-    let board = Board {
-        slots: Mutex::new(vec![Vec::new(); size]),
-        barrier: Barrier::new(size),
-    };
+    let board = Board { slots: Mutex::new(vec![Vec::new(); size]), barrier: Barrier::new(size) };
     std::thread::scope(|scope| {
         let ranks: Vec<_> = (0..size)
             .map(|rank| {
@@ -31,10 +28,7 @@ pub fn run_local<T: Send>(size: usize, work: impl Fn(&LocalRank) -> T + Sync) ->
                 scope.spawn(move || work(&LocalRank { rank, board }))
             })
             .collect();
-        ranks
-            .into_iter()
-            .map(|rank| rank.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-            .collect()
+        ranks.into_iter().map(|rank| rank.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
     })
 }
 
@@ -96,9 +90,7 @@ impl Communicator for LocalRank<'_> {
 
     fn reduce_scatter(&self, local: &[u64], starts: &[usize]) -> Vec<u64> {
         let all = self.exchange(local.to_vec());
-        (starts[self.rank]..starts[self.rank + 1])
-            .map(|index| all.iter().map(|rank| rank[index]).sum())
-            .collect()
+        (starts[self.rank]..starts[self.rank + 1]).map(|index| all.iter().map(|rank| rank[index]).sum()).collect()
     }
 }
 

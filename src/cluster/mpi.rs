@@ -31,10 +31,7 @@ pub struct MpiWorld {
 impl MpiWorld {
     pub fn initialize() -> Result<Self> {
         let universe = mpi::initialize().ok_or_else(|| Error::internal("MPI was initialised twice"))?;
-        Ok(MpiWorld {
-            world: universe.world(),
-            _universe: universe,
-        })
+        Ok(MpiWorld { world: universe.world(), _universe: universe })
     }
 }
 

@@ -32,11 +32,7 @@ impl Ownership {
     pub fn new(depth: u32, ranks: usize) -> Self {
         let wanted = (ranks as u64 * TOP_CELLS_PER_RANK).next_power_of_two().trailing_zeros();
         let top_level = wanted.min(depth);
-        Ownership {
-            top_level,
-            depth,
-            cell_starts: even_starts(1 << top_level, ranks),
-        }
+        Ownership { top_level, depth, cell_starts: even_starts(1 << top_level, ranks) }
     }
 
     /// The leaves each rank owns: `leaf_starts[r] .. leaf_starts[r + 1]`.
@@ -117,13 +113,7 @@ impl PartTree {
             levels.push(children.par_chunks_exact(2).map(|pair| pair[0] + pair[1]).collect());
         }
         levels.reverse();
-        PartTree {
-            top,
-            depth,
-            first_cell,
-            end_cell,
-            levels,
-        }
+        PartTree { top, depth, first_cell, end_cell, levels }
     }
 
     /// Level k of the whole tree with this rank's true counts in its cells and zeros elsewhere: summed
@@ -251,12 +241,7 @@ mod tests {
         for (depth, root) in [(14, None), (14, Some(5000)), (3, None), (0, Some(12))] {
             let leaves: Vec<u64> = (0..1u64 << depth).map(|cell| (cell * 2654435761) % 7).collect();
             let scales: Vec<_> = (0..=depth).map(|level| RationalScale::round_up(1.5 + level as f64)).collect();
-            let schedule = LevelSchedule {
-                neighbours: Neighbours::AddRemove,
-                dims: 2,
-                depth,
-                scales: scales.clone(),
-            };
+            let schedule = LevelSchedule { neighbours: Neighbours::AddRemove, dims: 2, depth, scales: scales.clone() };
             for (bottom_up, rule, prune_sigmas) in [
                 (BottomUp::None, ConsistencyRule::Uniform, 0.0),
                 (BottomUp::None, ConsistencyRule::Uniform, 2.0),
@@ -265,8 +250,15 @@ mod tests {
                 (BottomUp::Average, ConsistencyRule::Proportional, 2.0),
             ] {
                 let consistency = Consistency { bottom_up, rule, prune_sigmas };
-                let whole =
-                    release_leaf_counts(leaves.clone(), &schedule, root, &key, consistency, 77, &mut Timings::default());
+                let whole = release_leaf_counts(
+                    leaves.clone(),
+                    &schedule,
+                    root,
+                    &key,
+                    consistency,
+                    77,
+                    &mut Timings::default(),
+                );
                 for ranks in [1, 2, 3, 7, 40] {
                     let ownership = Ownership::new(depth, ranks);
                     let starts = ownership.leaf_starts();

@@ -9,7 +9,13 @@ use crate::sampler::allocate_from;
 /// This rank's leaves' rows when the whole tree's `root_count` released rows become `rows`. `own_counts`
 /// are the consistent counts of the leaves this rank owns, in code order (of those that hold rows only, where
 /// the release is not empty, as leaves without rows get none); `total_leaves` the leaves of the whole tree.
-pub fn allocate_part_rows(comm: &dyn Communicator, own_counts: &[u64], total_leaves: usize, root_count: u64, rows: u64) -> Vec<u64> {
+pub fn allocate_part_rows(
+    comm: &dyn Communicator,
+    own_counts: &[u64],
+    total_leaves: usize,
+    root_count: u64,
+    rows: u64,
+) -> Vec<u64> {
     // An empty release spreads the rows evenly over every leaf, as on one machine.
     if root_count == 0 {
         let before = rows_before(comm, own_counts.len() as u64);

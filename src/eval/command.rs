@@ -88,16 +88,10 @@ pub fn run(request: &EvalRequest) -> Result<EvalCommandOutput> {
         )));
     }
     request.options.subsample.validate()?;
-    let runs: Vec<RunSummary> = request
-        .run_reports
-        .iter()
-        .map(|path| read_run_report(path))
-        .collect::<Result<_>>()?;
+    let runs: Vec<RunSummary> = request.run_reports.iter().map(|path| read_run_report(path)).collect::<Result<_>>()?;
 
     let started = Instant::now();
-    let inputs: Vec<&TableInput> = std::iter::once(&request.real)
-        .chain(&request.synths)
-        .collect();
+    let inputs: Vec<&TableInput> = std::iter::once(&request.real).chain(&request.synths).collect();
     let options = &request.options;
     let mut tables: Vec<Table> = inputs
         .par_iter()
@@ -106,24 +100,13 @@ pub fn run(request: &EvalRequest) -> Result<EvalCommandOutput> {
         .collect::<Result<_>>()?;
     let load_seconds = started.elapsed().as_secs_f64();
     let synth_tables = tables.split_off(1);
-    let real = tables
-        .pop()
-        .ok_or_else(|| Error::internal("the real table was not loaded"))?;
+    let real = tables.pop().ok_or_else(|| Error::internal("the real table was not loaded"))?;
 
-    let synths: Vec<(&Table, Option<RunSummary>)> = synth_tables
-        .iter()
-        .enumerate()
-        .map(|(k, table)| (table, runs.get(k).cloned()))
-        .collect();
+    let synths: Vec<(&Table, Option<RunSummary>)> =
+        synth_tables.iter().enumerate().map(|(k, table)| (table, runs.get(k).cloned())).collect();
     let mut output = evaluate_all(&real, &synths, &request.options)?;
     for report in std::iter::once(&mut output.first).chain(&mut output.comparisons) {
-        report.timings_seconds.insert(
-            0,
-            PhaseTiming {
-                phase: "load",
-                seconds: load_seconds,
-            },
-        );
+        report.timings_seconds.insert(0, PhaseTiming { phase: "load", seconds: load_seconds });
     }
 
     let json = serde_json::to_string_pretty(&output)
@@ -138,20 +121,14 @@ pub fn run(request: &EvalRequest) -> Result<EvalCommandOutput> {
     if let Some(path) = &request.json {
         files.push(("--json", path.clone(), json.into_bytes()));
     }
-    let outputs: Vec<NamedPath> = files
-        .iter()
-        .map(|(role, path, _)| NamedPath::new(role, path))
-        .collect();
+    let outputs: Vec<NamedPath> = files.iter().map(|(role, path, _)| NamedPath::new(role, path)).collect();
     check_output_paths(&request.named_inputs(), &outputs)?;
     if let Some(dir) = &request.report_dir {
-        std::fs::create_dir_all(dir).map_err(|error| {
-            Error::in_file(dir, format!("cannot create the report directory: {error}"))
-        })?;
+        std::fs::create_dir_all(dir)
+            .map_err(|error| Error::in_file(dir, format!("cannot create the report directory: {error}")))?;
     }
-    let staged: Vec<StagedFile> = files
-        .iter()
-        .map(|(_, path, bytes)| StagedFile::with_bytes(path, bytes))
-        .collect::<Result<_>>()?;
+    let staged: Vec<StagedFile> =
+        files.iter().map(|(_, path, bytes)| StagedFile::with_bytes(path, bytes)).collect::<Result<_>>()?;
     commit_all(staged)?;
     let stdout = request.json.is_none().then(|| output.summary());
     Ok(EvalCommandOutput { output, stdout })

@@ -18,8 +18,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::eval::w1::{
-    dyadic_upper_bound, w1_exact_small, w1_grid, Sample, W1Error, EXACT_COST_BITS,
-    EXACT_SMALL_MAX_PAIRS, GRID_MAX_ARCS,
+    dyadic_upper_bound, w1_exact_small, w1_grid, Sample, W1Error, EXACT_COST_BITS, EXACT_SMALL_MAX_PAIRS, GRID_MAX_ARCS,
 };
 use crate::geometry::partition::{CellGeometry, MAX_DEPTH};
 
@@ -114,16 +113,8 @@ fn internal(error: W1Error) -> Error {
 
 /// All W1 estimates between two tables of normalised points (row-major, `dims` per row). `grid_side`
 /// forces the grid estimate at that side (it is then always computed); `None` picks the default.
-pub fn distances(
-    real: &[f64],
-    synth: &[f64],
-    dims: usize,
-    grid_side: Option<usize>,
-) -> Result<Distances> {
-    let (a, b) = (
-        Sample::new(real, dims).map_err(internal)?,
-        Sample::new(synth, dims).map_err(internal)?,
-    );
+pub fn distances(real: &[f64], synth: &[f64], dims: usize, grid_side: Option<usize>) -> Result<Distances> {
+    let (a, b) = (Sample::new(real, dims).map_err(internal)?, Sample::new(synth, dims).map_err(internal)?);
     let (columns, sandwich) = rayon::join(
         || {
             (0..dims)
@@ -135,11 +126,7 @@ pub fn distances(
     );
     let columns = columns.map_err(internal)?;
     let (upper, depth) = sandwich?;
-    let sandwich = Sandwich {
-        lower: columns.iter().copied().fold(0.0, f64::max),
-        upper,
-        depth,
-    };
+    let sandwich = Sandwich { lower: columns.iter().copied().fold(0.0, f64::max), upper, depth };
 
     let exact = if dims == 1 {
         Some((
@@ -153,14 +140,10 @@ pub fn distances(
         exact_transport(real, synth, dims)?
     };
     let grid = match (grid_side, &exact) {
-        (Some(side), _) => Some(grid_estimate(real, synth, dims, side).map_err(
-            |error| match error {
-                W1Error::TooLarge(reason) => {
-                    Error::bad_input(format!("--grid-side {side}: {reason}"))
-                }
-                other => internal(other),
-            },
-        )?),
+        (Some(side), _) => Some(grid_estimate(real, synth, dims, side).map_err(|error| match error {
+            W1Error::TooLarge(reason) => Error::bad_input(format!("--grid-side {side}: {reason}")),
+            other => internal(other),
+        })?),
         (None, Some(_)) => None,
         (None, None) => match default_grid_side(dims) {
             Some(side) => Some(grid_estimate(real, synth, dims, side).map_err(internal)?),
@@ -192,31 +175,15 @@ pub fn distances(
         ),
     };
     let w1 = intersect(value, lower, upper, &sandwich, method, detail);
-    Ok(Distances {
-        columns,
-        w1,
-        sandwich,
-        grid,
-    })
+    Ok(Distances { columns, w1, sandwich, grid })
 }
 
 /// The headline with its own interval intersected with the sandwich (both hold, so the intersection does;
 /// if floating-point rounding makes them miss each other by a hair, the estimate's own interval is kept).
-fn intersect(
-    value: f64,
-    lower: f64,
-    upper: f64,
-    sandwich: &Sandwich,
-    method: W1Method,
-    detail: String,
-) -> W1Estimate {
+fn intersect(value: f64, lower: f64, upper: f64, sandwich: &Sandwich, method: W1Method, detail: String) -> W1Estimate {
     let (own_lower, own_upper) = (lower, upper);
     let (both_lower, both_upper) = (lower.max(sandwich.lower), upper.min(sandwich.upper));
-    let (lower, upper) = if both_lower <= both_upper {
-        (both_lower, both_upper)
-    } else {
-        (lower.max(0.0), upper)
-    };
+    let (lower, upper) = if both_lower <= both_upper { (both_lower, both_upper) } else { (lower.max(0.0), upper) };
     let clamped = value.clamp(lower, upper);
     // Say what the reader can rely on: the interval both give, and whether the value had to move into it.
     let detail = if clamped != value {
@@ -229,24 +196,12 @@ fn intersect(
     } else {
         detail
     };
-    W1Estimate {
-        value: clamped,
-        lower,
-        upper,
-        method,
-        detail,
-    }
+    W1Estimate { value: clamped, lower, upper, method, detail }
 }
 
 /// Exact W1 by dense transport when the distinct points allow, as (value, lower, upper, method, detail).
-fn exact_transport(
-    real: &[f64],
-    synth: &[f64],
-    dims: usize,
-) -> Result<Option<(f64, f64, f64, W1Method, String)>> {
-    let Some(((points_a, counts_a), (points_b, counts_b))) =
-        distinct_rows(real, synth, dims, EXACT_MAX_PAIRS)
-    else {
+fn exact_transport(real: &[f64], synth: &[f64], dims: usize) -> Result<Option<(f64, f64, f64, W1Method, String)>> {
+    let Some(((points_a, counts_a), (points_b, counts_b))) = distinct_rows(real, synth, dims, EXACT_MAX_PAIRS) else {
         return Ok(None);
     };
     let (distinct_a, distinct_b) = (counts_a.len(), counts_b.len());
@@ -274,12 +229,7 @@ pub type DistinctRows = (Vec<f64>, Vec<u64>);
 /// The distinct rows of both tables with their multiplicities, or `None` as soon as the product of the
 /// two distinct counts passes `limit`. The tables are read in alternation, so tables of continuous values
 /// are given up after about √limit rows each, and duplicate-heavy ones are merged in one pass.
-pub fn distinct_rows(
-    real: &[f64],
-    synth: &[f64],
-    dims: usize,
-    limit: usize,
-) -> Option<(DistinctRows, DistinctRows)> {
+pub fn distinct_rows(real: &[f64], synth: &[f64], dims: usize, limit: usize) -> Option<(DistinctRows, DistinctRows)> {
     let mut counts = [HashMap::<Vec<u64>, u64>::new(), HashMap::new()];
     let mut rows = [real.chunks_exact(dims), synth.chunks_exact(dims)];
     loop {
@@ -287,9 +237,7 @@ pub fn distinct_rows(
         for (seen, table) in counts.iter_mut().zip(rows.iter_mut()) {
             if let Some(row) = table.next() {
                 read = true;
-                *seen
-                    .entry(row.iter().map(|x| x.to_bits()).collect())
-                    .or_insert(0) += 1;
+                *seen.entry(row.iter().map(|x| x.to_bits()).collect()).or_insert(0) += 1;
             }
         }
         if counts[0].len().saturating_mul(counts[1].len()) > limit {
@@ -300,10 +248,8 @@ pub fn distinct_rows(
         }
     }
     let [a, b] = counts.map(|seen| {
-        let mut distinct: Vec<(Vec<f64>, u64)> = seen
-            .into_iter()
-            .map(|(bits, count)| (bits.into_iter().map(f64::from_bits).collect(), count))
-            .collect();
+        let mut distinct: Vec<(Vec<f64>, u64)> =
+            seen.into_iter().map(|(bits, count)| (bits.into_iter().map(f64::from_bits).collect(), count)).collect();
         distinct.sort_unstable_by(|p, q| {
             p.0.iter()
                 .zip(&q.0)
@@ -312,10 +258,7 @@ pub fn distinct_rows(
                 .unwrap_or(std::cmp::Ordering::Equal)
         });
         let counts = distinct.iter().map(|(_, count)| *count).collect();
-        (
-            distinct.into_iter().flat_map(|(row, _)| row).collect(),
-            counts,
-        )
+        (distinct.into_iter().flat_map(|(row, _)| row).collect(), counts)
     });
     Some((a, b))
 }
@@ -324,12 +267,8 @@ pub fn distinct_rows(
 /// [`MIN_DEFAULT_GRID_SIDE`].
 pub fn default_grid_side(dims: usize) -> Option<usize> {
     let neighbours = 3usize.checked_pow(u32::try_from(dims).ok()?)? - 1;
-    let arcs = |side: usize| {
-        side.checked_pow(dims as u32)
-            .and_then(|cells| cells.checked_mul(neighbours))
-    };
-    let fits =
-        |side: usize| arcs(side).is_some_and(|arcs| arcs <= DEFAULT_GRID_ARCS.min(GRID_MAX_ARCS));
+    let arcs = |side: usize| side.checked_pow(dims as u32).and_then(|cells| cells.checked_mul(neighbours));
+    let fits = |side: usize| arcs(side).is_some_and(|arcs| arcs <= DEFAULT_GRID_ARCS.min(GRID_MAX_ARCS));
     let mut side = 1;
     while fits(side + 1) {
         side += 1;
@@ -385,12 +324,7 @@ fn grid_histogram_and_offset(
 }
 
 /// The grid estimate at `side`, with its error bound.
-pub fn grid_estimate(
-    real: &[f64],
-    synth: &[f64],
-    dims: usize,
-    side: usize,
-) -> Result<GridEstimate, W1Error> {
+pub fn grid_estimate(real: &[f64], synth: &[f64], dims: usize, side: usize) -> Result<GridEstimate, W1Error> {
     let axes: Vec<usize> = (0..dims).collect();
     grid_estimate_on_axes(real, synth, dims, &axes, side)
 }
@@ -430,14 +364,9 @@ pub fn grid_estimate_on_axes(
 /// sizes (≈ log2 n + d: deeper leaves cost more in sampling noise than they save in leaf diameter).
 fn dyadic_sandwich_upper(real: &[f64], synth: &[f64], dims: usize) -> Result<(f64, u32)> {
     let rows = (real.len() / dims).max(synth.len() / dims);
-    let depth = (usize::BITS - rows.leading_zeros() + dims as u32)
-        .min(SANDWICH_MAX_DEPTH)
-        .min(MAX_DEPTH);
+    let depth = (usize::BITS - rows.leading_zeros() + dims as u32).min(SANDWICH_MAX_DEPTH).min(MAX_DEPTH);
     let geometry = CellGeometry::new(dims, depth);
-    let (mut hist_a, mut hist_b) = rayon::join(
-        || leaf_histogram(real, &geometry),
-        || leaf_histogram(synth, &geometry),
-    );
+    let (mut hist_a, mut hist_b) = rayon::join(|| leaf_histogram(real, &geometry), || leaf_histogram(synth, &geometry));
     let mut best = (f64::INFINITY, depth);
     for level in (0..=depth).rev() {
         let bound = dyadic_upper_bound(&hist_a, &hist_b, dims, level).map_err(internal)?;
@@ -445,14 +374,8 @@ fn dyadic_sandwich_upper(real: &[f64], synth: &[f64], dims: usize) -> Result<(f6
             best = (bound, level);
         }
         if level > 0 {
-            hist_a = hist_a
-                .chunks_exact(2)
-                .map(|pair| pair[0] + pair[1])
-                .collect();
-            hist_b = hist_b
-                .chunks_exact(2)
-                .map(|pair| pair[0] + pair[1])
-                .collect();
+            hist_a = hist_a.chunks_exact(2).map(|pair| pair[0] + pair[1]).collect();
+            hist_b = hist_b.chunks_exact(2).map(|pair| pair[0] + pair[1]).collect();
         }
     }
     Ok(best)
@@ -515,43 +438,21 @@ mod tests {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(21);
         for dims in 1..=3 {
             for _ in 0..40 {
-                let (na, nb) = (
-                    1 + (rng.next_u64() % 30) as usize,
-                    1 + (rng.next_u64() % 30) as usize,
-                );
+                let (na, nb) = (1 + (rng.next_u64() % 30) as usize, 1 + (rng.next_u64() % 30) as usize);
                 let shift = (rng.next_u64() % 4) as f64 / 8.0;
-                let (a, b) = (
-                    random_points(&mut rng, na, dims, 0.0),
-                    random_points(&mut rng, nb, dims, shift),
-                );
-                let exact = w1_exact_small(
-                    &Sample::new(&a, dims).unwrap(),
-                    &Sample::new(&b, dims).unwrap(),
-                )
-                .unwrap();
+                let (a, b) = (random_points(&mut rng, na, dims, 0.0), random_points(&mut rng, nb, dims, shift));
+                let exact = w1_exact_small(&Sample::new(&a, dims).unwrap(), &Sample::new(&b, dims).unwrap()).unwrap();
                 let tolerance = 1e-12 + (-(EXACT_COST_BITS as f64)).exp2();
                 for side in [None, Some(3), Some(7)] {
                     let found = distances(&a, &b, dims, side).unwrap();
                     let s = &found.sandwich;
-                    assert!(
-                        s.lower <= exact + tolerance && exact <= s.upper + tolerance,
-                        "d {dims}: {s:?} vs {exact}"
-                    );
+                    assert!(s.lower <= exact + tolerance && exact <= s.upper + tolerance, "d {dims}: {s:?} vs {exact}");
                     let w = &found.w1;
-                    assert!(
-                        w.lower <= exact + tolerance && exact <= w.upper + tolerance,
-                        "d {dims}: {w:?} vs {exact}"
-                    );
+                    assert!(w.lower <= exact + tolerance && exact <= w.upper + tolerance, "d {dims}: {w:?} vs {exact}");
                     assert!(w.lower <= w.value && w.value <= w.upper);
-                    assert!(
-                        (w.value - exact).abs() <= tolerance,
-                        "small inputs are solved exactly"
-                    );
+                    assert!((w.value - exact).abs() <= tolerance, "small inputs are solved exactly");
                     if let Some(grid) = &found.grid {
-                        assert!(
-                            (grid.w1 - exact).abs() <= grid.error_bound + 1e-12,
-                            "{grid:?} vs {exact}"
-                        );
+                        assert!((grid.w1 - exact).abs() <= grid.error_bound + 1e-12, "{grid:?} vs {exact}");
                         assert!(grid.error_bound <= grid.worst_case_error);
                     }
                 }
@@ -561,12 +462,7 @@ mod tests {
 
     #[test]
     fn method_names_are_the_json_names() {
-        for method in [
-            W1Method::Exact1d,
-            W1Method::ExactTransport,
-            W1Method::Grid,
-            W1Method::Sandwich,
-        ] {
+        for method in [W1Method::Exact1d, W1Method::ExactTransport, W1Method::Grid, W1Method::Sandwich] {
             assert_eq!(serde_json::to_value(method).unwrap(), method.name());
         }
     }
@@ -574,15 +470,11 @@ mod tests {
     #[test]
     fn duplicates_merge_into_counts_until_the_pairs_pass_the_limit() {
         let points = [0.5, 0.25, 0.0, 1.0, 0.5, 0.25, 0.5, 0.0];
-        let ((distinct, counts), (other, other_counts)) =
-            distinct_rows(&points, &[0.5, 0.5], 2, 3).unwrap();
+        let ((distinct, counts), (other, other_counts)) = distinct_rows(&points, &[0.5, 0.5], 2, 3).unwrap();
         assert_eq!(distinct, vec![0.0, 1.0, 0.5, 0.0, 0.5, 0.25]);
         assert_eq!(counts, vec![1, 1, 2]);
         assert_eq!((other, other_counts), (vec![0.5, 0.5], vec![1]));
-        assert!(
-            distinct_rows(&points, &[0.5, 0.5, 0.1, 0.1], 2, 5).is_none(),
-            "3 × 2 pairs > 5"
-        );
+        assert!(distinct_rows(&points, &[0.5, 0.5, 0.1, 0.1], 2, 5).is_none(), "3 × 2 pairs > 5");
         let long: Vec<f64> = (0..10_000).map(|i| i as f64 / 10_000.0).collect();
         assert!(distinct_rows(&long, &long, 1, 100).is_none());
     }
@@ -621,23 +513,16 @@ mod tests {
         // by (0.25, 0): W1 ≤ ‖shift‖∞ = 0.25 (move every point back) and W1 ≥ the first marginal's 0.25.
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(23);
         let dims = 2;
-        let a: Vec<f64> = (0..2100 * dims)
-            .map(|_| 0.75 * (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
-            .collect();
-        let b: Vec<f64> = a
-            .chunks_exact(dims)
-            .flat_map(|row| [row[0] + 0.25, row[1]])
-            .collect();
+        let a: Vec<f64> =
+            (0..2100 * dims).map(|_| 0.75 * (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64).collect();
+        let b: Vec<f64> = a.chunks_exact(dims).flat_map(|row| [row[0] + 0.25, row[1]]).collect();
         for side in [None, Some(50)] {
             let found = distances(&a, &b, dims, side).unwrap();
             assert_eq!(found.w1.method, W1Method::Grid);
             let w = &found.w1;
             assert!(w.lower <= 0.25 + 1e-12 && 0.25 <= w.upper + 1e-12, "{w:?}");
             let grid = found.grid.as_ref().unwrap();
-            assert!(
-                (grid.w1 - 0.25).abs() <= grid.error_bound + 1e-12,
-                "{grid:?}"
-            );
+            assert!((grid.w1 - 0.25).abs() <= grid.error_bound + 1e-12, "{grid:?}");
             assert!((found.columns[0] - 0.25).abs() < 1e-12);
             assert!(found.sandwich.lower <= 0.25 + 1e-12 && 0.25 <= found.sandwich.upper);
         }
@@ -650,24 +535,14 @@ mod tests {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(24);
         let dims = 6;
         assert_eq!(default_grid_side(dims), None);
-        let a: Vec<f64> = (0..2100 * dims)
-            .map(|_| 0.75 * (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
-            .collect();
-        let b: Vec<f64> = a
-            .iter()
-            .enumerate()
-            .map(|(i, &x)| if i % dims == 0 { x + 0.25 } else { x })
-            .collect();
+        let a: Vec<f64> =
+            (0..2100 * dims).map(|_| 0.75 * (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64).collect();
+        let b: Vec<f64> = a.iter().enumerate().map(|(i, &x)| if i % dims == 0 { x + 0.25 } else { x }).collect();
         let found = distances(&a, &b, dims, None).unwrap();
         assert_eq!(found.w1.method, W1Method::Sandwich);
         assert!(found.grid.is_none());
         let w = &found.w1;
-        assert!(
-            w.lower <= 0.25 + 1e-12 && 0.25 <= w.upper && w.lower <= w.value && w.value <= w.upper
-        );
-        assert_eq!(
-            (w.lower, w.upper),
-            (found.sandwich.lower, found.sandwich.upper)
-        );
+        assert!(w.lower <= 0.25 + 1e-12 && 0.25 <= w.upper && w.lower <= w.value && w.value <= w.upper);
+        assert_eq!((w.lower, w.upper), (found.sandwich.lower, found.sandwich.upper));
     }
 }

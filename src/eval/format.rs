@@ -32,10 +32,7 @@ pub fn sig_digits(value: f64, digits: usize) -> String {
     let decimals = (digits as i32 - 1 - exponent).max(0) as usize;
     let text = format!("{value:.decimals$}");
     // Rounding up can add a digit (0.09996 → 0.1000): drop the extra trailing zero it leaves.
-    let rounded_exponent = text
-        .trim_start_matches('-')
-        .parse::<f64>()
-        .map_or(exponent, |r| r.log10().floor() as i32);
+    let rounded_exponent = text.trim_start_matches('-').parse::<f64>().map_or(exponent, |r| r.log10().floor() as i32);
     if rounded_exponent > exponent && decimals > 0 {
         format!("{value:.*}", decimals - 1)
     } else {

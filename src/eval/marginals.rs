@@ -73,12 +73,7 @@ pub fn marginal_errors(real: &BitRows, synthetic: &BitRows, seed: u64) -> Margin
             }
         })
         .collect();
-    MarginalReport {
-        bits,
-        real_rows: real.rows(),
-        synthetic_rows: synthetic.rows(),
-        degrees,
-    }
+    MarginalReport { bits, real_rows: real.rows(), synthetic_rows: synthetic.rows(), degrees }
 }
 
 fn binomial(n: u64, k: u64) -> u64 {
@@ -200,7 +195,8 @@ mod tests {
             (0..rows).map(|_| (0..bits).map(|_| u8::from(rng.random::<f64>() < q)).collect()).collect()
         };
         let (real, synthetic) = (table(400, 0.5), table(400, 0.7));
-        let report = marginal_errors(&BitRows::from_rows(bits, &real, 128), &BitRows::from_rows(bits, &synthetic, 128), 3);
+        let report =
+            marginal_errors(&BitRows::from_rows(bits, &real, 128), &BitRows::from_rows(bits, &synthetic, 128), 3);
         let third = &report.degrees[2];
         assert!(third.sampled && !report.degrees[1].sampled);
         let (exact, _) = naive_mse(&real, &synthetic, 3);

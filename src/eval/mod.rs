@@ -31,8 +31,8 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::binner::NullPolicy;
-use crate::geometry::bounds::ColumnBounds;
 use crate::error::Result;
+use crate::geometry::bounds::ColumnBounds;
 
 pub use distance::{Distances, GridEstimate, Sandwich, W1Estimate, W1Method};
 pub use pairwise::{PairW1, PairwiseW1};
@@ -227,21 +227,12 @@ pub fn evaluate_all(
     for ((synth, run), subsample) in synths.iter().zip(subsamples) {
         let mut report = compare(real, synth, options, run.clone(), subsample, &rank_real)?;
         report.timings_seconds.extend([
-            PhaseTiming {
-                phase: "subsample_transport_all_tables",
-                seconds: subsample_seconds,
-            },
-            PhaseTiming {
-                phase: "rank_correlation_real_table",
-                seconds: rank_real_seconds,
-            },
+            PhaseTiming { phase: "subsample_transport_all_tables", seconds: subsample_seconds },
+            PhaseTiming { phase: "rank_correlation_real_table", seconds: rank_real_seconds },
         ]);
         comparisons.push(report);
     }
-    Ok(EvalOutput {
-        first: comparisons[0].clone(),
-        comparisons,
-    })
+    Ok(EvalOutput { first: comparisons[0].clone(), comparisons })
 }
 
 /// Every number of one comparison but the subsample estimate and the real table's rank correlation matrix,
@@ -259,38 +250,20 @@ fn compare(
     let mut timings = Vec::new();
     let started = Instant::now();
     let distances = distance::distances(&real.points, &synth.points, dims, options.grid_side)?;
-    timings.push(PhaseTiming {
-        phase: "w1",
-        seconds: started.elapsed().as_secs_f64(),
-    });
+    timings.push(PhaseTiming { phase: "w1", seconds: started.elapsed().as_secs_f64() });
 
     let started = Instant::now();
-    let (moments_real, moments_synth) = rayon::join(
-        || summary::Moments::of(&real.points, dims),
-        || summary::Moments::of(&synth.points, dims),
-    );
+    let (moments_real, moments_synth) =
+        rayon::join(|| summary::Moments::of(&real.points, dims), || summary::Moments::of(&synth.points, dims));
     let names: Vec<String> = real.bounds.iter().map(|b| b.column.clone()).collect();
     let marginals = summary::marginal_errors(&real.points, &synth.points, dims, &names);
-    timings.push(PhaseTiming {
-        phase: "moments_and_marginals",
-        seconds: started.elapsed().as_secs_f64(),
-    });
+    timings.push(PhaseTiming { phase: "moments_and_marginals", seconds: started.elapsed().as_secs_f64() });
 
     let started = Instant::now();
-    let (correlation_real, correlation_synth) =
-        (moments_real.correlation(), moments_synth.correlation());
-    let pairwise_w1 = pairwise::pairwise_w1(
-        &real.points,
-        &synth.points,
-        dims,
-        &names,
-        &correlation_real,
-        &correlation_synth,
-    )?;
-    timings.push(PhaseTiming {
-        phase: "pairwise_w1",
-        seconds: started.elapsed().as_secs_f64(),
-    });
+    let (correlation_real, correlation_synth) = (moments_real.correlation(), moments_synth.correlation());
+    let pairwise_w1 =
+        pairwise::pairwise_w1(&real.points, &synth.points, dims, &names, &correlation_real, &correlation_synth)?;
+    timings.push(PhaseTiming { phase: "pairwise_w1", seconds: started.elapsed().as_secs_f64() });
 
     let (std_real, std_synth) = (moments_real.std(), moments_synth.std());
     let columns = real
@@ -299,10 +272,8 @@ fn compare(
         .enumerate()
         .map(|(k, bounds)| {
             let width = bounds.hi - bounds.lo;
-            let (mean_real, mean_synth) = (
-                bounds.denormalise(moments_real.mean[k]),
-                bounds.denormalise(moments_synth.mean[k]),
-            );
+            let (mean_real, mean_synth) =
+                (bounds.denormalise(moments_real.mean[k]), bounds.denormalise(moments_synth.mean[k]));
             ColumnReport {
                 name: bounds.column.clone(),
                 lo: bounds.lo,
@@ -321,56 +292,32 @@ fn compare(
     let (mean_max, mean_l2) = summary::difference_norms(&moments_real.mean, &moments_synth.mean);
     let (covariance_max, covariance_frobenius) =
         summary::difference_norms(&moments_real.covariance, &moments_synth.covariance);
-    let (correlation_max, correlation_frobenius) =
-        summary::difference_norms(&correlation_real, &correlation_synth);
+    let (correlation_max, correlation_frobenius) = summary::difference_norms(&correlation_real, &correlation_synth);
     let started = Instant::now();
     let rank_synth = summary::rank_correlation(&synth.points, dims);
     let (rank_max, rank_frobenius) = summary::difference_norms(rank_real, &rank_synth);
-    timings.push(PhaseTiming {
-        phase: "rank_correlation",
-        seconds: started.elapsed().as_secs_f64(),
-    });
+    timings.push(PhaseTiming { phase: "rank_correlation", seconds: started.elapsed().as_secs_f64() });
     let synth_report = table_report(synth);
-    let warnings = warnings(
-        &distances.w1,
-        run.as_ref(),
-        &synth_report,
-        options,
-        subsample.as_ref(),
-    );
+    let warnings = warnings(&distances.w1, run.as_ref(), &synth_report, options, subsample.as_ref());
     Ok(EvalReport {
         real: table_report(real),
-        label: run
-            .as_ref()
-            .map_or_else(|| file_label(&synth.file), RunSummary::label),
+        label: run.as_ref().map_or_else(|| file_label(&synth.file), RunSummary::label),
         synth: synth_report,
         units: UNITS,
         columns,
         w1: distances.w1,
         sandwich: distances.sandwich,
         grid: distances.grid,
-        mean_error: MeanError {
-            max_abs: mean_max,
-            l2: mean_l2,
-        },
-        covariance_error: CovarianceError {
-            frobenius: covariance_frobenius,
-            max_abs: covariance_max,
-        },
+        mean_error: MeanError { max_abs: mean_max, l2: mean_l2 },
+        covariance_error: CovarianceError { frobenius: covariance_frobenius, max_abs: covariance_max },
         marginals: marginals.fine,
         timings_seconds: timings,
         run,
         subsample_transport: subsample,
         pairwise_w1,
         marginals_equal_grid: marginals.equal_grid,
-        correlation_error: CorrelationError {
-            frobenius: correlation_frobenius,
-            max_abs: correlation_max,
-        },
-        rank_correlation_error: CorrelationError {
-            frobenius: rank_frobenius,
-            max_abs: rank_max,
-        },
+        correlation_error: CorrelationError { frobenius: correlation_frobenius, max_abs: correlation_max },
+        rank_correlation_error: CorrelationError { frobenius: rank_frobenius, max_abs: rank_max },
         warnings,
     })
 }
@@ -425,10 +372,7 @@ fn warnings(
 
 /// A file's name without its directory, as a label.
 fn file_label(path: &Path) -> String {
-    path.file_name().map_or_else(
-        || path.display().to_string(),
-        |name| name.to_string_lossy().into_owned(),
-    )
+    path.file_name().map_or_else(|| path.display().to_string(), |name| name.to_string_lossy().into_owned())
 }
 
 fn table_report(table: &Table) -> TableReport {
@@ -461,17 +405,11 @@ impl EvalReport {
             self.sandwich.lower, self.sandwich.upper, self.sandwich.depth
         );
         if let Some(grid) = &self.grid {
-            text += &format!(
-                "grid W1 (side {}): {:.6} +- {:.3e}\n",
-                grid.side, grid.w1, grid.error_bound
-            );
+            text += &format!("grid W1 (side {}): {:.6} +- {:.3e}\n", grid.side, grid.w1, grid.error_bound);
         }
         text += &format!(
             "mean error: max {:.3e}, l2 {:.3e}; covariance error: max {:.3e}, Frobenius {:.3e} (normalised)\n",
-            self.mean_error.max_abs,
-            self.mean_error.l2,
-            self.covariance_error.max_abs,
-            self.covariance_error.frobenius
+            self.mean_error.max_abs, self.mean_error.l2, self.covariance_error.max_abs, self.covariance_error.frobenius
         );
         for marginal in &self.marginals {
             text += &format!(
@@ -484,8 +422,7 @@ impl EvalReport {
                 marginal.count
             );
         }
-        text +=
-            "column: W1 (normalised, column units), mean error, std error, clamped real/synth\n";
+        text += "column: W1 (normalised, column units), mean error, std error, clamped real/synth\n";
         for (k, column) in self.columns.iter().enumerate() {
             text += &format!(
                 "  {}: {:.6} ({:.6}), {:.6}, {:.6}, {}/{}\n",
@@ -514,9 +451,7 @@ impl EvalReport {
                 found.repeats,
                 format::plus_minus(found.w1.mean, found.w1.std),
                 format::plus_minus(found.floor.mean, found.floor.std),
-                found
-                    .ratio_to_floor
-                    .map_or(String::new(), |ratio| format!(" ({} x the floor)", format::sig(ratio)))
+                found.ratio_to_floor.map_or(String::new(), |ratio| format!(" ({} x the floor)", format::sig(ratio)))
             );
         }
         if let Some(pairs) = &self.pairwise_w1 {
@@ -558,32 +493,20 @@ impl EvalReport {
 impl EvalOutput {
     /// The summary of each table, then (for several) one line per table with the numbers that rank them.
     pub fn summary(&self) -> String {
-        let mut text = self
-            .comparisons
-            .iter()
-            .map(EvalReport::summary)
-            .collect::<Vec<_>>()
-            .join("\n");
+        let mut text = self.comparisons.iter().map(EvalReport::summary).collect::<Vec<_>>().join("\n");
         if self.comparisons.len() > 1 {
-            text += "\nside by side: subsample W1 (x floor), mean pairwise 2-D W1, max 1-D W1, max 2-way TV (one grid)\n";
+            text +=
+                "\nside by side: subsample W1 (x floor), mean pairwise 2-D W1, max 1-D W1, max 2-way TV (one grid)\n";
             for report in &self.comparisons {
                 let subsample = report.subsample_transport.as_ref();
                 text += &format!(
                     "  {}: {} ({}), {}, {}, {}\n",
                     report.label,
                     subsample.map_or("-".into(), |found| format::sig(found.w1.mean)),
-                    subsample
-                        .and_then(|found| found.ratio_to_floor)
-                        .map_or("-".into(), format::sig),
-                    report
-                        .pairwise_w1
-                        .as_ref()
-                        .map_or("-".into(), |pairs| format::sig(pairs.mean)),
+                    subsample.and_then(|found| found.ratio_to_floor).map_or("-".into(), format::sig),
+                    report.pairwise_w1.as_ref().map_or("-".into(), |pairs| format::sig(pairs.mean)),
                     format::sig(report.sandwich.lower),
-                    report
-                        .marginals_equal_grid
-                        .get(1)
-                        .map_or("-".into(), |marginal| format::sig(marginal.max_tv)),
+                    report.marginals_equal_grid.get(1).map_or("-".into(), |marginal| format::sig(marginal.max_tv)),
                 );
             }
         }
@@ -596,30 +519,17 @@ mod tests {
     use super::*;
 
     fn estimate(value: f64, lower: f64, upper: f64, method: W1Method) -> W1Estimate {
-        W1Estimate {
-            value,
-            lower,
-            upper,
-            method,
-            detail: String::new(),
-        }
+        W1Estimate { value, lower, upper, method, detail: String::new() }
     }
 
     #[test]
     fn warnings_name_what_a_reader_cannot_rely_on() {
         let options = EvalOptions::new(Vec::new());
-        let synth = TableReport {
-            file: "s.parquet".into(),
-            rows: 100,
-            clamped_values: vec![0],
-            dropped_rows: 0,
-        };
+        let synth = TableReport { file: "s.parquet".into(), rows: 100, clamped_values: vec![0], dropped_rows: 0 };
         let exact = estimate(0.1, 0.1, 0.1, W1Method::ExactTransport);
         assert!(warnings(&exact, None, &synth, &options, None).is_empty());
         let midpoint = estimate(0.2, 0.1, 0.3, W1Method::Sandwich);
-        assert!(
-            warnings(&midpoint, None, &synth, &options, None)[0].contains("cannot rank methods")
-        );
+        assert!(warnings(&midpoint, None, &synth, &options, None)[0].contains("cannot rank methods"));
         let wide = estimate(0.02, 0.01, 0.05, W1Method::Grid);
         assert!(warnings(&wide, None, &synth, &options, None)[0].contains("[0.0100, 0.0500]"));
         let narrow = estimate(0.02, 0.019, 0.021, W1Method::Grid);
@@ -641,14 +551,8 @@ mod tests {
             tool_version: None,
         };
         let found = warnings(&exact, Some(&run), &synth, &options, None);
-        assert!(
-            found[0].contains("r.json") && found[0].contains("99"),
-            "{found:?}"
-        );
-        let matching = RunSummary {
-            synthetic_rows: Some(100),
-            ..run
-        };
+        assert!(found[0].contains("r.json") && found[0].contains("99"), "{found:?}");
+        let matching = RunSummary { synthetic_rows: Some(100), ..run };
         assert!(warnings(&exact, Some(&matching), &synth, &options, None).is_empty());
 
         let spread = Spread::of(vec![0.1]);

@@ -23,17 +23,11 @@ pub struct Cell {
 
 impl Cell {
     pub fn plain(text: impl Into<String>) -> Cell {
-        Cell {
-            text: text.into(),
-            mark: Mark::Plain,
-        }
+        Cell { text: text.into(), mark: Mark::Plain }
     }
 
     pub fn marked(text: impl Into<String>, mark: Mark) -> Cell {
-        Cell {
-            text: text.into(),
-            mark,
-        }
+        Cell { text: text.into(), mark }
     }
 }
 
@@ -99,12 +93,7 @@ fn html_table(html: &mut String, grid: &Grid) {
             if classes.is_empty() {
                 let _ = write!(html, "<td>{}</td>", escape(&cell.text));
             } else {
-                let _ = write!(
-                    html,
-                    "<td class=\"{}\">{}</td>",
-                    classes.join(" "),
-                    escape(&cell.text)
-                );
+                let _ = write!(html, "<td class=\"{}\">{}</td>", classes.join(" "), escape(&cell.text));
             }
         }
         html.push_str("</tr>\n");
@@ -134,8 +123,7 @@ pub fn html(title: &str, warning: &str, blocks: &[Block]) -> String {
             Block::Table(grid) => html_table(&mut html, grid),
             Block::Figures(figures) => {
                 for figure in figures {
-                    let _ =
-                        writeln!(
+                    let _ = writeln!(
                         html,
                         "<figure{}>{}<figcaption>{} (<a href=\"{}\">SVG</a>)</figcaption></figure>",
                         if figure.highlight { " class=\"worst\"" } else { "" },
@@ -173,11 +161,7 @@ pub fn markdown(title: &str, warning: &str, blocks: &[Block]) -> String {
                 let _ = writeln!(
                     md,
                     "| {} |",
-                    grid.head
-                        .iter()
-                        .map(|head| markdown_text(head))
-                        .collect::<Vec<_>>()
-                        .join(" | ")
+                    grid.head.iter().map(|head| markdown_text(head)).collect::<Vec<_>>().join(" | ")
                 );
                 let _ = writeln!(md, "|{}", "---|".repeat(grid.head.len()));
                 for row in &grid.rows {
@@ -235,10 +219,7 @@ mod tests {
         ];
         let html = html("T", "private", &blocks);
         assert!(html.contains("<h2>Numbers</h2>") && html.contains("a &lt; b"));
-        assert!(
-            html.contains("<td class=\"best\">0.1</td>")
-                && html.contains("<figure class=\"worst\"><svg>")
-        );
+        assert!(html.contains("<td class=\"best\">0.1</td>") && html.contains("<figure class=\"worst\"><svg>"));
         let md = markdown("T", "private", &blocks);
         assert!(md.contains("| x\\|y | **0.1** |") && md.contains("![a plot](a.svg)"));
         assert!(md.contains("> **Warning.** careful"));

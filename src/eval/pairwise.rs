@@ -54,26 +54,16 @@ fn internal(error: W1Error) -> Error {
 
 /// The two coordinates `axes` of every row.
 fn project(points: &[f64], dims: usize, axes: [usize; 2]) -> Vec<f64> {
-    points
-        .chunks_exact(dims)
-        .flat_map(|row| [row[axes[0]], row[axes[1]]])
-        .collect()
+    points.chunks_exact(dims).flat_map(|row| [row[axes[0]], row[axes[1]]]).collect()
 }
 
 /// W1 of one pair and its error bound: exact transport when the two tables' rows give at most
 /// [`EXACT_MAX_PAIRS`] pairs (the rule of the joint headline), else the grid of [`PAIRWISE_GRID_SIDE`].
-fn pair_w1(
-    real: &[f64],
-    synth: &[f64],
-    dims: usize,
-    axes: [usize; 2],
-) -> Result<(f64, f64, W1Method)> {
+fn pair_w1(real: &[f64], synth: &[f64], dims: usize, axes: [usize; 2]) -> Result<(f64, f64, W1Method)> {
     let (real_rows, synth_rows) = (real.len() / dims, synth.len() / dims);
     if real_rows.saturating_mul(synth_rows) <= EXACT_MAX_PAIRS {
         let (a, b) = (project(real, dims, axes), project(synth, dims, axes));
-        if let Some(((points_a, counts_a), (points_b, counts_b))) =
-            distinct_rows(&a, &b, 2, EXACT_MAX_PAIRS)
-        {
+        if let Some(((points_a, counts_a), (points_b, counts_b))) = distinct_rows(&a, &b, 2, EXACT_MAX_PAIRS) {
             let value = w1_exact_small(
                 &Sample::with_counts(&points_a, 2, &counts_a).map_err(internal)?,
                 &Sample::with_counts(&points_b, 2, &counts_b).map_err(internal)?,
@@ -82,8 +72,7 @@ fn pair_w1(
             return Ok((value, 0.0, W1Method::ExactTransport));
         }
     }
-    let grid =
-        grid_estimate_on_axes(real, synth, dims, &axes, PAIRWISE_GRID_SIDE).map_err(internal)?;
+    let grid = grid_estimate_on_axes(real, synth, dims, &axes, PAIRWISE_GRID_SIDE).map_err(internal)?;
     Ok((grid.w1, grid.error_bound, W1Method::Grid))
 }
 
@@ -116,19 +105,13 @@ pub fn pairwise_w1(
             })
         })
         .collect::<Result<Vec<PairW1>>>()?;
-    let worst = pairs.iter().fold(
-        &pairs[0],
-        |worst, pair| if pair.w1 > worst.w1 { pair } else { worst },
-    );
+    let worst = pairs.iter().fold(&pairs[0], |worst, pair| if pair.w1 > worst.w1 { pair } else { worst });
     Ok(Some(PairwiseW1 {
         side: PAIRWISE_GRID_SIDE,
         mean: pairs.iter().map(|pair| pair.w1).sum::<f64>() / pairs.len() as f64,
         max: worst.w1,
         worst_columns: worst.columns.clone(),
-        max_error_bound: pairs
-            .iter()
-            .map(|pair| pair.error_bound)
-            .fold(0.0, f64::max),
+        max_error_bound: pairs.iter().map(|pair| pair.error_bound).fold(0.0, f64::max),
         pairs,
     }))
 }
@@ -148,40 +131,22 @@ mod tests {
         let names: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
         let identity: Vec<f64> = (0..9).map(|i| f64::from(u8::from(i % 4 == 0))).collect();
         for rows in [40, 3000] {
-            let real: Vec<f64> = (0..rows * dims)
-                .map(|_| rng.random_range(0.0..0.8))
-                .collect();
-            let synth: Vec<f64> = real
-                .iter()
-                .enumerate()
-                .map(|(i, &x)| if i % dims == 1 { x + 0.2 } else { x })
-                .collect();
-            let found = pairwise_w1(&real, &synth, dims, &names, &identity, &identity)
-                .unwrap()
-                .unwrap();
+            let real: Vec<f64> = (0..rows * dims).map(|_| rng.random_range(0.0..0.8)).collect();
+            let synth: Vec<f64> =
+                real.iter().enumerate().map(|(i, &x)| if i % dims == 1 { x + 0.2 } else { x }).collect();
+            let found = pairwise_w1(&real, &synth, dims, &names, &identity, &identity).unwrap().unwrap();
             assert_eq!(found.pairs.len(), 3);
             let expected = [0.2, 0.0, 0.2];
             for (pair, want) in found.pairs.iter().zip(expected) {
-                assert!(
-                    (pair.w1 - want).abs() <= pair.error_bound + 1e-9,
-                    "{rows} rows: {pair:?} vs {want}"
-                );
-                let method = if rows == 40 {
-                    W1Method::ExactTransport
-                } else {
-                    W1Method::Grid
-                };
+                assert!((pair.w1 - want).abs() <= pair.error_bound + 1e-9, "{rows} rows: {pair:?} vs {want}");
+                let method = if rows == 40 { W1Method::ExactTransport } else { W1Method::Grid };
                 assert_eq!(pair.method, method);
                 assert!(pair.error_bound <= 1.0 / PAIRWISE_GRID_SIDE as f64);
             }
             assert_eq!(found.pairs[0].columns, ["a".to_string(), "b".to_string()]);
-            assert!(
-                (found.mean - (found.pairs.iter().map(|p| p.w1).sum::<f64>() / 3.0)).abs() < 1e-15
-            );
+            assert!((found.mean - (found.pairs.iter().map(|p| p.w1).sum::<f64>() / 3.0)).abs() < 1e-15);
             assert!(found.worst_columns.contains(&"b".to_string()));
         }
-        assert!(pairwise_w1(&[0.5], &[0.5], 1, &names[..1], &[1.0], &[1.0])
-            .unwrap()
-            .is_none());
+        assert!(pairwise_w1(&[0.5], &[0.5], 1, &names[..1], &[1.0], &[1.0]).unwrap().is_none());
     }
 }

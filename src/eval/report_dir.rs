@@ -11,9 +11,7 @@ use rayon::prelude::*;
 
 use super::format::{count, plus_minus, sig};
 use super::page::{html, markdown, Block, Cell, Figure, Grid, Mark};
-use super::summary::{
-    marginal_histogram, EQUAL_GRID_MARGINAL_SIDE, MARGINAL_SIDES, SUM_CHUNK_ROWS,
-};
+use super::summary::{marginal_histogram, EQUAL_GRID_MARGINAL_SIDE, MARGINAL_SIDES, SUM_CHUNK_ROWS};
 use super::svg::{density_panels, histogram, Axis, HistogramPanel, Series};
 use super::{EvalOutput, EvalReport, MarginalErrors, Table, W1Method};
 
@@ -40,20 +38,11 @@ pub const ZOOM_MARGIN: f64 = 0.05;
 const QUANTILE_BINS: usize = 4096;
 
 const TITLE: &str = "dpsynth eval: real vs synthetic";
-const NOT_PRIVATE: &str =
-    "NOT PRIVATE: computed from the real data, for the data owner only. Do not publish.";
+const NOT_PRIVATE: &str = "NOT PRIVATE: computed from the real data, for the data owner only. Do not publish.";
 
 /// Characters safe in a file name on every platform; others become '_'.
 fn slug(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
 }
 
 /// The part of a column a picture shows, in normalised units.
@@ -64,11 +53,7 @@ struct Window {
     zoomed: bool,
 }
 
-const FULL: Window = Window {
-    lo: 0.0,
-    hi: 1.0,
-    zoomed: false,
-};
+const FULL: Window = Window { lo: 0.0, hi: 1.0, zoomed: false };
 
 /// The zoomed window of column `axis` if the real rows are concentrated enough, else the full range.
 fn window(real: &Table, axis: usize) -> Window {
@@ -91,11 +76,7 @@ fn window(real: &Table, axis: usize) -> Window {
         return FULL;
     }
     let margin = ZOOM_MARGIN * (hi - lo);
-    Window {
-        lo: (lo - margin).max(0.0),
-        hi: (hi + margin).min(1.0),
-        zoomed: true,
-    }
+    Window { lo: (lo - margin).max(0.0), hi: (hi + margin).min(1.0), zoomed: true }
 }
 
 /// Shares of all rows of `table` per cell of `bins`^k cells over the windows of the columns `axes` (rows
@@ -147,12 +128,7 @@ fn argmax(values: impl Iterator<Item = f64>) -> Option<usize> {
 /// A row of the headline table: one value per synthetic table, the smallest marked when there are several.
 fn headline_row(measure: &str, meaning: &str, values: &[Option<(f64, String)>]) -> Vec<Cell> {
     let best = (values.len() > 1)
-        .then(|| {
-            values
-                .iter()
-                .filter_map(|value| value.as_ref().map(|(v, _)| *v))
-                .fold(f64::INFINITY, f64::min)
-        })
+        .then(|| values.iter().filter_map(|value| value.as_ref().map(|(v, _)| *v)).fold(f64::INFINITY, f64::min))
         .filter(|best| best.is_finite());
     let mut row = vec![Cell::plain(measure), Cell::plain(meaning)];
     for value in values {
@@ -166,14 +142,7 @@ fn headline_row(measure: &str, meaning: &str, values: &[Option<(f64, String)>]) 
 }
 
 fn worst_text(error: &MarginalErrors) -> (f64, String) {
-    (
-        error.max_tv,
-        format!(
-            "{}\n({})",
-            sig(error.max_tv),
-            error.worst_columns.join(", ")
-        ),
-    )
+    (error.max_tv, format!("{}\n({})", sig(error.max_tv), error.worst_columns.join(", ")))
 }
 
 /// What each synthetic table is, and the run behind it.
@@ -199,20 +168,11 @@ fn compared(output: &EvalOutput) -> Block {
             Cell::plain(count(report.synth.rows)),
             text(run.map(|run| run.mechanism.clone())),
             text(run.map(|run| format!("{}", run.epsilon))),
-            text(
-                run.and_then(|run| run.delta)
-                    .map(|delta| format!("{delta}")),
-            ),
+            text(run.and_then(|run| run.delta).map(|delta| format!("{delta}"))),
             // The relation's name, without the report's explanation after the colon.
             text(run.and_then(|run| {
                 let neighbours = run.neighbours.as_deref()?;
-                Some(
-                    neighbours
-                        .split(':')
-                        .next()
-                        .unwrap_or(neighbours)
-                        .to_string(),
-                )
+                Some(neighbours.split(':').next().unwrap_or(neighbours).to_string())
             })),
             text(run.and_then(|run| {
                 let mut parts = Vec::new();
@@ -235,19 +195,9 @@ fn compared(output: &EvalOutput) -> Block {
         ]);
     }
     Block::Table(Grid {
-        head: [
-            "table",
-            "file",
-            "rows",
-            "mechanism",
-            "ε",
-            "δ",
-            "neighbours",
-            "depth / cells",
-            "noise",
-        ]
-        .map(String::from)
-        .to_vec(),
+        head: ["table", "file", "rows", "mechanism", "ε", "δ", "neighbours", "depth / cells", "noise"]
+            .map(String::from)
+            .to_vec(),
         rows,
         wrapping: vec![],
     })
@@ -260,10 +210,7 @@ fn headline(output: &EvalOutput) -> Vec<Block> {
     let mut rows = Vec::new();
     if let Some(found) = &first.subsample_transport {
         rows.push(headline_row(
-            &format!(
-                "Joint W1 on subsamples ({} rows, {} draws)",
-                found.rows_per_sample, found.repeats
-            ),
+            &format!("Joint W1 on subsamples ({} rows, {} draws)", found.rows_per_sample, found.repeats),
             "Exact optimal transport between random real and synthetic rows, mean ± spread over the draws. \
              Ranks methods at any number of columns; lower is better; compare only at the same row count.",
             &reports
@@ -301,9 +248,7 @@ fn headline(output: &EvalOutput) -> Vec<Block> {
         ));
     }
     let method_meaning = match first.w1.method {
-        W1Method::Exact1d | W1Method::ExactTransport => {
-            "Exact W1 between the whole tables.".to_string()
-        }
+        W1Method::Exact1d | W1Method::ExactTransport => "Exact W1 between the whole tables.".to_string(),
         W1Method::Grid => format!(
             "Estimated on a grid of {} cells per axis; the true value is guaranteed inside the interval.",
             first.grid.as_ref().map_or(0, |grid| grid.side)
@@ -319,17 +264,11 @@ fn headline(output: &EvalOutput) -> Vec<Block> {
             .iter()
             .map(|report| {
                 let w1 = &report.w1;
-                let text =
-                    if w1.method == W1Method::Exact1d || w1.method == W1Method::ExactTransport {
-                        sig(w1.value)
-                    } else {
-                        format!(
-                            "{} in [{}, {}]",
-                            sig(w1.value),
-                            sig(w1.lower),
-                            sig(w1.upper)
-                        )
-                    };
+                let text = if w1.method == W1Method::Exact1d || w1.method == W1Method::ExactTransport {
+                    sig(w1.value)
+                } else {
+                    format!("{} in [{}, {}]", sig(w1.value), sig(w1.lower), sig(w1.upper))
+                };
                 Some((w1.value, text))
             })
             .collect::<Vec<_>>(),
@@ -354,12 +293,10 @@ fn headline(output: &EvalOutput) -> Vec<Block> {
             &reports
                 .iter()
                 .map(|report| {
-                    report.pairwise_w1.as_ref().map(|pairs| {
-                        (
-                            pairs.max,
-                            format!("{}\n({})", sig(pairs.max), pairs.worst_columns.join(", ")),
-                        )
-                    })
+                    report
+                        .pairwise_w1
+                        .as_ref()
+                        .map(|pairs| (pairs.max, format!("{}\n({})", sig(pairs.max), pairs.worst_columns.join(", "))))
                 })
                 .collect::<Vec<_>>(),
         ));
@@ -384,10 +321,7 @@ fn headline(output: &EvalOutput) -> Vec<Block> {
                  cell (0 = same, 1 = disjoint). One grid for every k, so it can only grow with k.",
                 marginal.k
             ),
-            &reports
-                .iter()
-                .map(|report| report.marginals_equal_grid.get(position).map(worst_text))
-                .collect::<Vec<_>>(),
+            &reports.iter().map(|report| report.marginals_equal_grid.get(position).map(worst_text)).collect::<Vec<_>>(),
         ));
     }
     rows.push(headline_row(
@@ -403,12 +337,7 @@ fn headline(output: &EvalOutput) -> Vec<Block> {
         "Largest difference of a correlation coefficient between two columns (−1 … 1).",
         &reports
             .iter()
-            .map(|report| {
-                Some((
-                    report.correlation_error.max_abs,
-                    sig(report.correlation_error.max_abs),
-                ))
-            })
+            .map(|report| Some((report.correlation_error.max_abs, sig(report.correlation_error.max_abs))))
             .collect::<Vec<_>>(),
     ));
     rows.push(headline_row(
@@ -416,12 +345,7 @@ fn headline(output: &EvalOutput) -> Vec<Block> {
         "Largest difference of a rank (Spearman) correlation between two columns: the bulk's dependence.",
         &reports
             .iter()
-            .map(|report| {
-                Some((
-                    report.rank_correlation_error.max_abs,
-                    sig(report.rank_correlation_error.max_abs),
-                ))
-            })
+            .map(|report| Some((report.rank_correlation_error.max_abs, sig(report.rank_correlation_error.max_abs))))
             .collect::<Vec<_>>(),
     ));
     rows.push(headline_row(
@@ -429,21 +353,12 @@ fn headline(output: &EvalOutput) -> Vec<Block> {
         "Size of the difference of the covariance matrices, in range units squared.",
         &reports
             .iter()
-            .map(|report| {
-                Some((
-                    report.covariance_error.frobenius,
-                    sig(report.covariance_error.frobenius),
-                ))
-            })
+            .map(|report| Some((report.covariance_error.frobenius, sig(report.covariance_error.frobenius))))
             .collect::<Vec<_>>(),
     ));
     let mut head = vec!["measure".to_string(), "what it means".to_string()];
     head.extend(reports.iter().map(|report| report.label.clone()));
-    let mut blocks = vec![Block::Table(Grid {
-        head,
-        rows,
-        wrapping: vec![1],
-    })];
+    let mut blocks = vec![Block::Table(Grid { head, rows, wrapping: vec![1] })];
     for report in reports {
         for warning in &report.warnings {
             blocks.push(Block::Warning(if reports.len() > 1 {
@@ -460,21 +375,13 @@ fn headline(output: &EvalOutput) -> Vec<Block> {
 fn columns_table(output: &EvalOutput) -> Block {
     let reports = &output.comparisons;
     let first = &output.first;
-    let worst: Vec<Option<usize>> = reports
-        .iter()
-        .map(|report| argmax(report.columns.iter().map(|column| column.w1)))
-        .collect();
-    let mut head: Vec<String> = ["column", "bounds", "mean real", "std real"]
-        .map(String::from)
-        .to_vec();
+    let worst: Vec<Option<usize>> =
+        reports.iter().map(|report| argmax(report.columns.iter().map(|column| column.w1))).collect();
+    let mut head: Vec<String> = ["column", "bounds", "mean real", "std real"].map(String::from).to_vec();
     // Several tables get three columns each (W1 in column units is in the histogram captions).
     let single = reports.len() == 1;
     for report in reports {
-        let prefix = if single {
-            String::new()
-        } else {
-            format!("{}: ", report.label)
-        };
+        let prefix = if single { String::new() } else { format!("{}: ", report.label) };
         head.push(format!("{prefix}W1"));
         if single {
             head.push("W1 (column units)".into());
@@ -496,11 +403,7 @@ fn columns_table(output: &EvalOutput) -> Block {
             ];
             for (report, worst) in reports.iter().zip(&worst) {
                 let theirs = &report.columns[k];
-                let mark = if *worst == Some(k) {
-                    Mark::Worst
-                } else {
-                    Mark::Plain
-                };
+                let mark = if *worst == Some(k) { Mark::Worst } else { Mark::Plain };
                 row.push(Cell::marked(sig(theirs.w1), mark));
                 if single {
                     row.push(Cell::plain(sig(theirs.w1_column_units)));
@@ -516,20 +419,11 @@ fn columns_table(output: &EvalOutput) -> Block {
             row
         })
         .collect();
-    Block::Table(Grid {
-        head,
-        rows,
-        wrapping: vec![],
-    })
+    Block::Table(Grid { head, rows, wrapping: vec![] })
 }
 
 /// One histogram figure per column: the full bounds, and a zoomed panel for skewed columns.
-fn histograms(
-    output: &EvalOutput,
-    real: &Table,
-    synths: &[Table],
-    windows: &[Window],
-) -> Vec<Figure> {
+fn histograms(output: &EvalOutput, real: &Table, synths: &[Table], windows: &[Window]) -> Vec<Figure> {
     let first = &output.first;
     let worst = argmax(first.columns.iter().map(|column| column.w1));
     real.bounds
@@ -545,10 +439,7 @@ fn histograms(
                 .map(|view| {
                     (
                         window_shares(real, &[k], &[*view], HISTOGRAM_BINS),
-                        synths
-                            .iter()
-                            .map(|synth| window_shares(synth, &[k], &[*view], HISTOGRAM_BINS))
-                            .collect(),
+                        synths.iter().map(|synth| window_shares(synth, &[k], &[*view], HISTOGRAM_BINS)).collect(),
                     )
                 })
                 .collect();
@@ -572,10 +463,7 @@ fn histograms(
                         .comparisons
                         .iter()
                         .zip(synth_shares)
-                        .map(|(report, shares)| Series {
-                            name: &report.label,
-                            shares,
-                        })
+                        .map(|(report, shares)| Series { name: &report.label, shares })
                         .collect(),
                 })
                 .collect();
@@ -596,8 +484,7 @@ fn histograms(
                 caption += " Largest 1-D error.";
             }
             if windows[k].zoomed {
-                caption +=
-                    " Right: the real rows' 1–99% range, where the full range squeezes the data.";
+                caption += " Right: the real rows' 1–99% range, where the full range squeezes the data.";
             }
             Figure {
                 file: format!("hist-{k}-{}.svg", slug(&bounds.column)),
@@ -615,59 +502,34 @@ fn pairs_table(output: &EvalOutput) -> Option<Block> {
     let first = output.first.pairwise_w1.as_ref()?;
     let mut head: Vec<String> = ["pair", "correlation real"].map(String::from).to_vec();
     for report in reports {
-        let prefix = if reports.len() > 1 {
-            format!("{}: ", report.label)
-        } else {
-            String::new()
-        };
+        let prefix = if reports.len() > 1 { format!("{}: ", report.label) } else { String::new() };
         head.push(format!("{prefix}2-D W1"));
         head.push(format!("{prefix}correlation"));
     }
     let worst: Vec<Option<usize>> = reports
         .iter()
-        .map(|report| {
-            report
-                .pairwise_w1
-                .as_ref()
-                .and_then(|pairs| argmax(pairs.pairs.iter().map(|pair| pair.w1)))
-        })
+        .map(|report| report.pairwise_w1.as_ref().and_then(|pairs| argmax(pairs.pairs.iter().map(|pair| pair.w1))))
         .collect();
     let rows = first
         .pairs
         .iter()
         .enumerate()
         .map(|(p, pair)| {
-            let mut row = vec![
-                Cell::plain(pair.columns.join(", ")),
-                Cell::plain(sig(pair.correlation_real)),
-            ];
+            let mut row = vec![Cell::plain(pair.columns.join(", ")), Cell::plain(sig(pair.correlation_real))];
             for (report, worst) in reports.iter().zip(&worst) {
                 let theirs = &report.pairwise_w1.as_ref().expect("same columns").pairs[p];
-                let mark = if *worst == Some(p) {
-                    Mark::Worst
-                } else {
-                    Mark::Plain
-                };
+                let mark = if *worst == Some(p) { Mark::Worst } else { Mark::Plain };
                 row.push(Cell::marked(sig(theirs.w1), mark));
                 row.push(Cell::plain(sig(theirs.correlation_synth)));
             }
             row
         })
         .collect();
-    Some(Block::Table(Grid {
-        head,
-        rows,
-        wrapping: vec![],
-    }))
+    Some(Block::Table(Grid { head, rows, wrapping: vec![] }))
 }
 
 /// Density figures of the pairs with the largest 2-D W1 (first table), one per pair and synthetic table.
-fn densities(
-    output: &EvalOutput,
-    real: &Table,
-    synths: &[Table],
-    windows: &[Window],
-) -> Vec<Figure> {
+fn densities(output: &EvalOutput, real: &Table, synths: &[Table], windows: &[Window]) -> Vec<Figure> {
     let Some(pairwise) = &output.first.pairwise_w1 else {
         return Vec::new();
     };
@@ -689,11 +551,7 @@ fn densities(
         for (t, (synth, report)) in synths.iter().zip(&output.comparisons).enumerate() {
             let synth_shares = window_shares(synth, &[i, j], &views, DENSITY_SIDE);
             let pair = &report.pairwise_w1.as_ref().expect("same columns").pairs[p];
-            let suffix = if t == 0 {
-                String::new()
-            } else {
-                format!("-{}", t + 1)
-            };
+            let suffix = if t == 0 { String::new() } else { format!("-{}", t + 1) };
             let mut caption = format!(
                 "{} (horizontal) and {} (vertical), {}: 2-D W1 {}, correlation {} real vs {} synthetic",
                 bounds[i].column,
@@ -707,20 +565,13 @@ fn densities(
                 caption += "; zoomed to the real rows' 1–99% range";
             }
             let worst_of_this_table = pairwise.pairs.len() > 1
-                && report
-                    .pairwise_w1
-                    .as_ref()
-                    .and_then(|pairs| argmax(pairs.pairs.iter().map(|pair| pair.w1)))
+                && report.pairwise_w1.as_ref().and_then(|pairs| argmax(pairs.pairs.iter().map(|pair| pair.w1)))
                     == Some(p);
             if worst_of_this_table {
                 caption += ". Largest 2-D error of this table.";
             }
             figures.push(Figure {
-                file: format!(
-                    "density-{i}-{j}-{}-{}{suffix}.svg",
-                    slug(&bounds[i].column),
-                    slug(&bounds[j].column)
-                ),
+                file: format!("density-{i}-{j}-{}-{}{suffix}.svg", slug(&bounds[i].column), slug(&bounds[j].column)),
                 caption,
                 svg: density_panels(
                     &axis(i, &views[0]),
@@ -737,17 +588,10 @@ fn densities(
     figures
 }
 
-fn marginals_table(
-    reports: &[EvalReport],
-    pick: impl Fn(&EvalReport) -> &[MarginalErrors],
-) -> Block {
+fn marginals_table(reports: &[EvalReport], pick: impl Fn(&EvalReport) -> &[MarginalErrors]) -> Block {
     let mut head: Vec<String> = ["k", "grid per axis", "subsets"].map(String::from).to_vec();
     for report in reports {
-        let prefix = if reports.len() > 1 {
-            format!("{}: ", report.label)
-        } else {
-            String::new()
-        };
+        let prefix = if reports.len() > 1 { format!("{}: ", report.label) } else { String::new() };
         head.push(format!("{prefix}max TV (worst)"));
         head.push(format!("{prefix}mean TV"));
     }
@@ -773,11 +617,7 @@ fn marginals_table(
             row
         })
         .collect();
-    Block::Table(Grid {
-        head,
-        rows,
-        wrapping: vec![],
-    })
+    Block::Table(Grid { head, rows, wrapping: vec![] })
 }
 
 fn details(output: &EvalOutput) -> Vec<Block> {
@@ -802,11 +642,8 @@ fn details(output: &EvalOutput) -> Vec<Block> {
         if let Some(found) = &report.subsample_transport {
             text += &format!(" Subsamples: {}.", found.detail);
         }
-        let timings: Vec<String> = report
-            .timings_seconds
-            .iter()
-            .map(|timing| format!("{} {} s", timing.phase, sig(timing.seconds)))
-            .collect();
+        let timings: Vec<String> =
+            report.timings_seconds.iter().map(|timing| format!("{} {} s", timing.phase, sig(timing.seconds))).collect();
         text += &format!(" Timings: {}.", timings.join(", "));
         blocks.push(Block::Text(text));
     }
@@ -815,12 +652,7 @@ fn details(output: &EvalOutput) -> Vec<Block> {
 
 /// Every file of the report directory, as (name, text): the plots, `eval.json` (= `json`), `index.md`
 /// and `index.html`. `synths` are the loaded synthetic tables in the order of `output.comparisons`.
-pub fn report_pages(
-    output: &EvalOutput,
-    json: &str,
-    real: &Table,
-    synths: &[Table],
-) -> Vec<(String, String)> {
+pub fn report_pages(output: &EvalOutput, json: &str, real: &Table, synths: &[Table]) -> Vec<(String, String)> {
     let windows: Vec<Window> = (0..real.dims()).map(|axis| window(real, axis)).collect();
     let histogram_figures = histograms(output, real, synths, &windows);
     let density_figures = densities(output, real, synths, &windows);
@@ -857,12 +689,8 @@ pub fn report_pages(
          with the number of cells).",
         MARGINAL_SIDES.map(|side| side.to_string()).join(", ")
     )));
-    blocks.push(marginals_table(&output.comparisons, |report| {
-        &report.marginals_equal_grid
-    }));
-    blocks.push(marginals_table(&output.comparisons, |report| {
-        &report.marginals
-    }));
+    blocks.push(marginals_table(&output.comparisons, |report| &report.marginals_equal_grid));
+    blocks.push(marginals_table(&output.comparisons, |report| &report.marginals));
     blocks.push(Block::Heading("Details".into()));
     blocks.extend(details(output));
 
@@ -885,9 +713,7 @@ mod tests {
     fn table(points: Vec<f64>, dims: usize) -> Table {
         Table {
             file: "t.parquet".into(),
-            bounds: (0..dims)
-                .map(|k| ColumnBounds::new(format!("c{k}"), 0.0, 100.0).unwrap())
-                .collect(),
+            bounds: (0..dims).map(|k| ColumnBounds::new(format!("c{k}"), 0.0, 100.0).unwrap()).collect(),
             points,
             clamped_values: vec![0; dims],
             dropped_rows: 0,
@@ -903,31 +729,14 @@ mod tests {
     #[test]
     fn concentrated_columns_are_zoomed_to_their_real_quantiles() {
         // Column 0 in [0.10, 0.20) (skewed: 10% of the range), column 1 spread over [0, 1).
-        let points: Vec<f64> = (0..1000)
-            .flat_map(|i| [0.1 + 0.1 * i as f64 / 1000.0, i as f64 / 1000.0])
-            .collect();
+        let points: Vec<f64> = (0..1000).flat_map(|i| [0.1 + 0.1 * i as f64 / 1000.0, i as f64 / 1000.0]).collect();
         let real = table(points, 2);
         let zoom = window(&real, 0);
-        assert!(
-            zoom.zoomed && zoom.lo < 0.1 && zoom.lo > 0.09 && zoom.hi > 0.2 && zoom.hi < 0.21,
-            "{zoom:?}"
-        );
+        assert!(zoom.zoomed && zoom.lo < 0.1 && zoom.lo > 0.09 && zoom.hi > 0.2 && zoom.hi < 0.21, "{zoom:?}");
         assert_eq!(window(&real, 1), FULL);
         // Shares count every row of the table, inside the window only.
-        let shares = window_shares(
-            &real,
-            &[0],
-            &[Window {
-                lo: 0.1,
-                hi: 0.14995,
-                zoomed: true,
-            }],
-            5,
-        );
-        assert!(
-            (shares.iter().sum::<f64>() - 0.5).abs() < 1e-12,
-            "{shares:?}"
-        );
+        let shares = window_shares(&real, &[0], &[Window { lo: 0.1, hi: 0.14995, zoomed: true }], 5);
+        assert!((shares.iter().sum::<f64>() - 0.5).abs() < 1e-12, "{shares:?}");
         let all = window_shares(&real, &[0, 1], &[FULL, FULL], 4);
         assert!((all.iter().sum::<f64>() - 1.0).abs() < 1e-12);
         assert_eq!(argmax([1.0, 3.0, 3.0, 2.0].into_iter()), Some(1));

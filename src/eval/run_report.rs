@@ -60,25 +60,16 @@ fn integer(value: &Value, path: &[&str]) -> Option<u64> {
 }
 
 fn text(value: &Value, path: &[&str]) -> Option<String> {
-    Some(
-        path.iter()
-            .try_fold(value, |v, key| v.get(key))?
-            .as_str()?
-            .to_string(),
-    )
+    Some(path.iter().try_fold(value, |v, key| v.get(key))?.as_str()?.to_string())
 }
 
 /// Reads the run report at `path`; a file that is not JSON or lacks `mechanism` or `guarantee.epsilon`
 /// is bad input naming the file.
 pub fn read_run_report(path: &Path) -> Result<RunSummary> {
-    let bytes = std::fs::read(path)
-        .map_err(|error| Error::in_file(path, format!("cannot read the run report: {error}")))?;
-    let report: Value = serde_json::from_slice(&bytes).map_err(|error| {
-        Error::in_file(
-            path,
-            format!("is not a JSON run report (dpsynth synth --report): {error}"),
-        )
-    })?;
+    let bytes =
+        std::fs::read(path).map_err(|error| Error::in_file(path, format!("cannot read the run report: {error}")))?;
+    let report: Value = serde_json::from_slice(&bytes)
+        .map_err(|error| Error::in_file(path, format!("is not a JSON run report (dpsynth synth --report): {error}")))?;
     let missing = |key: &str| {
         Error::in_file(
             path,
@@ -86,8 +77,7 @@ pub fn read_run_report(path: &Path) -> Result<RunSummary> {
         )
     };
     let mechanism = text(&report, &["mechanism"]).ok_or_else(|| missing("mechanism"))?;
-    let epsilon =
-        number(&report, &["guarantee", "epsilon"]).ok_or_else(|| missing("guarantee.epsilon"))?;
+    let epsilon = number(&report, &["guarantee", "epsilon"]).ok_or_else(|| missing("guarantee.epsilon"))?;
     let parameters = &report["parameters"];
     let inner = &parameters["inner"];
     Ok(RunSummary {
@@ -134,24 +124,14 @@ mod tests {
             r#"{"mechanism": "lowdim", "guarantee": {"epsilon": 0.5},
                 "parameters": {"target_dim": 2, "inner": {"cells": 4096}}}"#,
         );
-        assert_eq!(
-            read_run_report(&lowdim).unwrap().label(),
-            "lowdim, ε = 0.5, 4096 cells, d' = 2"
-        );
+        assert_eq!(read_run_report(&lowdim).unwrap().label(), "lowdim, ε = 0.5, 4096 cells, d' = 2");
         for (name, text, fragment) in [
             ("bad.json", "not json", "is not a JSON run report"),
             ("eval.json", r#"{"w1": {"value": 0.1}}"#, "no 'mechanism'"),
-            (
-                "noeps.json",
-                r#"{"mechanism": "pmm"}"#,
-                "no 'guarantee.epsilon'",
-            ),
+            ("noeps.json", r#"{"mechanism": "pmm"}"#, "no 'guarantee.epsilon'"),
         ] {
             let message = read_run_report(&write(name, text)).unwrap_err().to_string();
-            assert!(
-                message.contains(name) && message.contains(fragment),
-                "{message}"
-            );
+            assert!(message.contains(name) && message.contains(fragment), "{message}");
         }
     }
 }

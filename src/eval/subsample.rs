@@ -100,11 +100,7 @@ impl Spread {
         let squares: f64 = values.iter().map(|v| (v - mean) * (v - mean)).sum();
         Spread {
             mean,
-            std: if values.len() > 1 {
-                (squares / (values.len() - 1) as f64).sqrt()
-            } else {
-                0.0
-            },
+            std: if values.len() > 1 { (squares / (values.len() - 1) as f64).sqrt() } else { 0.0 },
             min: values.iter().copied().fold(f64::INFINITY, f64::min),
             max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
             values,
@@ -160,19 +156,14 @@ fn distinct_indices(rng: &mut Xoshiro256PlusPlus, rows: usize, count: usize) -> 
 }
 
 fn gather(points: &[f64], dims: usize, rows: &[usize]) -> Vec<f64> {
-    rows.iter()
-        .flat_map(|&row| &points[row * dims..(row + 1) * dims])
-        .copied()
-        .collect()
+    rows.iter().flat_map(|&row| &points[row * dims..(row + 1) * dims]).copied().collect()
 }
 
 /// Exact W1 between two equal-size point sets (duplicates merged into counts first).
 fn exact_w1(a: &[f64], b: &[f64], dims: usize) -> Result<f64> {
     let internal = |error: super::w1::W1Error| Error::internal(format!("subsample W1: {error}"));
     let ((points_a, counts_a), (points_b, counts_b)) = distinct_rows(a, b, dims, EXACT_MAX_PAIRS)
-        .ok_or_else(|| {
-        Error::internal("subsample W1: more distinct pairs than the exact solver takes")
-    })?;
+        .ok_or_else(|| Error::internal("subsample W1: more distinct pairs than the exact solver takes"))?;
     w1_exact_small(
         &Sample::with_counts(&points_a, dims, &counts_a).map_err(internal)?,
         &Sample::with_counts(&points_b, dims, &counts_b).map_err(internal)?,
@@ -195,11 +186,7 @@ pub fn subsample_transport(
     let per_repeat: Vec<(f64, Vec<f64>)> = (0..options.repeats)
         .into_par_iter()
         .map(|repeat| {
-            let both = distinct_indices(
-                &mut stream(options.seed, repeat, REAL_ROLE),
-                real_rows,
-                2 * rows,
-            );
+            let both = distinct_indices(&mut stream(options.seed, repeat, REAL_ROLE), real_rows, 2 * rows);
             let (sample, other) = both.split_at(rows);
             let sample = gather(real, dims, sample);
             let floor = exact_w1(&sample, &gather(real, dims, other), dims)?;
@@ -243,9 +230,7 @@ mod tests {
     use super::*;
 
     fn random_points(rng: &mut Xoshiro256PlusPlus, n: usize, dims: usize, shift: f64) -> Vec<f64> {
-        (0..n * dims)
-            .map(|_| rng.random_range(0.0..1.0) * (1.0 - shift) + shift)
-            .collect()
+        (0..n * dims).map(|_| rng.random_range(0.0..1.0) * (1.0 - shift) + shift).collect()
     }
 
     #[test]
@@ -262,14 +247,8 @@ mod tests {
         for count in hits {
             assert!((1700..2300).contains(&count), "{count} of 20000 / 10");
         }
-        assert_eq!(
-            distinct_indices(&mut stream(3, 1, 0), 1000, 5),
-            distinct_indices(&mut stream(3, 1, 0), 1000, 5)
-        );
-        assert_ne!(
-            distinct_indices(&mut stream(3, 1, 0), 1000, 5),
-            distinct_indices(&mut stream(3, 1, 1), 1000, 5)
-        );
+        assert_eq!(distinct_indices(&mut stream(3, 1, 0), 1000, 5), distinct_indices(&mut stream(3, 1, 0), 1000, 5));
+        assert_ne!(distinct_indices(&mut stream(3, 1, 0), 1000, 5), distinct_indices(&mut stream(3, 1, 1), 1000, 5));
         let all = distinct_indices(&mut rng, 6, 6);
         let mut sorted = all.clone();
         sorted.sort_unstable();
@@ -283,18 +262,10 @@ mod tests {
         assert_eq!(plan(&options, 1_500, &[5_000]), Some(750));
         assert_eq!(plan(&options, 10_000, &[300, 8_000]), Some(300));
         assert_eq!(plan(&options, 1, &[300]), None);
-        let none = SubsampleOptions {
-            repeats: 0,
-            ..options
-        };
+        let none = SubsampleOptions { repeats: 0, ..options };
         assert_eq!(plan(&none, 10_000, &[10_000]), None);
         assert!(SubsampleOptions { rows: 0, ..options }.validate().is_err());
-        assert!(SubsampleOptions {
-            rows: MAX_SUBSAMPLE_ROWS + 1,
-            ..options
-        }
-        .validate()
-        .is_err());
+        assert!(SubsampleOptions { rows: MAX_SUBSAMPLE_ROWS + 1, ..options }.validate().is_err());
     }
 
     #[test]
@@ -304,20 +275,10 @@ mod tests {
         // the real table is another sample of the same data: its values are of the floor's size.
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
         let dims = 3;
-        let real: Vec<f64> = random_points(&mut rng, 600, dims, 0.0)
-            .iter()
-            .map(|x| x * 0.75)
-            .collect();
-        let shifted: Vec<f64> = real
-            .iter()
-            .enumerate()
-            .map(|(i, &x)| if i % dims == 0 { x + 0.25 } else { x })
-            .collect();
-        let options = SubsampleOptions {
-            rows: 100,
-            repeats: 4,
-            seed: 9,
-        };
+        let real: Vec<f64> = random_points(&mut rng, 600, dims, 0.0).iter().map(|x| x * 0.75).collect();
+        let shifted: Vec<f64> =
+            real.iter().enumerate().map(|(i, &x)| if i % dims == 0 { x + 0.25 } else { x }).collect();
+        let options = SubsampleOptions { rows: 100, repeats: 4, seed: 9 };
         let rows = plan(&options, 600, &[600, 600]).unwrap();
         let found = subsample_transport(&real, &[&real, &shifted], dims, rows, &options).unwrap();
         assert_eq!(found.len(), 2);
@@ -329,13 +290,8 @@ mod tests {
         assert!(found[0].w1.mean < 2.0 * found[0].floor.mean);
         assert!(found[0].floor.min > 0.0);
         // The same seed gives the same numbers on another thread count.
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(1)
-            .build()
-            .unwrap();
-        let again = pool
-            .install(|| subsample_transport(&real, &[&real, &shifted], dims, rows, &options))
-            .unwrap();
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let again = pool.install(|| subsample_transport(&real, &[&real, &shifted], dims, rows, &options)).unwrap();
         assert_eq!(again, found);
     }
 
@@ -347,33 +303,20 @@ mod tests {
         let dims = 2;
         let real = random_points(&mut rng, 40, dims, 0.0);
         let synth = random_points(&mut rng, 20, dims, 0.3);
-        let options = SubsampleOptions {
-            rows: 20,
-            repeats: 3,
-            seed: 1,
-        };
+        let options = SubsampleOptions { rows: 20, repeats: 3, seed: 1 };
         let found = &subsample_transport(&real, &[&synth], dims, 20, &options).unwrap()[0];
         for (repeat, &value) in found.w1.values.iter().enumerate() {
             let both = distinct_indices(&mut stream(1, repeat, REAL_ROLE), 40, 40);
             let sample = gather(&real, dims, &both[..20]);
             let other = gather(&real, dims, &both[20..]);
-            let exact = w1_exact_small(
-                &Sample::new(&sample, dims).unwrap(),
-                &Sample::new(&synth, dims).unwrap(),
-            )
-            .unwrap();
+            let exact =
+                w1_exact_small(&Sample::new(&sample, dims).unwrap(), &Sample::new(&synth, dims).unwrap()).unwrap();
             assert!((value - exact).abs() < 1e-12, "{value} vs {exact}");
-            let floor = w1_exact_small(
-                &Sample::new(&sample, dims).unwrap(),
-                &Sample::new(&other, dims).unwrap(),
-            )
-            .unwrap();
+            let floor =
+                w1_exact_small(&Sample::new(&sample, dims).unwrap(), &Sample::new(&other, dims).unwrap()).unwrap();
             assert!((found.floor.values[repeat] - floor).abs() < 1e-12);
         }
         let spread = Spread::of(vec![1.0, 2.0, 3.0]);
-        assert_eq!(
-            (spread.mean, spread.std, spread.min, spread.max),
-            (2.0, 1.0, 1.0, 3.0)
-        );
+        assert_eq!((spread.mean, spread.std, spread.min, spread.max), (2.0, 1.0, 1.0, 3.0));
     }
 }

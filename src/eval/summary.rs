@@ -85,9 +85,7 @@ impl Moments {
     /// Standard deviation of each coordinate.
     pub fn std(&self) -> Vec<f64> {
         let dims = self.mean.len();
-        (0..dims)
-            .map(|k| self.covariance[k * dims + k].max(0.0).sqrt())
-            .collect()
+        (0..dims).map(|k| self.covariance[k * dims + k].max(0.0).sqrt()).collect()
     }
 }
 
@@ -122,12 +120,7 @@ fn mid_ranks(points: &[f64], dims: usize) -> Vec<f64> {
 }
 
 /// Σ over rows of `add(row, accumulator)`, an accumulator of `width` values, in fixed chunks.
-fn chunked_sum(
-    points: &[f64],
-    dims: usize,
-    width: usize,
-    add: impl Fn(&[f64], &mut [f64]) + Sync,
-) -> Vec<f64> {
+fn chunked_sum(points: &[f64], dims: usize, width: usize, add: impl Fn(&[f64], &mut [f64]) + Sync) -> Vec<f64> {
     let partials: Vec<Vec<f64>> = points
         .par_chunks(SUM_CHUNK_ROWS * dims)
         .map(|chunk| {
@@ -149,13 +142,10 @@ fn chunked_sum(
 
 /// max |a − b| and the ℓ2 (Frobenius) norm of a − b.
 pub fn difference_norms(a: &[f64], b: &[f64]) -> (f64, f64) {
-    let (max, squares) = a
-        .iter()
-        .zip(b)
-        .fold((0.0f64, 0.0), |(max, squares), (x, y)| {
-            let d = x - y;
-            (max.max(d.abs()), squares + d * d)
-        });
+    let (max, squares) = a.iter().zip(b).fold((0.0f64, 0.0), |(max, squares), (x, y)| {
+        let d = x - y;
+        (max.max(d.abs()), squares + d * d)
+    });
     (max, squares.sqrt())
 }
 
@@ -189,9 +179,7 @@ pub fn marginal_histogram(points: &[f64], dims: usize, subset: &[usize], side: u
         .map(|chunk| {
             let mut hist = vec![0u64; cells];
             for row in chunk.chunks_exact(dims) {
-                let cell = subset
-                    .iter()
-                    .fold(0, |index, &k| index * side + grid_index(row[k], side));
+                let cell = subset.iter().fold(0, |index, &k| index * side + grid_index(row[k], side));
                 hist[cell] += 1;
             }
             hist
@@ -208,26 +196,13 @@ pub fn marginal_histogram(points: &[f64], dims: usize, subset: &[usize], side: u
 
 /// ½ Σ |a/A − b/B| between two histograms, each normalised by its own total.
 pub fn total_variation(a: &[u64], b: &[u64]) -> f64 {
-    let (total_a, total_b) = (
-        a.iter().sum::<u64>().max(1) as f64,
-        b.iter().sum::<u64>().max(1) as f64,
-    );
-    0.5 * a
-        .iter()
-        .zip(b)
-        .map(|(&x, &y)| (x as f64 / total_a - y as f64 / total_b).abs())
-        .sum::<f64>()
+    let (total_a, total_b) = (a.iter().sum::<u64>().max(1) as f64, b.iter().sum::<u64>().max(1) as f64);
+    0.5 * a.iter().zip(b).map(|(&x, &y)| (x as f64 / total_a - y as f64 / total_b).abs()).sum::<f64>()
 }
 
 /// Every k-subset of 0..dims in lexicographic order.
 pub fn subsets(dims: usize, k: usize) -> Vec<Vec<usize>> {
-    fn extend(
-        start: usize,
-        dims: usize,
-        k: usize,
-        current: &mut Vec<usize>,
-        out: &mut Vec<Vec<usize>>,
-    ) {
+    fn extend(start: usize, dims: usize, k: usize, current: &mut Vec<usize>, out: &mut Vec<Vec<usize>>) {
         if current.len() == k {
             out.push(current.clone());
             return;
@@ -271,18 +246,9 @@ pub fn coarsen(hist: &[u64], side: usize, k: usize, factor: usize) -> Vec<u64> {
 }
 
 /// Summarises one order's TVs (one per subset, in `subsets` order).
-fn summarise(
-    k: usize,
-    side: usize,
-    tvs: &[f64],
-    all: &[Vec<usize>],
-    names: &[String],
-) -> MarginalErrors {
+fn summarise(k: usize, side: usize, tvs: &[f64], all: &[Vec<usize>], names: &[String]) -> MarginalErrors {
     let (worst, max_tv) =
-        tvs.iter().enumerate().fold(
-            (0, 0.0f64),
-            |best, (i, &tv)| if tv > best.1 { (i, tv) } else { best },
-        );
+        tvs.iter().enumerate().fold((0, 0.0f64), |best, (i, &tv)| if tv > best.1 { (i, tv) } else { best });
     MarginalErrors {
         k,
         side,
@@ -296,12 +262,7 @@ fn summarise(
 /// TV errors of the k-way marginals for k = 1..=min(d, [`MAX_MARGINAL_ORDER`]) while an order costs
 /// at most [`MARGINAL_WORK_LIMIT`], on both grids of [`MarginalComparison`]. `names` are the column names, in
 /// coordinate order. Subsets run in parallel on the current rayon pool.
-pub fn marginal_errors(
-    real: &[f64],
-    synth: &[f64],
-    dims: usize,
-    names: &[String],
-) -> MarginalComparison {
+pub fn marginal_errors(real: &[f64], synth: &[f64], dims: usize, names: &[String]) -> MarginalComparison {
     let rows = (real.len() + synth.len()) / dims.max(1);
     let (fine, equal_grid) = (1..=dims.min(MAX_MARGINAL_ORDER))
         .map(|k| (k, subsets(dims, k)))
@@ -312,16 +273,11 @@ pub fn marginal_errors(
             let (fine_tvs, equal_tvs): (Vec<f64>, Vec<f64>) = all
                 .par_iter()
                 .map(|subset| {
-                    let (a, b) = (
-                        marginal_histogram(real, dims, subset, side),
-                        marginal_histogram(synth, dims, subset, side),
-                    );
+                    let (a, b) =
+                        (marginal_histogram(real, dims, subset, side), marginal_histogram(synth, dims, subset, side));
                     (
                         total_variation(&a, &b),
-                        total_variation(
-                            &coarsen(&a, side, k, factor),
-                            &coarsen(&b, side, k, factor),
-                        ),
+                        total_variation(&coarsen(&a, side, k, factor), &coarsen(&b, side, k, factor)),
                     )
                 })
                 .unzip();
@@ -351,14 +307,8 @@ mod tests {
                 assert!((moments.mean[i] - mean_i).abs() < 1e-12);
                 for j in 0..dims {
                     let mean_j = (0..n).map(|r| row(r)[j]).sum::<f64>() / n as f64;
-                    let naive = (0..n)
-                        .map(|r| (row(r)[i] - mean_i) * (row(r)[j] - mean_j))
-                        .sum::<f64>()
-                        / n as f64;
-                    assert!(
-                        (moments.covariance[i * dims + j] - naive).abs() < 1e-12,
-                        "n {n} ({i}, {j})"
-                    );
+                    let naive = (0..n).map(|r| (row(r)[i] - mean_i) * (row(r)[j] - mean_j)).sum::<f64>() / n as f64;
+                    assert!((moments.covariance[i * dims + j] - naive).abs() < 1e-12, "n {n} ({i}, {j})");
                 }
             }
         }
@@ -399,10 +349,7 @@ mod tests {
             let x = (row as f64 + 0.5) / n as f64;
             points.extend([x, 0.8 * x + 0.2 * e]);
         }
-        let bent: Vec<f64> = points
-            .chunks_exact(2)
-            .flat_map(|row| [row[0].powi(6), row[1]])
-            .collect();
+        let bent: Vec<f64> = points.chunks_exact(2).flat_map(|row| [row[0].powi(6), row[1]]).collect();
         let (rank, rank_bent) = (rank_correlation(&points, 2), rank_correlation(&bent, 2));
         assert_eq!(rank, rank_bent);
         let (pearson, pearson_bent) = (Moments::of(&points, 2).correlation(), Moments::of(&bent, 2).correlation());
@@ -418,17 +365,10 @@ mod tests {
     fn marginal_tv_matches_brute_force_over_cells() {
         let mut rng = case_rng(12);
         let dims = 3;
-        let (a, b) = (
-            unit_points(&mut rng, 300, dims),
-            unit_points(&mut rng, 170, dims),
-        );
+        let (a, b) = (unit_points(&mut rng, 300, dims), unit_points(&mut rng, 170, dims));
         let names: Vec<String> = (0..dims).map(|k| format!("c{k}")).collect();
         let comparison = marginal_errors(&a, &b, dims, &names);
-        let errors: Vec<&MarginalErrors> = comparison
-            .fine
-            .iter()
-            .chain(&comparison.equal_grid)
-            .collect();
+        let errors: Vec<&MarginalErrors> = comparison.fine.iter().chain(&comparison.equal_grid).collect();
         assert_eq!(errors.len(), 6);
         for error in errors {
             let side = error.side;
@@ -442,8 +382,7 @@ mod tests {
                             let index = cell / side.pow((error.k - 1 - position) as u32) % side;
                             let lo = index as f64 / side as f64;
                             let hi = (index + 1) as f64 / side as f64;
-                            row[axis] >= lo
-                                && (row[axis] < hi || (index == side - 1 && row[axis] <= 1.0))
+                            row[axis] >= lo && (row[axis] < hi || (index == side - 1 && row[axis] <= 1.0))
                         })
                     };
                     let share = |points: &[f64]| {
@@ -457,28 +396,17 @@ mod tests {
             let max = tvs.iter().copied().fold(0.0, f64::max);
             let mean = tvs.iter().sum::<f64>() / tvs.len() as f64;
             assert_eq!(error.count, tvs.len());
-            assert!(
-                (error.max_tv - max).abs() < 1e-12,
-                "k {}: {} vs {max}",
-                error.k,
-                error.max_tv
-            );
+            assert!((error.max_tv - max).abs() < 1e-12, "k {}: {} vs {max}", error.k, error.max_tv);
             assert!((error.mean_tv - mean).abs() < 1e-12);
         }
         // Identical tables have zero error; disjoint supports have TV 1.
         let same = marginal_errors(&a, &a, dims, &names);
-        assert!(same
-            .fine
-            .iter()
-            .chain(&same.equal_grid)
-            .all(|e| e.max_tv == 0.0));
+        assert!(same.fine.iter().chain(&same.equal_grid).all(|e| e.max_tv == 0.0));
         let tv = marginal_errors(&[0.0], &[1.0], 1, &names[..1]);
         assert_eq!((tv.fine[0].max_tv, tv.equal_grid[0].max_tv), (1.0, 1.0));
         // On one grid, TV cannot fall as k grows (each k-way marginal contains its sub-marginals).
         let equal = &comparison.equal_grid;
-        assert!(equal
-            .windows(2)
-            .all(|pair| pair[0].max_tv <= pair[1].max_tv + 1e-15));
+        assert!(equal.windows(2).all(|pair| pair[0].max_tv <= pair[1].max_tv + 1e-15));
         assert!(equal.iter().all(|e| e.side == EQUAL_GRID_MARGINAL_SIDE));
     }
 
@@ -487,34 +415,13 @@ mod tests {
         // side 4 → 2 in k = 2: cell (i, j) goes to (i / 2, j / 2).
         let hist: Vec<u64> = (0..16).collect();
         let coarse = coarsen(&hist, 4, 2, 2);
-        assert_eq!(
-            coarse,
-            vec![
-                0 + 1 + 4 + 5,
-                2 + 3 + 6 + 7,
-                8 + 9 + 12 + 13,
-                10 + 11 + 14 + 15
-            ]
-        );
+        assert_eq!(coarse, vec![0 + 1 + 4 + 5, 2 + 3 + 6 + 7, 8 + 9 + 12 + 13, 10 + 11 + 14 + 15]);
         assert_eq!(coarsen(&hist, 16, 1, 4), vec![6, 22, 38, 54]);
         // y = 1 − x: correlation −1; a constant column has correlation 0 with the others.
         let rows = [0.0, 1.0, 0.3, 1.0, 0.0, 0.3, 0.5, 0.5, 0.3];
         let correlation = Moments::of(&rows, 3).correlation();
         assert!((correlation[1] + 1.0).abs() < 1e-12);
-        assert_eq!(
-            &correlation[..],
-            &[
-                correlation[0],
-                correlation[1],
-                0.0,
-                correlation[1],
-                1.0,
-                0.0,
-                0.0,
-                0.0,
-                1.0
-            ]
-        );
+        assert_eq!(&correlation[..], &[correlation[0], correlation[1], 0.0, correlation[1], 1.0, 0.0, 0.0, 0.0, 1.0]);
         assert_eq!(correlation[0], 1.0);
     }
 

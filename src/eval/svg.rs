@@ -10,33 +10,21 @@ const REAL_COLOUR: &str = "#4c78a8";
 pub const SYNTH_COLOURS: [&str; 5] = ["#e45756", "#54a24b", "#b279a2", "#f58518", "#72b7b2"];
 const FONT: &str = "font-family=\"sans-serif\" font-size=\"12\"";
 /// Sequential scale of the density panels, light to dark (share 0 to the largest share).
-const DENSITY_STOPS: [(u8, u8, u8); 5] = [
-    (247, 251, 255),
-    (198, 219, 239),
-    (107, 174, 214),
-    (33, 113, 181),
-    (8, 48, 107),
-];
+const DENSITY_STOPS: [(u8, u8, u8); 5] =
+    [(247, 251, 255), (198, 219, 239), (107, 174, 214), (33, 113, 181), (8, 48, 107)];
 /// Diverging scale of the difference panel: synthetic has more (red), equal (white), real has more (blue).
 const DIFFERENCE_STOPS: [(u8, u8, u8); 3] = [(178, 24, 43), (247, 247, 247), (33, 102, 172)];
 
 /// Escapes text for SVG/HTML content and attribute values.
 pub fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// About `target` round tick values in [lo, hi] (steps of 1, 2 or 5 times a power of ten).
 pub fn ticks(lo: f64, hi: f64, target: usize) -> Vec<f64> {
     let raw = (hi - lo) / target.max(1) as f64;
     let power = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0]
-        .iter()
-        .map(|m| m * power)
-        .find(|&step| step >= raw)
-        .unwrap_or(10.0 * power);
+    let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * power).find(|&step| step >= raw).unwrap_or(10.0 * power);
     let first = (lo / step).ceil() as i64;
     let last = (hi / step).floor() as i64;
     (first..=last).map(|i| i as f64 * step).collect()
@@ -160,12 +148,7 @@ pub fn histogram(column: &str, panels: &[HistogramPanel]) -> String {
     let width = left + panels.len() as f64 * (panel_width + gap) - gap + 16.0;
     let height = top + panel_height + bottom;
     let mut svg = String::new();
-    open(
-        &mut svg,
-        width,
-        height,
-        &format!("{column}: real vs synthetic"),
-    );
+    open(&mut svg, width, height, &format!("{column}: real vs synthetic"));
     for (index, panel) in panels.iter().enumerate() {
         let top_share = panel
             .real
@@ -186,12 +169,7 @@ pub fn histogram(column: &str, panels: &[HistogramPanel]) -> String {
         let bins = panel.real.len().max(1);
         let bin_width = (panel.hi - panel.lo) / bins as f64;
         let edge = |i: usize| panel.lo + i as f64 * bin_width;
-        for (i, &share) in panel
-            .real
-            .iter()
-            .enumerate()
-            .filter(|(_, &share)| share > 0.0)
-        {
+        for (i, &share) in panel.real.iter().enumerate().filter(|(_, &share)| share > 0.0) {
             let (x0, x1) = (frame.px(edge(i)), frame.px(edge(i + 1)));
             let (y0, y1) = (frame.py(share), frame.py(0.0));
             let _ = writeln!(
@@ -220,11 +198,7 @@ pub fn histogram(column: &str, panels: &[HistogramPanel]) -> String {
                 SYNTH_COLOURS[k % SYNTH_COLOURS.len()]
             );
         }
-        frame.axes(
-            &mut svg,
-            column,
-            if index == 0 { "share of rows" } else { "" },
-        );
+        frame.axes(&mut svg, column, if index == 0 { "share of rows" } else { "" });
         let _ = writeln!(
             svg,
             "<text x=\"{:.1}\" y=\"{:.1}\" {FONT}>{}</text>",
@@ -233,10 +207,8 @@ pub fn histogram(column: &str, panels: &[HistogramPanel]) -> String {
             escape(&panel.title)
         );
     }
-    let names: Vec<&str> = panels
-        .first()
-        .map(|panel| panel.synths.iter().map(|series| series.name).collect())
-        .unwrap_or_default();
+    let names: Vec<&str> =
+        panels.first().map(|panel| panel.synths.iter().map(|series| series.name).collect()).unwrap_or_default();
     legend(&mut svg, left, 16.0, &names);
     svg += "</svg>\n";
     svg
@@ -284,24 +256,11 @@ fn mix(stops: &[(u8, u8, u8)], t: f64) -> String {
     let f = t - i as f64;
     let channel = |a: u8, b: u8| (f64::from(a) + (f64::from(b) - f64::from(a)) * f).round() as u8;
     let (a, b) = (stops[i], stops[i + 1]);
-    format!(
-        "#{:02x}{:02x}{:02x}",
-        channel(a.0, b.0),
-        channel(a.1, b.1),
-        channel(a.2, b.2)
-    )
+    format!("#{:02x}{:02x}{:02x}", channel(a.0, b.0), channel(a.1, b.1), channel(a.2, b.2))
 }
 
 /// A vertical colour bar at (x, top) of the panel's height, from `lo` (bottom) to `hi`.
-fn colour_bar(
-    svg: &mut String,
-    x: f64,
-    top: f64,
-    colour: impl Fn(f64) -> String,
-    lo: f64,
-    hi: f64,
-    title: &str,
-) {
+fn colour_bar(svg: &mut String, x: f64, top: f64, colour: impl Fn(f64) -> String, lo: f64, hi: f64, title: &str) {
     const STEPS: usize = 48;
     let step = DENSITY_PANEL / STEPS as f64;
     for i in 0..STEPS {
@@ -327,52 +286,25 @@ fn colour_bar(
             super::format::sig(value)
         );
     }
-    let _ = writeln!(
-        svg,
-        "<text x=\"{x:.1}\" y=\"{:.1}\" {FONT}>{}</text>",
-        top - 6.0,
-        escape(title)
-    );
+    let _ = writeln!(svg, "<text x=\"{x:.1}\" y=\"{:.1}\" {FONT}>{}</text>", top - 6.0, escape(title));
 }
 
 /// The 2-D densities of columns (x, y) over their windows: real, synthetic, and real − synthetic, each
 /// with its colour bar. `real` and `synth` are shares of all rows in `side` × `side` cells, row-major with
 /// x most significant; the first two panels share one scale (shade ∝ √share, so sparse regions show).
-pub fn density_panels(
-    x: &Axis,
-    y: &Axis,
-    side: usize,
-    real: &[f64],
-    synth: &[f64],
-    synth_name: &str,
-) -> String {
+pub fn density_panels(x: &Axis, y: &Axis, side: usize, real: &[f64], synth: &[f64], synth_name: &str) -> String {
     let panel = DENSITY_PANEL;
     // Each gap holds the colour bar (12 px) and its labels.
     let (left, gap, top) = (64.0, 120.0, 40.0);
     let (width, height) = (left + 3.0 * panel + 3.0 * gap, top + panel + 50.0);
-    let top_share = real
-        .iter()
-        .chain(synth)
-        .copied()
-        .fold(0.0, f64::max)
-        .max(1e-12);
+    let top_share = real.iter().chain(synth).copied().fold(0.0, f64::max).max(1e-12);
     let difference: Vec<f64> = real.iter().zip(synth).map(|(r, s)| r - s).collect();
-    let top_difference = difference
-        .iter()
-        .map(|d| d.abs())
-        .fold(0.0, f64::max)
-        .max(1e-12);
+    let top_difference = difference.iter().map(|d| d.abs()).fold(0.0, f64::max).max(1e-12);
     let mut svg = String::new();
-    let title = format!(
-        "{} vs {}: real, {synth_name}, and the difference",
-        y.name, x.name
-    );
+    let title = format!("{} vs {}: real, {synth_name}, and the difference", y.name, x.name);
     open(&mut svg, width, height, &title);
-    let panels: [(String, &[f64]); 3] = [
-        ("real".into(), real),
-        (synth_name.to_string(), synth),
-        (format!("real − {synth_name}"), &difference),
-    ];
+    let panels: [(String, &[f64]); 3] =
+        [("real".into(), real), (synth_name.to_string(), synth), (format!("real − {synth_name}"), &difference)];
     for (index, (name, values)) in panels.iter().enumerate() {
         let frame = Frame {
             left: left + index as f64 * (panel + gap),
@@ -409,15 +341,7 @@ pub fn density_panels(
         );
         let bar = frame.left + panel + 12.0;
         if index < 2 {
-            colour_bar(
-                &mut svg,
-                bar,
-                top,
-                |t| mix(&DENSITY_STOPS, t.sqrt()),
-                0.0,
-                top_share,
-                "share",
-            );
+            colour_bar(&mut svg, bar, top, |t| mix(&DENSITY_STOPS, t.sqrt()), 0.0, top_share, "share");
         } else {
             colour_bar(
                 &mut svg,
@@ -440,17 +364,11 @@ mod tests {
 
     #[test]
     fn ticks_are_round_and_inside_the_range() {
-        assert_eq!(
-            ticks(0.0, 1.0, 5),
-            vec![0.0, 0.2, 0.4, 0.6000000000000001, 0.8, 1.0]
-        );
+        assert_eq!(ticks(0.0, 1.0, 5), vec![0.0, 0.2, 0.4, 0.6000000000000001, 0.8, 1.0]);
         assert_eq!(ticks(-120.0, 1440.0, 5), vec![0.0, 500.0, 1000.0]);
         for (lo, hi) in [(-3.3, 7.1), (1e-6, 3e-6), (1e9, 5e9)] {
             let found = ticks(lo, hi, 5);
-            assert!(
-                found.len() >= 2 && found.len() <= 11,
-                "{lo} {hi}: {found:?}"
-            );
+            assert!(found.len() >= 2 && found.len() <= 11, "{lo} {hi}: {found:?}");
             assert!(found.iter().all(|&t| t >= lo && t <= hi));
         }
         assert_eq!(label(0.6000000000000001), "0.6");
@@ -467,41 +385,16 @@ mod tests {
             hi: 10.0,
             real: &[0.5, 0.0, 0.5],
             synths: vec![
-                Series {
-                    name: "one",
-                    shares: &[0.25, 0.5, 0.25],
-                },
-                Series {
-                    name: "two",
-                    shares: &[0.0, 1.0, 0.0],
-                },
+                Series { name: "one", shares: &[0.25, 0.5, 0.25] },
+                Series { name: "two", shares: &[0.0, 1.0, 0.0] },
             ],
         };
         let svg = histogram(name, &[panel("all"), panel("zoom")]);
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert!(svg.contains("a&lt;b &amp; &quot;c&quot;") && !svg.contains("a<b"));
-        assert_eq!(
-            svg.matches("fill-opacity=\"0.55\"").count(),
-            2 * 2 + 1,
-            "two bars per panel and the legend"
-        );
-        assert_eq!(
-            svg.matches("<path").count(),
-            4,
-            "one line per table and panel"
-        );
-        let (x, y) = (
-            Axis {
-                name,
-                lo: 0.0,
-                hi: 10.0,
-            },
-            Axis {
-                name: "y",
-                lo: -1.0,
-                hi: 1.0,
-            },
-        );
+        assert_eq!(svg.matches("fill-opacity=\"0.55\"").count(), 2 * 2 + 1, "two bars per panel and the legend");
+        assert_eq!(svg.matches("<path").count(), 4, "one line per table and panel");
+        let (x, y) = (Axis { name, lo: 0.0, hi: 10.0 }, Axis { name: "y", lo: -1.0, hi: 1.0 });
         let svg = density_panels(&x, &y, 2, &[1.0, 0.0, 0.0, 0.0], &[0.25; 4], "synthetic");
         assert!(svg.trim_end().ends_with("</svg>"));
         // Darkest stop for the largest share, white-ish for none; the difference is symmetric.

@@ -9,9 +9,9 @@ use arrow::array::Array;
 use rayon::prelude::*;
 
 use crate::binner::NullPolicy;
-use crate::io::source::column::AsF64;
-use crate::geometry::bounds::ColumnBounds;
 use crate::error::{Error, Result};
+use crate::geometry::bounds::ColumnBounds;
+use crate::io::source::column::AsF64;
 use crate::io::source::column::NumericValues;
 use crate::io::source::Source;
 
@@ -76,16 +76,13 @@ pub fn load_source(source: &Source, bounds: &[ColumnBounds], nulls: NullPolicy) 
             columns
                 .iter()
                 .position(|column| &column.name == name)
-                .ok_or_else(|| {
-                    Error::internal(format!("column '{name}' was resolved but is missing"))
-                })
+                .ok_or_else(|| Error::internal(format!("column '{name}' was resolved but is missing")))
         })
         .collect::<Result<_>>()?;
     let dims = bounds.len();
     // Each row group decodes straight into its own slice of the table (sizes from the footer).
-    let group_rows: Vec<usize> = (0..source.row_group_count())
-        .map(|row_group| source.row_group_rows(row_group) as usize)
-        .collect();
+    let group_rows: Vec<usize> =
+        (0..source.row_group_count()).map(|row_group| source.row_group_rows(row_group) as usize).collect();
     let mut points = vec![0.0; group_rows.iter().sum::<usize>() * dims];
     let mut slices = Vec::with_capacity(group_rows.len());
     let mut rest = points.as_mut_slice();
@@ -97,17 +94,7 @@ pub fn load_source(source: &Source, bounds: &[ColumnBounds], nulls: NullPolicy) 
     let parts: Vec<PartStats> = slices
         .into_par_iter()
         .enumerate()
-        .map(|(row_group, out)| {
-            load_row_group(
-                &source,
-                row_group,
-                &columns,
-                &batch_position,
-                bounds,
-                nulls,
-                out,
-            )
-        })
+        .map(|(row_group, out)| load_row_group(&source, row_group, &columns, &batch_position, bounds, nulls, out))
         .collect::<Result<_>>()?;
     let mut table = Table {
         file: path.to_path_buf(),
@@ -154,11 +141,7 @@ fn load_row_group(
     out: &mut [f64],
 ) -> Result<PartStats> {
     let dims = bounds.len();
-    let mut stats = PartStats {
-        kept_rows: 0,
-        clamped_values: vec![0; dims],
-        dropped_rows: 0,
-    };
+    let mut stats = PartStats { kept_rows: 0, clamped_values: vec![0; dims], dropped_rows: 0 };
     let mut first_row = 0usize;
     for batch in source.row_group_reader(row_group, columns)? {
         let batch = batch.map_err(|error| {
@@ -175,11 +158,7 @@ fn load_row_group(
         for (axis, column_bounds) in bounds.iter().enumerate() {
             let array = batch.column(batch_position[axis]);
             let values = NumericValues::of(array.as_ref()).ok_or_else(|| {
-                Error::internal(format!(
-                    "column '{}' decoded as {}",
-                    column_bounds.column,
-                    array.data_type()
-                ))
+                Error::internal(format!("column '{}' decoded as {}", column_bounds.column, array.data_type()))
             })?;
             normalise_values(&values, column_bounds, &mut units[axis..], dims);
             if let Some(validity) = array.logical_nulls() {
@@ -193,10 +172,7 @@ fn load_row_group(
         for row in 0..rows {
             let values = row * dims..(row + 1) * dims;
             if !all_valid {
-                if let Some(axis) = units[values.clone()]
-                    .iter()
-                    .position(|unit| !unit.is_finite())
-                {
+                if let Some(axis) = units[values.clone()].iter().position(|unit| !unit.is_finite()) {
                     match nulls {
                         NullPolicy::Error => {
                             return Err(invalid_value_error(
@@ -217,10 +193,7 @@ fn load_row_group(
                 }
                 units.copy_within(values.clone(), kept * dims);
             }
-            for (unit, clamped) in units[kept * dims..(kept + 1) * dims]
-                .iter_mut()
-                .zip(&mut stats.clamped_values)
-            {
+            for (unit, clamped) in units[kept * dims..(kept + 1) * dims].iter_mut().zip(&mut stats.clamped_values) {
                 // Rounding is monotone, so lo ≤ v ≤ hi gives a unit in [0, 1]: only values outside count.
                 *clamped += u64::from(!(0.0..=1.0).contains(unit));
                 *unit = unit.clamp(0.0, 1.0);

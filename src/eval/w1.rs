@@ -13,9 +13,7 @@
 use std::fmt;
 
 use crate::geometry::grid::add_king_move_arcs;
-use crate::transport::{
-    fill_holes, solve_min_cost_flow, FlowNetwork, NodeId, TransportError, INFINITE_CAPACITY,
-};
+use crate::transport::{fill_holes, solve_min_cost_flow, FlowNetwork, NodeId, TransportError, INFINITE_CAPACITY};
 
 /// [`w1_exact_small`] rounds ℓ∞ distances to multiples of 2^−EXACT_COST_BITS to solve in integers, then
 /// prices the optimal plan with the exact distances: the result lies in [W1, W1 + 2^−EXACT_COST_BITS]
@@ -84,34 +82,19 @@ impl<'a> Sample<'a> {
             return Err(W1Error::Invalid("empty sample".into()));
         }
         if points as u64 > MAX_TOTAL_COUNT {
-            return Err(W1Error::TooLarge(format!(
-                "more than {MAX_TOTAL_COUNT} points"
-            )));
+            return Err(W1Error::TooLarge(format!("more than {MAX_TOTAL_COUNT} points")));
         }
-        Ok(Sample {
-            coords,
-            dims,
-            counts: None,
-            total: points as u64,
-        })
+        Ok(Sample { coords, dims, counts: None, total: points as u64 })
     }
 
     /// Points with integer multiplicities (e.g. cell centres with their counts); zero counts are allowed.
     pub fn with_counts(coords: &'a [f64], dims: usize, counts: &'a [u64]) -> Result<Self, W1Error> {
         let points = check_coords(coords, dims)?;
         if counts.len() != points {
-            return Err(W1Error::Invalid(format!(
-                "{} counts for {points} points",
-                counts.len()
-            )));
+            return Err(W1Error::Invalid(format!("{} counts for {points} points", counts.len())));
         }
         let total = checked_total(counts)?;
-        Ok(Sample {
-            coords,
-            dims,
-            counts: Some(counts),
-            total,
-        })
+        Ok(Sample { coords, dims, counts: Some(counts), total })
     }
 
     pub fn dims(&self) -> usize {
@@ -149,10 +132,7 @@ fn check_coords(coords: &[f64], dims: usize) -> Result<usize, W1Error> {
         return Err(W1Error::Invalid("dimension must be at least 1".into()));
     }
     if !coords.len().is_multiple_of(dims) {
-        return Err(W1Error::Invalid(format!(
-            "{} coordinates is not a multiple of d = {dims}",
-            coords.len()
-        )));
+        return Err(W1Error::Invalid(format!("{} coordinates is not a multiple of d = {dims}", coords.len())));
     }
     if let Some(i) = coords.iter().position(|x| !(0.0..=1.0).contains(x)) {
         return Err(W1Error::Invalid(format!(
@@ -169,24 +149,17 @@ fn check_coords(coords: &[f64], dims: usize) -> Result<usize, W1Error> {
 fn checked_total(counts: &[u64]) -> Result<u64, W1Error> {
     let total: u128 = counts.iter().map(|&c| c as u128).sum();
     if total == 0 {
-        return Err(W1Error::Invalid(
-            "total mass is zero (empty sample or histogram)".into(),
-        ));
+        return Err(W1Error::Invalid("total mass is zero (empty sample or histogram)".into()));
     }
     if total > MAX_TOTAL_COUNT as u128 {
-        return Err(W1Error::TooLarge(format!(
-            "total count {total} > {MAX_TOTAL_COUNT}"
-        )));
+        return Err(W1Error::TooLarge(format!("total count {total} > {MAX_TOTAL_COUNT}")));
     }
     Ok(total as u64)
 }
 
 fn same_dims(a: &Sample, b: &Sample) -> Result<usize, W1Error> {
     if a.dims != b.dims {
-        return Err(W1Error::Invalid(format!(
-            "samples have d = {} and d = {}",
-            a.dims, b.dims
-        )));
+        return Err(W1Error::Invalid(format!("samples have d = {} and d = {}", a.dims, b.dims)));
     }
     Ok(a.dims)
 }
@@ -208,9 +181,7 @@ pub fn w1_exact_1d(a: &[f64], b: &[f64]) -> Result<f64, W1Error> {
 pub fn w1_marginal(a: &Sample, b: &Sample, axis: usize) -> Result<f64, W1Error> {
     let dims = same_dims(a, b)?;
     if axis >= dims {
-        return Err(W1Error::Invalid(format!(
-            "axis {axis} out of range for d = {dims}"
-        )));
+        return Err(W1Error::Invalid(format!("axis {axis} out of range for d = {dims}")));
     }
     let mut xa = a.marginal(axis);
     let mut xb = b.marginal(axis);
@@ -245,9 +216,7 @@ pub fn w1_marginal(a: &Sample, b: &Sample, axis: usize) -> Result<f64, W1Error> 
 
 /// Exact W1 of every coordinate marginal (per-column W1 of the evaluation report).
 pub fn marginal_w1s(a: &Sample, b: &Sample) -> Result<Vec<f64>, W1Error> {
-    (0..same_dims(a, b)?)
-        .map(|k| w1_marginal(a, b, k))
-        .collect()
+    (0..same_dims(a, b)?).map(|k| w1_marginal(a, b, k)).collect()
 }
 
 /// Lower bound on W1 in ℓ∞: max_k W1 of the k-th marginals. Exact, from the raw points. Valid because a
@@ -277,20 +246,12 @@ pub fn w1_exact_small(a: &Sample, b: &Sample) -> Result<f64, W1Error> {
     let (unit_a, unit_b) = (b.total / g, a.total / g);
     let units = a.total as u128 * unit_a as u128;
     if units > GRID_MAX_EXACT_UNITS {
-        return Err(W1Error::TooLarge(format!(
-            "lcm of the totals is {units} > {GRID_MAX_EXACT_UNITS}"
-        )));
+        return Err(W1Error::TooLarge(format!("lcm of the totals is {units} > {GRID_MAX_EXACT_UNITS}")));
     }
     let mut net = FlowNetwork::with_capacity(support_a.len() + support_b.len(), pairs);
     // Each supply is at most `units`, checked above, so the products fit in i64.
-    let nodes_a: Vec<NodeId> = support_a
-        .iter()
-        .map(|&i| net.add_node((a.count(i) * unit_a) as i64))
-        .collect();
-    let nodes_b: Vec<NodeId> = support_b
-        .iter()
-        .map(|&j| net.add_node(-((b.count(j) * unit_b) as i64)))
-        .collect();
+    let nodes_a: Vec<NodeId> = support_a.iter().map(|&i| net.add_node((a.count(i) * unit_a) as i64)).collect();
+    let nodes_b: Vec<NodeId> = support_b.iter().map(|&j| net.add_node(-((b.count(j) * unit_b) as i64))).collect();
     let scale = (1u64 << EXACT_COST_BITS) as f64;
     let mut distances = Vec::with_capacity(pairs);
     for (&i, &u) in support_a.iter().zip(&nodes_a) {
@@ -301,20 +262,12 @@ pub fn w1_exact_small(a: &Sample, b: &Sample) -> Result<f64, W1Error> {
         }
     }
     let solution = solve_min_cost_flow(&net)?;
-    let cost: f64 = solution
-        .flows
-        .iter()
-        .zip(&distances)
-        .map(|(&f, &d)| f as f64 * d)
-        .sum();
+    let cost: f64 = solution.flows.iter().zip(&distances).map(|(&f, &d)| f as f64 * d).sum();
     Ok(cost / units as f64)
 }
 
 fn linf(x: &[f64], y: &[f64]) -> f64 {
-    x.iter()
-        .zip(y)
-        .map(|(p, q)| (p - q).abs())
-        .fold(0.0, f64::max)
+    x.iter().zip(y).map(|(p, q)| (p - q).abs()).fold(0.0, f64::max)
 }
 
 /// ℓ∞ diameter of a depth-j cell of the binary partition of [0,1]^d (SPEC §3): 2^−⌊j/d⌋.
@@ -344,12 +297,7 @@ fn cell_diameter(dims: usize, depth: u32) -> f64 {
 /// but never smaller than U: each level weight is at least double, and the leaf term is 2·D_r instead of at
 /// most D_r. For Dirac masses at opposite corners (W1 = 1) U = 1 exactly, while SPEC's formula gives
 /// Σ_{j=1..r} D_{j−1} + 2·D_r (2 for d = 1, r = 1).
-pub fn dyadic_upper_bound(
-    hist_a: &[u64],
-    hist_b: &[u64],
-    dims: usize,
-    depth: u32,
-) -> Result<f64, W1Error> {
+pub fn dyadic_upper_bound(hist_a: &[u64], hist_b: &[u64], dims: usize, depth: u32) -> Result<f64, W1Error> {
     if dims == 0 {
         return Err(W1Error::Invalid("dimension must be at least 1".into()));
     }
@@ -364,10 +312,7 @@ pub fn dyadic_upper_bound(
             hist_b.len()
         )));
     }
-    let (total_a, total_b) = (
-        checked_total(hist_a)? as u128,
-        checked_total(hist_b)? as u128,
-    );
+    let (total_a, total_b) = (checked_total(hist_a)? as u128, checked_total(hist_b)? as u128);
     let mut level_a = hist_a.to_vec();
     let mut level_b = hist_b.to_vec();
     let mut bound = cell_diameter(dims, depth);
@@ -376,11 +321,8 @@ pub fn dyadic_upper_bound(
     while j >= d {
         if j.is_multiple_of(d) {
             // Σ |μ_θ − ν_θ|·A·B, exact: each term ≤ 2^124 and the sum ≤ 2·A·B ≤ 2^125.
-            let difference: u128 = level_a
-                .iter()
-                .zip(&level_b)
-                .map(|(&x, &y)| (x as u128 * total_b).abs_diff(y as u128 * total_a))
-                .sum();
+            let difference: u128 =
+                level_a.iter().zip(&level_b).map(|(&x, &y)| (x as u128 * total_b).abs_diff(y as u128 * total_a)).sum();
             let mass = difference as f64 / (total_a as f64 * total_b as f64);
             bound += 0.5 * cell_diameter(dims, j) * mass;
         }
@@ -393,36 +335,25 @@ pub fn dyadic_upper_bound(
 
 /// Counts of the parent level: children of θ are 2θ and 2θ + 1.
 fn parent_level(level: &[u64]) -> Vec<u64> {
-    level
-        .chunks_exact(2)
-        .map(|pair| pair[0] + pair[1])
-        .collect()
+    level.chunks_exact(2).map(|pair| pair[0] + pair[1]).collect()
 }
 
 /// Index of the regular-grid cell of a point: coordinate k gets cell min(⌊x_k·side⌋, side − 1) (so 1.0 is
 /// in the top cell) and the cell index is row-major with coordinate 0 most significant.
 fn grid_cell(point: &[f64], side: usize) -> usize {
-    point.iter().fold(0, |index, &x| {
-        index * side + ((x * side as f64) as usize).min(side - 1)
-    })
+    point.iter().fold(0, |index, &x| index * side + ((x * side as f64) as usize).min(side - 1))
 }
 
 /// Number of cells side^d, if it is at most `limit`.
 fn grid_cells(side: usize, dims: usize, limit: usize) -> Result<usize, W1Error> {
     if side == 0 || dims == 0 {
-        return Err(W1Error::Invalid(format!(
-            "grid needs side ≥ 1 and d ≥ 1 (got side {side}, d {dims})"
-        )));
+        return Err(W1Error::Invalid(format!("grid needs side ≥ 1 and d ≥ 1 (got side {side}, d {dims})")));
     }
     u32::try_from(dims)
         .ok()
         .and_then(|d| side.checked_pow(d))
         .filter(|&cells| cells <= limit)
-        .ok_or_else(|| {
-            W1Error::TooLarge(format!(
-                "grid of side {side} in d = {dims} has more than {limit} cells"
-            ))
-        })
+        .ok_or_else(|| W1Error::TooLarge(format!("grid of side {side} in d = {dims} has more than {limit} cells")))
 }
 
 /// Histogram of a sample on the regular grid of side^d cells (layout of [`w1_grid`]).
@@ -460,12 +391,7 @@ pub struct GridW1 {
 /// Masses are integer units of 1/lcm(A, B) when lcm ≤ [`GRID_MAX_EXACT_UNITS`] (no rounding); otherwise each
 /// measure is rounded to [`GRID_ROUNDED_UNITS`] units by largest remainder and `rounding_error` bounds the
 /// effect: W1(μ, μ') ≤ diam·TV(μ, μ') with diam = (side − 1)/side between centres, for each measure.
-pub fn w1_grid(
-    a_hist: &[u64],
-    b_hist: &[u64],
-    side: usize,
-    dims: usize,
-) -> Result<GridW1, W1Error> {
+pub fn w1_grid(a_hist: &[u64], b_hist: &[u64], side: usize, dims: usize) -> Result<GridW1, W1Error> {
     let cells = grid_cells(side, dims, usize::MAX)?;
     if a_hist.len() != cells || b_hist.len() != cells {
         return Err(W1Error::Invalid(format!(
@@ -477,11 +403,7 @@ pub fn w1_grid(
     let (total_a, total_b) = (checked_total(a_hist)?, checked_total(b_hist)?);
     let quantisation_error = 1.0 / side as f64;
     if side == 1 {
-        return Ok(GridW1 {
-            value: 0.0,
-            quantisation_error,
-            rounding_error: 0.0,
-        });
+        return Ok(GridW1 { value: 0.0, quantisation_error, rounding_error: 0.0 });
     }
     // side ≥ 2 and side^d fits in usize, so d < 64 and 3^d − 1 is computed below without surprise.
     let arcs = 3usize
@@ -499,26 +421,15 @@ pub fn w1_grid(
     let (supplies, units, rounding_error) = if exact_units <= GRID_MAX_EXACT_UNITS {
         let (unit_a, unit_b) = ((total_b / g) as i64, (total_a / g) as i64);
         // |a·unit_a − b·unit_b| ≤ lcm ≤ GRID_MAX_EXACT_UNITS, so no overflow.
-        let supplies: Vec<i64> = a_hist
-            .iter()
-            .zip(b_hist)
-            .map(|(&x, &y)| x as i64 * unit_a - y as i64 * unit_b)
-            .collect();
+        let supplies: Vec<i64> =
+            a_hist.iter().zip(b_hist).map(|(&x, &y)| x as i64 * unit_a - y as i64 * unit_b).collect();
         (supplies, exact_units as f64, 0.0)
     } else {
         let (ra, tv_a) = largest_remainder(a_hist, total_a, GRID_ROUNDED_UNITS);
         let (rb, tv_b) = largest_remainder(b_hist, total_b, GRID_ROUNDED_UNITS);
-        let supplies = ra
-            .iter()
-            .zip(&rb)
-            .map(|(&x, &y)| x as i64 - y as i64)
-            .collect();
+        let supplies = ra.iter().zip(&rb).map(|(&x, &y)| x as i64 - y as i64).collect();
         let diameter = (side - 1) as f64 / side as f64;
-        (
-            supplies,
-            GRID_ROUNDED_UNITS as f64,
-            diameter * (tv_a + tv_b),
-        )
+        (supplies, GRID_ROUNDED_UNITS as f64, diameter * (tv_a + tv_b))
     };
 
     let steps = if fills_holes(&supplies, units, side, dims) {
@@ -528,11 +439,7 @@ pub fn w1_grid(
         solve_min_cost_flow(&net)?.cost as u128
     };
     let value = steps as f64 / (units * side as f64);
-    Ok(GridW1 {
-        value,
-        quantisation_error,
-        rounding_error,
-    })
+    Ok(GridW1 { value, quantisation_error, rounding_error })
 }
 
 /// Up to this many grid steps per unit of mass, by the 1-D marginals' lower bound, the grid W1 is solved by
@@ -603,11 +510,7 @@ fn largest_remainder(counts: &[u64], total: u64, units: u64) -> (Vec<u64>, f64) 
         rounded[i] += 1;
     }
     let tv = 0.5
-        * scaled
-            .iter()
-            .zip(&rounded)
-            .map(|(&s, &r)| (s.abs_diff(r as u128 * total as u128)) as f64)
-            .sum::<f64>()
+        * scaled.iter().zip(&rounded).map(|(&s, &r)| (s.abs_diff(r as u128 * total as u128)) as f64).sum::<f64>()
         / (total as f64 * units as f64);
     (rounded, tv)
 }
@@ -616,8 +519,8 @@ fn largest_remainder(counts: &[u64], total: u64, units: u64) -> (Vec<u64>, f64) 
 mod tests {
     use super::*;
     use crate::testing::{below, case_rng, unit_points};
-    use rand_xoshiro::rand_core::Rng;
     use crate::transport::tests::permutations;
+    use rand_xoshiro::rand_core::Rng;
 
     /// Leaf code at depth r per SPEC §3 (written independently of the crate's binner).
     fn morton(point: &[f64], depth: u32) -> usize {
@@ -644,21 +547,11 @@ mod tests {
     /// SPEC §7's formula, computed naively from per-level cell masses.
     fn spec_upper_bound(coords_a: &[f64], coords_b: &[f64], dims: usize, depth: u32) -> f64 {
         let diam = |j: u32| 0.5f64.powi((j as usize / dims) as i32);
-        let (na, nb) = (
-            (coords_a.len() / dims) as f64,
-            (coords_b.len() / dims) as f64,
-        );
+        let (na, nb) = ((coords_a.len() / dims) as f64, (coords_b.len() / dims) as f64);
         let mut bound = 2.0 * diam(depth);
         for j in 1..=depth {
-            let (ha, hb) = (
-                leaf_histogram(coords_a, dims, j),
-                leaf_histogram(coords_b, dims, j),
-            );
-            let diff: f64 = ha
-                .iter()
-                .zip(&hb)
-                .map(|(&x, &y)| (x as f64 / na - y as f64 / nb).abs())
-                .sum();
+            let (ha, hb) = (leaf_histogram(coords_a, dims, j), leaf_histogram(coords_b, dims, j));
+            let diff: f64 = ha.iter().zip(&hb).map(|(&x, &y)| (x as f64 / na - y as f64 / nb).abs()).sum();
             bound += diam(j - 1) / 2.0 * diff;
         }
         bound
@@ -683,20 +576,10 @@ mod tests {
         let mut rng = case_rng(2);
         for _ in 0..200 {
             let (na, nb) = (1 + below(&mut rng, 9), 1 + below(&mut rng, 9));
-            let (a, b) = (
-                unit_points(&mut rng, na, 1),
-                unit_points(&mut rng, nb, 1),
-            );
-            let ca: Vec<u64> = (0..na)
-                .map(|_| below(&mut rng, 4) as u64 + u64::from(na == 1))
-                .collect();
-            let cb: Vec<u64> = (0..nb)
-                .map(|_| below(&mut rng, 4) as u64 + u64::from(nb == 1))
-                .collect();
-            let (Ok(sa), Ok(sb)) = (
-                Sample::with_counts(&a, 1, &ca),
-                Sample::with_counts(&b, 1, &cb),
-            ) else {
+            let (a, b) = (unit_points(&mut rng, na, 1), unit_points(&mut rng, nb, 1));
+            let ca: Vec<u64> = (0..na).map(|_| below(&mut rng, 4) as u64 + u64::from(na == 1)).collect();
+            let cb: Vec<u64> = (0..nb).map(|_| below(&mut rng, 4) as u64 + u64::from(nb == 1)).collect();
+            let (Ok(sa), Ok(sb)) = (Sample::with_counts(&a, 1, &ca), Sample::with_counts(&b, 1, &cb)) else {
                 continue; // all counts zero
             };
             let cdf = w1_marginal(&sa, &sb, 0).expect("valid");
@@ -704,10 +587,7 @@ mod tests {
             assert!((cdf - flow).abs() < 1e-9, "{cdf} vs {flow}");
             // Counts are multiplicities: repeating the points gives the same measure.
             let repeat = |x: &[f64], c: &[u64]| -> Vec<f64> {
-                x.iter()
-                    .zip(c)
-                    .flat_map(|(&v, &k)| std::iter::repeat_n(v, k as usize))
-                    .collect()
+                x.iter().zip(c).flat_map(|(&v, &k)| std::iter::repeat_n(v, k as usize)).collect()
             };
             let plain = w1_exact_1d(&repeat(&a, &ca), &repeat(&b, &cb)).expect("valid");
             assert!((cdf - plain).abs() < 1e-12);
@@ -723,29 +603,16 @@ mod tests {
             for n in 1..=6 {
                 let perms = permutations(n);
                 for _ in 0..6 {
-                    let (a, b) = (
-                        unit_points(&mut rng, n, dims),
-                        unit_points(&mut rng, n, dims),
-                    );
+                    let (a, b) = (unit_points(&mut rng, n, dims), unit_points(&mut rng, n, dims));
                     let point = |x: &[f64], i: usize| x[i * dims..(i + 1) * dims].to_vec();
                     let best = perms
                         .iter()
-                        .map(|p| {
-                            (0..n)
-                                .map(|i| linf(&point(&a, i), &point(&b, p[i])))
-                                .sum::<f64>()
-                        })
+                        .map(|p| (0..n).map(|i| linf(&point(&a, i), &point(&b, p[i]))).sum::<f64>())
                         .fold(f64::INFINITY, f64::min)
                         / n as f64;
-                    let w = w1_exact_small(
-                        &Sample::new(&a, dims).unwrap(),
-                        &Sample::new(&b, dims).unwrap(),
-                    )
-                    .expect("small");
-                    assert!(
-                        w >= best - 1e-12
-                            && w <= best + 2f64.powi(-(EXACT_COST_BITS as i32)) + 1e-12
-                    );
+                    let w = w1_exact_small(&Sample::new(&a, dims).unwrap(), &Sample::new(&b, dims).unwrap())
+                        .expect("small");
+                    assert!(w >= best - 1e-12 && w <= best + 2f64.powi(-(EXACT_COST_BITS as i32)) + 1e-12);
                 }
             }
         }
@@ -757,20 +624,11 @@ mod tests {
         for dims in 1..=3 {
             for _ in 0..60 {
                 let (na, nb) = (1 + below(&mut rng, 14), 1 + below(&mut rng, 14));
-                let (a, b) = (
-                    unit_points(&mut rng, na, dims),
-                    unit_points(&mut rng, nb, dims),
-                );
-                let (sa, sb) = (
-                    Sample::new(&a, dims).unwrap(),
-                    Sample::new(&b, dims).unwrap(),
-                );
+                let (a, b) = (unit_points(&mut rng, na, dims), unit_points(&mut rng, nb, dims));
+                let (sa, sb) = (Sample::new(&a, dims).unwrap(), Sample::new(&b, dims).unwrap());
                 let exact = w1_exact_small(&sa, &sb).expect("small");
                 let lower = lower_bound_marginals(&sa, &sb).expect("valid");
-                assert!(
-                    lower <= exact + 1e-12,
-                    "d {dims}: lower {lower} > exact {exact}"
-                );
+                assert!(lower <= exact + 1e-12, "d {dims}: lower {lower} > exact {exact}");
                 for depth in 0..=7 {
                     let upper = dyadic_upper_bound(
                         &leaf_histogram(&a, dims, depth),
@@ -780,29 +638,19 @@ mod tests {
                     )
                     .expect("valid");
                     let spec = spec_upper_bound(&a, &b, dims, depth);
-                    assert!(
-                        exact <= upper + 1e-12,
-                        "d {dims} r {depth}: exact {exact} > upper {upper}"
-                    );
-                    assert!(
-                        upper <= spec + 1e-12,
-                        "d {dims} r {depth}: upper {upper} > SPEC's {spec}"
-                    );
+                    assert!(exact <= upper + 1e-12, "d {dims} r {depth}: exact {exact} > upper {upper}");
+                    assert!(upper <= spec + 1e-12, "d {dims} r {depth}: upper {upper} > SPEC's {spec}");
                 }
             }
         }
     }
 
     #[test]
-    fn upper_bound_is_tight_for_opposite_corners_and_needs_only_the_leaf_term_for_equal_histograms()
-    {
+    fn upper_bound_is_tight_for_opposite_corners_and_needs_only_the_leaf_term_for_equal_histograms() {
         for dims in 1..=3 {
             for depth in 0..=6 {
                 let (a, b) = (vec![0.0; dims], vec![1.0; dims]);
-                let (ha, hb) = (
-                    leaf_histogram(&a, dims, depth),
-                    leaf_histogram(&b, dims, depth),
-                );
+                let (ha, hb) = (leaf_histogram(&a, dims, depth), leaf_histogram(&b, dims, depth));
                 let upper = dyadic_upper_bound(&ha, &hb, dims, depth).expect("valid");
                 assert!((upper - 1.0).abs() < 1e-15, "d {dims} r {depth}: {upper}");
                 let same = dyadic_upper_bound(&ha, &ha, dims, depth).expect("valid");
@@ -866,18 +714,9 @@ mod tests {
             for side in 1..=5 {
                 for _ in 0..8 {
                     let (na, nb) = (1 + below(&mut rng, 12), 1 + below(&mut rng, 12));
-                    let (a, b) = (
-                        unit_points(&mut rng, na, dims),
-                        unit_points(&mut rng, nb, dims),
-                    );
-                    let (sa, sb) = (
-                        Sample::new(&a, dims).unwrap(),
-                        Sample::new(&b, dims).unwrap(),
-                    );
-                    let (ha, hb) = (
-                        grid_histogram(&sa, side).unwrap(),
-                        grid_histogram(&sb, side).unwrap(),
-                    );
+                    let (a, b) = (unit_points(&mut rng, na, dims), unit_points(&mut rng, nb, dims));
+                    let (sa, sb) = (Sample::new(&a, dims).unwrap(), Sample::new(&b, dims).unwrap());
+                    let (ha, hb) = (grid_histogram(&sa, side).unwrap(), grid_histogram(&sb, side).unwrap());
                     let grid = w1_grid(&ha, &hb, side, dims).expect("valid");
                     assert_eq!(grid.rounding_error, 0.0);
                     let exact = w1_exact_small(&sa, &sb).expect("small");
@@ -897,11 +736,7 @@ mod tests {
                         &Sample::with_counts(&centres, dims, &hb).unwrap(),
                     )
                     .expect("small");
-                    assert!(
-                        (grid.value - dense).abs() < 1e-9,
-                        "king-move {} vs dense {dense}",
-                        grid.value
-                    );
+                    assert!((grid.value - dense).abs() < 1e-9, "king-move {} vs dense {dense}", grid.value);
                 }
             }
         }
@@ -931,46 +766,16 @@ mod tests {
     #[test]
     fn invalid_inputs_are_errors() {
         assert!(matches!(w1_exact_1d(&[], &[0.5]), Err(W1Error::Invalid(_))));
-        assert!(matches!(
-            w1_exact_1d(&[f64::NAN], &[0.5]),
-            Err(W1Error::Invalid(_))
-        ));
-        assert!(matches!(
-            w1_exact_1d(&[1.5], &[0.5]),
-            Err(W1Error::Invalid(_))
-        ));
-        assert!(matches!(
-            Sample::new(&[0.5, 0.5, 0.5], 2),
-            Err(W1Error::Invalid(_))
-        ));
-        assert!(matches!(
-            Sample::with_counts(&[0.5], 1, &[0]),
-            Err(W1Error::Invalid(_))
-        ));
-        let (one, two) = (
-            Sample::new(&[0.5], 1).unwrap(),
-            Sample::new(&[0.5, 0.5], 2).unwrap(),
-        );
-        assert!(matches!(
-            w1_exact_small(&one, &two),
-            Err(W1Error::Invalid(_))
-        ));
-        assert!(matches!(
-            dyadic_upper_bound(&[1, 0], &[1, 0, 0, 0], 2, 1),
-            Err(W1Error::Invalid(_))
-        ));
-        assert!(matches!(
-            dyadic_upper_bound(&[0, 0], &[1, 0], 2, 1),
-            Err(W1Error::Invalid(_))
-        ));
-        assert!(matches!(
-            w1_grid(&[1, 0, 0], &[0, 0, 1], 2, 2),
-            Err(W1Error::Invalid(_))
-        ));
-        assert!(matches!(
-            w1_grid(&[1], &[1], 2, 70),
-            Err(W1Error::TooLarge(_))
-        ));
+        assert!(matches!(w1_exact_1d(&[f64::NAN], &[0.5]), Err(W1Error::Invalid(_))));
+        assert!(matches!(w1_exact_1d(&[1.5], &[0.5]), Err(W1Error::Invalid(_))));
+        assert!(matches!(Sample::new(&[0.5, 0.5, 0.5], 2), Err(W1Error::Invalid(_))));
+        assert!(matches!(Sample::with_counts(&[0.5], 1, &[0]), Err(W1Error::Invalid(_))));
+        let (one, two) = (Sample::new(&[0.5], 1).unwrap(), Sample::new(&[0.5, 0.5], 2).unwrap());
+        assert!(matches!(w1_exact_small(&one, &two), Err(W1Error::Invalid(_))));
+        assert!(matches!(dyadic_upper_bound(&[1, 0], &[1, 0, 0, 0], 2, 1), Err(W1Error::Invalid(_))));
+        assert!(matches!(dyadic_upper_bound(&[0, 0], &[1, 0], 2, 1), Err(W1Error::Invalid(_))));
+        assert!(matches!(w1_grid(&[1, 0, 0], &[0, 0, 1], 2, 2), Err(W1Error::Invalid(_))));
+        assert!(matches!(w1_grid(&[1], &[1], 2, 70), Err(W1Error::TooLarge(_))));
         assert_eq!(w1_grid(&[3], &[5], 1, 4).map(|g| g.value), Ok(0.0));
     }
 }

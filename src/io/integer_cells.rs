@@ -158,7 +158,11 @@ mod tests {
                 let cell = ((unit * count as f64).floor() as u32).min(count as u32 - 1);
                 let held = (lo.ceil() as i64..=hi.floor() as i64).any(|k| integers.axis.quantize(k as f64) == cell);
                 if held {
-                    assert_eq!(integers.axis.quantize(integer), cell, "{integer} left cell {cell} of [{lo}, {hi}] / {count}");
+                    assert_eq!(
+                        integers.axis.quantize(integer),
+                        cell,
+                        "{integer} left cell {cell} of [{lo}, {hi}] / {count}"
+                    );
                 }
             }
             // Evenly: the m integers of a cell each take 1/m of it.

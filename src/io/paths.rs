@@ -26,10 +26,7 @@ impl<'a> NamedPath<'a> {
 pub fn check_output_paths(inputs: &[NamedPath], outputs: &[NamedPath]) -> Result<()> {
     for output in outputs {
         if output.path.is_dir() {
-            return Err(Error::in_file(
-                output.path,
-                format!("{} is a directory; give a file path", output.role),
-            ));
+            return Err(Error::in_file(output.path, format!("{} is a directory; give a file path", output.role)));
         }
         if output.path.file_name().is_none() {
             return Err(Error::in_file(output.path, format!("{} needs a file name", output.role)));
@@ -51,7 +48,8 @@ pub fn check_output_paths(inputs: &[NamedPath], outputs: &[NamedPath]) -> Result
         let matched = |input: &NamedPath| {
             same_file(output.path, input.path)
                 || (!input.path.exists()
-                    && expand_input(input.path).is_ok_and(|files| files.iter().any(|file| same_file(output.path, file))))
+                    && expand_input(input.path)
+                        .is_ok_and(|files| files.iter().any(|file| same_file(output.path, file))))
         };
         if let Some(input) = inputs.iter().find(|input| matched(input)) {
             return Err(Error::in_file(
@@ -69,10 +67,7 @@ pub fn check_output_paths(inputs: &[NamedPath], outputs: &[NamedPath]) -> Result
         if let Some(second) = outputs[k + 1..].iter().find(|second| same_file(first.path, second.path)) {
             return Err(Error::in_file(
                 second.path,
-                format!(
-                    "{} and {} name the same file; each output needs its own path",
-                    first.role, second.role
-                ),
+                format!("{} and {} name the same file; each output needs its own path", first.role, second.role),
             ));
         }
     }
@@ -84,10 +79,7 @@ pub fn is_inside_directory(path: &Path, directory: &Path) -> bool {
     let Ok(directory) = directory.canonicalize() else {
         return false;
     };
-    directory.is_dir()
-        && FileIdentity::of(path)
-            .canonical
-            .is_some_and(|canonical| canonical.starts_with(&directory))
+    directory.is_dir() && FileIdentity::of(path).canonical.is_some_and(|canonical| canonical.starts_with(&directory))
 }
 
 /// Whether `a` and `b` are (or, once written, would be) the same file.
@@ -108,10 +100,7 @@ struct FileIdentity {
 impl FileIdentity {
     fn of(path: &Path) -> Self {
         if let Ok(canonical) = path.canonicalize() {
-            return FileIdentity {
-                inode: inode(&canonical),
-                canonical: Some(canonical),
-            };
+            return FileIdentity { inode: inode(&canonical), canonical: Some(canonical) };
         }
         let directory = match path.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => parent,
@@ -119,14 +108,9 @@ impl FileIdentity {
         };
         // A directory not created yet has no canonical form: its absolute path still tells two
         // spellings of one new file apart from two files.
-        let directory = directory
-            .canonicalize()
-            .or_else(|_| std::path::absolute(directory))
-            .ok();
+        let directory = directory.canonicalize().or_else(|_| std::path::absolute(directory)).ok();
         FileIdentity {
-            canonical: directory
-                .zip(path.file_name())
-                .map(|(directory, name)| directory.join(name)),
+            canonical: directory.zip(path.file_name()).map(|(directory, name)| directory.join(name)),
             inode: None,
         }
     }
@@ -135,9 +119,7 @@ impl FileIdentity {
 #[cfg(unix)]
 fn inode(path: &Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path)
-        .ok()
-        .map(|metadata| (metadata.dev(), metadata.ino()))
+    std::fs::metadata(path).ok().map(|metadata| (metadata.dev(), metadata.ino()))
 }
 
 #[cfg(not(unix))]
@@ -189,13 +171,9 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(error.contains("--report and --diagnostics name the same file"), "{error}");
-        let error = check_output_paths(&inputs, &[NamedPath::new("--json", &input)])
-            .unwrap_err()
-            .to_string();
+        let error = check_output_paths(&inputs, &[NamedPath::new("--json", &input)]).unwrap_err().to_string();
         assert!(error.contains("--json would overwrite the input"), "{error}");
-        let error = check_output_paths(&inputs, &[NamedPath::new("--output", dir.path())])
-            .unwrap_err()
-            .to_string();
+        let error = check_output_paths(&inputs, &[NamedPath::new("--output", dir.path())]).unwrap_err().to_string();
         assert!(error.contains("is a directory"), "{error}");
         assert!(check_output_paths(&inputs, &[NamedPath::new("--report", &report)]).is_ok());
     }

@@ -9,9 +9,7 @@ use std::sync::Arc;
 use arrow::array::ArrayRef;
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
-use parquet::arrow::arrow_writer::{
-    compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowRowGroupWriterFactory,
-};
+use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowRowGroupWriterFactory};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -136,28 +134,16 @@ impl ParquetSink {
         integers: Vec<Option<IntegerCells>>,
     ) -> Result<Self> {
         let staged = StagedFile::new(target)?;
-        let file = File::create(staged.temporary()).map_err(|error| {
-            Error::in_file(target, format!("cannot create the output: {error}"))
-        })?;
+        let file = File::create(staged.temporary())
+            .map_err(|error| Error::in_file(target, format!("cannot create the output: {error}")))?;
         // ArrowWriter stores the Arrow schema in the footer; its lower-level parts encode in parallel.
         let (writer, row_groups) = ArrowWriter::try_new(file, schema.clone(), Some(output_properties()))
             .and_then(ArrowWriter::into_serialized_writer)
             .map_err(|error| Error::in_file(target, format!("cannot start the Parquet writer: {error}")))?;
         Ok(ParquetSink {
             staged,
-            encoder: RowGroupEncoder {
-                target: target.to_path_buf(),
-                row_groups,
-                schema,
-                columns,
-                bounds,
-                integers,
-            },
-            file: RowGroupFile {
-                target: target.to_path_buf(),
-                writer,
-                groups_written: 0,
-            },
+            encoder: RowGroupEncoder { target: target.to_path_buf(), row_groups, schema, columns, bounds, integers },
+            file: RowGroupFile { target: target.to_path_buf(), writer, groups_written: 0 },
             open: None,
             rows_in_group: 0,
         })
@@ -223,9 +209,9 @@ impl ParquetSink {
             self.finish_open_row_group()?;
         }
         let ParquetSink { staged, file, .. } = self;
-        file.writer.close().map_err(|error| {
-            Error::in_file(staged.target(), format!("cannot finish the output: {error}"))
-        })?;
+        file.writer
+            .close()
+            .map_err(|error| Error::in_file(staged.target(), format!("cannot finish the output: {error}")))?;
         Ok(staged)
     }
 }
@@ -259,9 +245,7 @@ impl RowGroupEncoder {
     }
 
     fn column_writers(&self, index: usize) -> Result<Vec<ArrowColumnWriter>> {
-        self.row_groups
-            .create_column_writers(index)
-            .map_err(|error| self.write_error(error))
+        self.row_groups.create_column_writers(index).map_err(|error| self.write_error(error))
     }
 
     fn write_error(&self, error: parquet::errors::ParquetError) -> Error {
@@ -316,10 +300,7 @@ mod tests {
                 column("x", 0, ColumnKind::Float, DataType::Float64),
                 column("k", 1, ColumnKind::Integer, DataType::Int32),
             ],
-            vec![
-                ColumnBounds::new("x", -1.0, 1.0).unwrap(),
-                ColumnBounds::new("k", 0.0, 1000.0).unwrap(),
-            ],
+            vec![ColumnBounds::new("x", -1.0, 1.0).unwrap(), ColumnBounds::new("k", 0.0, 1000.0).unwrap()],
         )
     }
 
@@ -351,10 +332,7 @@ mod tests {
     /// Row groups encoded in parallel on `threads` threads and appended in order; returns the file.
     fn write_row_groups(path: &Path, threads: usize, rows: usize) -> Vec<u8> {
         let (columns, bounds) = columns();
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         pool.install(|| {
             let mut sink = ParquetSink::create(path, &columns, &bounds, &[None; 2]).unwrap();
             let (encoder, file) = sink.split();

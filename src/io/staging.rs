@@ -28,16 +28,12 @@ fn unregister(path: &Path) {
 
 fn live_temporaries() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
     // A panic while the list was held leaves it usable: it is only a list of paths.
-    LIVE_TEMPORARIES
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    LIVE_TEMPORARIES.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// `.NAME.dpsynth-PID` + `suffix`, beside `target` (same directory, so the rename is atomic).
 fn sibling(target: &Path, pid: u32, suffix: &str) -> Result<PathBuf> {
-    let name = target
-        .file_name()
-        .ok_or_else(|| Error::in_file(target, "needs a file name"))?;
+    let name = target.file_name().ok_or_else(|| Error::in_file(target, "needs a file name"))?;
     let mut sibling = OsString::from(".");
     sibling.push(name);
     sibling.push(format!(".dpsynth-{pid}{suffix}"));
@@ -61,10 +57,7 @@ impl StagedFile {
         remove_stale_temporaries(target);
         let temporary = sibling(target, std::process::id(), TEMPORARY_SUFFIX)?;
         register(&temporary);
-        Ok(StagedFile {
-            target: target.to_path_buf(),
-            temporary,
-        })
+        Ok(StagedFile { target: target.to_path_buf(), temporary })
     }
 
     /// A staged file holding `bytes`.
@@ -155,38 +148,30 @@ fn put_in_place(file: &StagedFile) -> Result<Committed> {
     let Ok(existing) = std::fs::symlink_metadata(&file.target) else {
         std::fs::rename(&file.temporary, &file.target).map_err(cannot_move)?;
         unregister(&file.temporary);
-        return Ok(Committed::Created {
-            target: file.target.clone(),
-        });
+        return Ok(Committed::Created { target: file.target.clone() });
     };
     // A directory would be swapped too, and then be in the way: the backup below refuses it.
     if !existing.is_dir() && exchange(&file.temporary, &file.target).is_ok() {
-        return Ok(Committed::Replaced {
-            target: file.target.clone(),
-            old: file.temporary.clone(),
-        });
+        return Ok(Committed::Replaced { target: file.target.clone(), old: file.temporary.clone() });
     }
     let backup = sibling(&file.target, std::process::id(), BACKUP_SUFFIX)?;
     let _ = std::fs::remove_file(&backup);
     register(&backup);
     // A hard link keeps the old contents reachable without ever leaving the target missing; a copy
     // where the file system has no hard links.
-    std::fs::hard_link(&file.target, &backup)
-        .or_else(|_| std::fs::copy(&file.target, &backup).map(|_| ()))
-        .map_err(|error| {
+    std::fs::hard_link(&file.target, &backup).or_else(|_| std::fs::copy(&file.target, &backup).map(|_| ())).map_err(
+        |error| {
             unregister(&backup);
             Error::in_file(&file.target, format!("cannot keep the old file while replacing it: {error}"))
-        })?;
+        },
+    )?;
     if let Err(error) = std::fs::rename(&file.temporary, &file.target) {
         let _ = std::fs::remove_file(&backup);
         unregister(&backup);
         return Err(cannot_move(error));
     }
     unregister(&file.temporary);
-    Ok(Committed::Replaced {
-        target: file.target.clone(),
-        old: backup,
-    })
+    Ok(Committed::Replaced { target: file.target.clone(), old: backup })
 }
 
 /// Swaps the contents of two existing paths in one step (Linux's `renameat2` with `RENAME_EXCHANGE`).
@@ -197,8 +182,7 @@ fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
     let path = |path: &Path| {
-        CString::new(path.as_os_str().as_bytes())
-            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
+        CString::new(path.as_os_str().as_bytes()).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
     };
     let (a, b) = (path(a)?, path(b)?);
     // SAFETY: both are NUL-terminated strings that live across the call; the call reads nothing else.

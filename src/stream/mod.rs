@@ -18,12 +18,12 @@ use crate::binner::{quantize_values, AxisPlan, ROW_INVALID};
 use crate::error::{Error, Result};
 use crate::geometry::bounds::ColumnBounds;
 use crate::geometry::partition::CellGeometry;
-use crate::io::sink::ParquetSink;
-use crate::io::staging::{commit_all, StagedFile};
-use crate::io::source::column::NumericValues;
-use crate::io::source::{NumericColumn, Source};
 use crate::io::paths::is_inside_directory;
+use crate::io::sink::ParquetSink;
+use crate::io::source::column::NumericValues;
 use crate::io::source::dataset::expand_input;
+use crate::io::source::{NumericColumn, Source};
+use crate::io::staging::{commit_all, StagedFile};
 use crate::mechanism::online::state::{
     fnv1a, FileFingerprint, OnlineState, StateColumn, StreamParameters, FOOTER_BYTES,
 };
@@ -129,7 +129,10 @@ pub fn run_command(args: StreamArgs) -> Result<()> {
             eprintln!("note: --release-at-end released nothing: the stream has no rows yet (t = 0)");
         }
         if !outcome.passed.is_empty() {
-            eprintln!("note: times {:?} were already passed before this run (the state is at a later t)", outcome.passed);
+            eprintln!(
+                "note: times {:?} were already passed before this run (the state is at a later t)",
+                outcome.passed
+            );
         }
         if !outcome.not_reached.is_empty() {
             eprintln!(
@@ -221,9 +224,8 @@ pub fn run(args: StreamArgs) -> Result<StreamOutcome> {
         for row_group in 0..input.source.row_group_count() {
             let reader = input.source.row_group_reader(row_group, &input.columns)?;
             for batch in reader {
-                let batch = batch.map_err(|error| {
-                    Error::in_file(input.source.path(), format!("row group {row_group}: {error}"))
-                })?;
+                let batch = batch
+                    .map_err(|error| Error::in_file(input.source.path(), format!("row group {row_group}: {error}")))?;
                 let (codes, clamped) = cell_codes(&batch, input, row_group, &geometry, &axes)?;
                 rows_clamped += clamped;
                 let mut rest = &codes[..];
@@ -245,10 +247,7 @@ pub fn run(args: StreamArgs) -> Result<StreamOutcome> {
         feed_gathered(&mut state, &mut gathered, &key, &mut pending, &request)?;
         expected_position += input.fingerprint.rows;
         if state.tree.position() != expected_position {
-            return Err(Error::in_file(
-                input.source.path(),
-                "its footer's row count does not match the rows it holds",
-            ));
+            return Err(Error::in_file(input.source.path(), "its footer's row count does not match the rows it holds"));
         }
         // A checkpoint per file: a run that fails later keeps this file read, so running again cannot
         // feed it (and its releases' noise) twice.
@@ -299,9 +298,8 @@ fn cell_codes(
     let mut clamped_flags = vec![false; rows];
     for (axis, (column, plan)) in input.columns.iter().zip(axes).enumerate() {
         let array = batch.column(axis);
-        let values = NumericValues::of(array.as_ref()).ok_or_else(|| {
-            Error::in_column(input.source.path(), &column.name, "not a numeric column")
-        })?;
+        let values = NumericValues::of(array.as_ref())
+            .ok_or_else(|| Error::in_column(input.source.path(), &column.name, "not a numeric column"))?;
         flags.fill(0);
         quantize_values(&values, array.nulls(), plan, &mut indices[axis], &mut flags);
         if flags.iter().any(|&flag| flag & ROW_INVALID != 0) {
@@ -340,10 +338,7 @@ fn write_release(request: &StreamRequest, state: &OnlineState, t: u64) -> Result
     let spent = budget.check()?;
     let mix = t.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let release = state.tree.release(state.consistency_seed ^ mix);
-    let measure = ReleasedMeasure::Leaves {
-        geometry: release.geometry,
-        counts: release.leaf_counts,
-    };
+    let measure = ReleasedMeasure::Leaves { geometry: release.geometry, counts: release.leaf_counts };
     let generator = measure.rows(None, request.placement, state.placement_seed ^ mix)?;
     debug_assert_eq!(generator.total_rows(), t);
     let directory = request.args.output_dir.as_ref().expect("checked with the release options");
@@ -392,11 +387,7 @@ impl ReleaseSchedule {
         if args.release_at_end && end >= 1 {
             times.insert(end);
         }
-        ReleaseSchedule {
-            times: times.into_iter().collect(),
-            passed,
-            not_reached,
-        }
+        ReleaseSchedule { times: times.into_iter().collect(), passed, not_reached }
     }
 }
 
@@ -421,7 +412,11 @@ fn check_request(args: StreamArgs) -> Result<StreamRequest> {
         return Err(Error::bad_input("--output-dir is required to release"));
     }
     // A later run reads an input directory again, recursively: what this run writes must not be in it.
-    let written = [("--state", Some(&args.state)), ("--output-dir", args.output_dir.as_ref()), ("--report-dir", args.report_dir.as_ref())];
+    let written = [
+        ("--state", Some(&args.state)),
+        ("--output-dir", args.output_dir.as_ref()),
+        ("--report-dir", args.report_dir.as_ref()),
+    ];
     for input in &args.inputs {
         for (flag, path) in written {
             if let Some(path) = path.filter(|path| is_inside_directory(path, input)) {
@@ -464,7 +459,10 @@ fn check_request(args: StreamArgs) -> Result<StreamRequest> {
         if let Some(earlier) = inputs.iter().find(|input| input.fingerprint.same_file(&fingerprint)) {
             return Err(Error::in_file(
                 &path,
-                format!("given twice (the same file as {}): its rows would enter the stream twice", earlier.source.path().display()),
+                format!(
+                    "given twice (the same file as {}): its rows would enter the stream twice",
+                    earlier.source.path().display()
+                ),
             ));
         }
         inputs.push(StreamInput { source, columns, fingerprint });

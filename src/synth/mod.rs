@@ -8,19 +8,21 @@
 pub mod memory;
 pub mod report;
 
-use std::path::{Path, PathBuf};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use rayon::prelude::*;
+use std::path::{Path, PathBuf};
 
 use crate::binner::pass::DataPass;
 use crate::encoding::{decode, ColumnEncoding, EncodedColumn, Encoding};
 use crate::error::{compact_number, Error, Result};
 use crate::geometry::bounds::ColumnBounds;
 use crate::io::paths::{check_output_paths, NamedPath};
-use crate::io::sink::{denormalised, integer_cells, output_schema, EncodedRowGroup, ParquetSink, OUTPUT_ROW_GROUP_ROWS};
-use crate::io::staging::{commit_all, StagedFile};
+use crate::io::sink::{
+    denormalised, integer_cells, output_schema, EncodedRowGroup, ParquetSink, OUTPUT_ROW_GROUP_ROWS,
+};
 use crate::io::source::{ColumnKind, NumericColumn, Source};
+use crate::io::staging::{commit_all, StagedFile};
 use crate::mechanism::covloss::points::{WeightedPoints, BATCH_ROWS as ENCODED_BATCH_ROWS};
 use crate::mechanism::{Plan, PublicInputs, Release, ReleasedMeasure};
 use crate::options::{check_output_rows, CovlossOptions, MechanismOptions, MicroaggOptions, SynthOptions};
@@ -92,14 +94,7 @@ pub fn fit(source: &Source, options: &SynthOptions, progress: &Progress) -> Resu
     let (threads, pool) = thread_pool(options)?;
     let public = public_inputs(source, &columns, options, threads);
     let (numeric, bounds) = columns.numeric();
-    let data = DataPass {
-        source,
-        columns: numeric,
-        bounds,
-        nulls: options.nulls,
-        progress,
-        ranks: None,
-    };
+    let data = DataPass { source, columns: numeric, bounds, nulls: options.nulls, progress, ranks: None };
     let (release, epsilon_spent, seeds, timings) = pool.install(|| -> Result<_> {
         let plan = Plan::new(&public, &options.mechanism)?;
         let seeds = crate::privacy::RunSeeds::new(options.seed)?;
@@ -108,11 +103,7 @@ pub fn fit(source: &Source, options: &SynthOptions, progress: &Progress) -> Resu
         let epsilon_spent = release.budget.check()?;
         Ok((release, epsilon_spent, seeds, timings))
     })?;
-    let run = RunFacts {
-        source,
-        columns: &columns,
-        options,
-    };
+    let run = RunFacts { source, columns: &columns, options };
     let report = run.report(&release, epsilon_spent, 0);
     let mut diagnostics = Diagnostics::new(&release.scan, &columns.names(), threads, release.binning.clone());
     diagnostics.timings_seconds = timings.into_phases();
@@ -247,11 +238,7 @@ impl Fitted {
             })
         });
         let (sink, synthetic_rows) = written?;
-        let Fitted {
-            mut report,
-            mut diagnostics,
-            ..
-        } = self;
+        let Fitted { mut report, mut diagnostics, .. } = self;
         report.release.synthetic_rows = synthetic_rows;
         diagnostics.timings_seconds.extend(timings.into_phases());
         commit_outputs(outputs, report, diagnostics, sink)
@@ -266,10 +253,7 @@ impl Fitted {
 /// The columns a run reads and writes: numeric columns mapped onto [0,1]^d by their public bounds, or the
 /// columns of a public Boolean encoding (covloss, microagg).
 pub(crate) enum RunColumns {
-    Numeric {
-        columns: Vec<NumericColumn>,
-        bounds: Vec<ColumnBounds>,
-    },
+    Numeric { columns: Vec<NumericColumn>, bounds: Vec<ColumnBounds> },
     Encoded(Encoding),
 }
 
@@ -350,11 +334,7 @@ fn encoded_column_info(column: &EncodedColumn) -> ColumnInfo {
 /// The columns the options name (with bounds), in the input's order, each checked against its bounds; and
 /// their bounds in the same order.
 pub(crate) fn used_columns(source: &Source, options: &SynthOptions) -> Result<(Vec<NumericColumn>, Vec<ColumnBounds>)> {
-    let names: Vec<String> = options
-        .bounds
-        .iter()
-        .map(|bounds| bounds.column.clone())
-        .collect();
+    let names: Vec<String> = options.bounds.iter().map(|bounds| bounds.column.clone()).collect();
     let columns = source.numeric_columns(&names)?;
     let bounds: Vec<ColumnBounds> = columns
         .iter()
@@ -389,9 +369,9 @@ pub(crate) fn public_inputs<'a>(
         epsilon: options.epsilon,
         neighbours: options.neighbours,
         file_rows: source.row_count(),
-        memory_limit: options.memory_limit.unwrap_or_else(|| {
-            physical_memory_bytes().map_or(FALLBACK_MEMORY_LIMIT, |bytes| bytes / 2)
-        }),
+        memory_limit: options
+            .memory_limit
+            .unwrap_or_else(|| physical_memory_bytes().map_or(FALLBACK_MEMORY_LIMIT, |bytes| bytes / 2)),
         threads,
         placement: options.placement,
         encoding,
@@ -400,9 +380,7 @@ pub(crate) fn public_inputs<'a>(
 
 /// The run's worker threads and their pool.
 pub(crate) fn thread_pool(options: &SynthOptions) -> Result<(usize, rayon::ThreadPool)> {
-    let threads = options
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    let threads = options.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
@@ -583,17 +561,9 @@ fn commit_outputs(
     diagnostics.timings_seconds.push(PhaseTiming::new("close table", started.elapsed().as_secs_f64()));
     diagnostics.peak_memory_bytes = peak_memory_bytes();
     let mut staged = vec![table];
-    staged.extend(stage_reports(
-        outputs.report.as_deref(),
-        outputs.diagnostics.as_deref(),
-        &report,
-        &diagnostics,
-    )?);
+    staged.extend(stage_reports(outputs.report.as_deref(), outputs.diagnostics.as_deref(), &report, &diagnostics)?);
     commit_all(staged)?;
-    Ok(SynthOutcome {
-        report,
-        diagnostics,
-    })
+    Ok(SynthOutcome { report, diagnostics })
 }
 
 /// The report and the diagnostics as JSON in temporary files beside the paths asked for, to commit with
@@ -615,17 +585,12 @@ pub(crate) fn stage_reports(
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
-    serde_json::to_string_pretty(value)
-        .map_err(|error| Error::internal(format!("serialising a report: {error}")))
+    serde_json::to_string_pretty(value).map_err(|error| Error::internal(format!("serialising a report: {error}")))
 }
 
 /// Bounds must lie inside the column type's range (so no output value saturates or becomes infinite),
 /// and integer columns need an integer inside them.
-fn check_bounds_fit_type(
-    source: &Source,
-    column: &NumericColumn,
-    bounds: &ColumnBounds,
-) -> Result<()> {
+fn check_bounds_fit_type(source: &Source, column: &NumericColumn, bounds: &ColumnBounds) -> Result<()> {
     if column.kind == ColumnKind::Integer && bounds.lo.ceil() > bounds.hi.floor() {
         return Err(Error::in_column(
             source.path(),

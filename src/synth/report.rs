@@ -55,11 +55,7 @@ pub struct ToolInfo {
 
 impl ToolInfo {
     pub fn current() -> Self {
-        ToolInfo {
-            name: "dpsynth",
-            version: env!("CARGO_PKG_VERSION"),
-            arrow_parquet: "60",
-        }
+        ToolInfo { name: "dpsynth", version: env!("CARGO_PKG_VERSION"), arrow_parquet: "60" }
     }
 }
 
@@ -170,10 +166,7 @@ impl Diagnostics {
             clamped_values: columns
                 .iter()
                 .zip(&stats.clamped_values)
-                .map(|(column, &clamped)| ClampedColumn {
-                    column: column.clone(),
-                    clamped,
-                })
+                .map(|(column, &clamped)| ClampedColumn { column: column.clone(), clamped })
                 .collect(),
             timings_seconds: Vec::new(),
             threads,

@@ -8,15 +8,15 @@
 use std::path::Path;
 
 use dpsynth::binner::AxisPlan;
-use dpsynth::geometry::bounds::ColumnBounds;
 use dpsynth::eval::w1::{dyadic_upper_bound, lower_bound_marginals, w1_exact_1d, Sample};
+use dpsynth::geometry::bounds::ColumnBounds;
 use dpsynth::geometry::partition::{CellGeometry, MAX_DEPTH};
 use dpsynth::mechanism::pmm::consistency::ConsistencyRule;
 use dpsynth::mechanism::pmm::schedule::bound_minimising_depth;
+use dpsynth::mechanism::MechanismParameters;
 use dpsynth::options::{MechanismOptions, PmmOptions};
 use dpsynth::privacy::Neighbours;
 use dpsynth::progress::Progress;
-use dpsynth::mechanism::MechanismParameters;
 use dpsynth::{synthesize, OutputPaths, SynthOptions};
 
 use crate::common::*;
@@ -45,12 +45,7 @@ fn points(dims: usize, clustered: bool, seed: u64) -> Vec<f64> {
 fn leaf_histogram(coords: &[f64], dims: usize, depth: u32) -> Vec<u64> {
     let geometry = CellGeometry::new(dims, depth);
     let axes: Vec<AxisPlan> = (0..dims)
-        .map(|axis| {
-            AxisPlan::new(
-                ColumnBounds::new("u", 0.0, 1.0).unwrap(),
-                geometry.axis_bits(axis),
-            )
-        })
+        .map(|axis| AxisPlan::new(ColumnBounds::new("u", 0.0, 1.0).unwrap(), geometry.axis_bits(axis)))
         .collect();
     let mut histogram = vec![0u64; geometry.leaf_count()];
     let mut indices = vec![0u32; dims];
@@ -69,21 +64,13 @@ fn w1_estimates(real: &[f64], synthetic: &[f64], dims: usize, run_depth: u32) ->
         let exact = w1_exact_1d(real, synthetic).unwrap();
         return (exact, exact);
     }
-    let lower = lower_bound_marginals(
-        &Sample::new(real, dims).unwrap(),
-        &Sample::new(synthetic, dims).unwrap(),
-    )
-    .unwrap();
+    let lower =
+        lower_bound_marginals(&Sample::new(real, dims).unwrap(), &Sample::new(synthetic, dims).unwrap()).unwrap();
     // Every evaluation depth gives a valid upper bound, so the smallest of a few is one too.
     let upper = (run_depth.saturating_sub(dims as u32)..=run_depth + 2 * dims as u32)
         .map(|depth| {
-            dyadic_upper_bound(
-                &leaf_histogram(real, dims, depth),
-                &leaf_histogram(synthetic, dims, depth),
-                dims,
-                depth,
-            )
-            .unwrap()
+            dyadic_upper_bound(&leaf_histogram(real, dims, depth), &leaf_histogram(synthetic, dims, depth), dims, depth)
+                .unwrap()
         })
         .fold(f64::INFINITY, f64::min);
     (lower, upper)
@@ -91,33 +78,18 @@ fn w1_estimates(real: &[f64], synthetic: &[f64], dims: usize, run_depth: u32) ->
 
 fn synthesise(input: &Path, output: &Path, dims: usize, seed: u64, pmm: PmmOptions) -> (Vec<f64>, f64, u32) {
     let names = ["x", "y", "z"];
-    let bounds = (0..dims)
-        .map(|axis| ColumnBounds::new(names[axis], 0.0, 1.0).unwrap())
-        .collect();
+    let bounds = (0..dims).map(|axis| ColumnBounds::new(names[axis], 0.0, 1.0).unwrap()).collect();
     let mut options = SynthOptions::new(1.0, bounds);
     options.seed = Some(seed);
     options.mechanism = MechanismOptions::Pmm(PmmOptions {
-        depth: Some(bound_minimising_depth(
-            Neighbours::AddRemove,
-            options.epsilon,
-            dims,
-            ROWS as f64,
-            None,
-            MAX_DEPTH,
-        )),
+        depth: Some(bound_minimising_depth(Neighbours::AddRemove, options.epsilon, dims, ROWS as f64, None, MAX_DEPTH)),
         ..pmm
     });
-    let outputs = OutputPaths {
-        table: output.to_path_buf(),
-        report: None,
-        diagnostics: None,
-    };
+    let outputs = OutputPaths { table: output.to_path_buf(), report: None, diagnostics: None };
     let outcome = synthesize(input, &outputs, &options, &Progress::hidden()).unwrap();
     let columns = read_parquet(output).1;
     let rows = columns[0].len();
-    let coords = (0..rows)
-        .flat_map(|row| columns.iter().map(move |column| column[row]))
-        .collect();
+    let coords = (0..rows).flat_map(|row| columns.iter().map(move |column| column[row])).collect();
     (
         coords,
         outcome.report.accuracy.expected_w1_bound,
@@ -140,14 +112,7 @@ fn check_with(dims: usize, clustered: bool, pmm: PmmOptions) {
     let names = ["x", "y", "z"];
     write_parquet(
         &input,
-        (0..dims)
-            .map(|axis| {
-                (
-                    names[axis],
-                    floats(real.iter().skip(axis).step_by(dims).copied()),
-                )
-            })
-            .collect(),
+        (0..dims).map(|axis| (names[axis], floats(real.iter().skip(axis).step_by(dims).copied()))).collect(),
         25_000,
     );
     let (mut lower_sum, mut upper_sum, mut bound_sum) = (0.0, 0.0, 0.0);
@@ -169,10 +134,7 @@ fn check_with(dims: usize, clustered: bool, pmm: PmmOptions) {
     // The bound must say something at this size, or the comparison below would be vacuous.
     assert!(bound < 0.25, "bound {bound} is too loose to test anything");
     assert!(lower > 0.0);
-    assert!(
-        upper <= bound,
-        "d={dims} clustered={clustered}: mean W1 upper estimate {upper} exceeds the bound {bound}"
-    );
+    assert!(upper <= bound, "d={dims} clustered={clustered}: mean W1 upper estimate {upper} exceeds the bound {bound}");
 }
 
 #[test]
@@ -191,11 +153,7 @@ fn two_dimensions_uniform_and_clustered() {
 #[test]
 fn pruned_trees_stay_within_their_bound() {
     for consistency in [ConsistencyRule::Uniform, ConsistencyRule::Proportional] {
-        let pruned = PmmOptions {
-            consistency,
-            prune_sigmas: 2.0,
-            ..PmmOptions::DEFAULT
-        };
+        let pruned = PmmOptions { consistency, prune_sigmas: 2.0, ..PmmOptions::DEFAULT };
         check_with(2, false, pruned.clone());
         check_with(2, true, pruned);
     }

@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Float64Array, Int32Array, StringArray};
 use crate::common::*;
+use arrow::array::{ArrayRef, Float64Array, Int32Array, StringArray};
 
 /// Runs `synth` on `input` into an empty directory; asserts exit 2, that stderr mentions every
 /// `expected` fragment, and that nothing was written.
@@ -27,17 +27,10 @@ fn assert_rejected(input: &Path, extra: &[&str], expected: &[&str]) {
     let message = stderr(&result);
     assert_eq!(result.status.code(), Some(2), "args {extra:?}: {message}");
     for fragment in expected {
-        assert!(
-            message.contains(fragment),
-            "args {extra:?}: '{fragment}' missing from: {message}"
-        );
+        assert!(message.contains(fragment), "args {extra:?}: '{fragment}' missing from: {message}");
     }
     assert!(!message.contains("panicked"), "{message}");
-    assert!(
-        files_in(out_dir.path()).is_empty(),
-        "a failed run left {:?}",
-        files_in(out_dir.path())
-    );
+    assert!(files_in(out_dir.path()).is_empty(), "a failed run left {:?}", files_in(out_dir.path()));
 }
 
 fn good_table(dir: &Path) -> std::path::PathBuf {
@@ -48,14 +41,8 @@ fn good_table(dir: &Path) -> std::path::PathBuf {
         &path,
         vec![
             ("a", floats((0..500).map(|_| fixture.unit()))),
-            (
-                "b",
-                Arc::new(Int32Array::from_iter_values((0..500).map(|i| i % 50))) as ArrayRef,
-            ),
-            (
-                "name",
-                Arc::new(StringArray::from_iter_values(names)) as ArrayRef,
-            ),
+            ("b", Arc::new(Int32Array::from_iter_values((0..500).map(|i| i % 50))) as ArrayRef),
+            ("name", Arc::new(StringArray::from_iter_values(names)) as ArrayRef),
         ],
         100,
     );
@@ -76,20 +63,12 @@ fn not_parquet_and_truncated_parquet() {
     let dir = tempfile::tempdir().unwrap();
     let text = dir.path().join("text.parquet");
     std::fs::write(&text, "a,b\n1,2\n").unwrap();
-    assert_rejected(
-        &text,
-        &BOUNDS,
-        &["text.parquet", "not a readable Parquet file"],
-    );
+    assert_rejected(&text, &BOUNDS, &["text.parquet", "not a readable Parquet file"]);
 
     let bytes = std::fs::read(good_table(dir.path())).unwrap();
     let truncated = dir.path().join("truncated.parquet");
     std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
-    assert_rejected(
-        &truncated,
-        &BOUNDS,
-        &["truncated.parquet", "not a readable Parquet file"],
-    );
+    assert_rejected(&truncated, &BOUNDS, &["truncated.parquet", "not a readable Parquet file"]);
 
     // Footer intact, data pages overwritten: the failure comes while decoding a row group.
     let mut corrupt = bytes.clone();
@@ -105,40 +84,18 @@ fn not_parquet_and_truncated_parquet() {
 fn missing_and_non_numeric_columns() {
     let dir = tempfile::tempdir().unwrap();
     let input = good_table(dir.path());
-    assert_rejected(
-        &input,
-        &["--epsilon", "1", "--bounds", "zz=0:1"],
-        &["good.parquet", "'zz'", "no such column"],
-    );
-    assert_rejected(
-        &input,
-        &["--epsilon", "1", "--bounds", "name=0:1"],
-        &["'name'", "not numeric"],
-    );
-    assert_rejected(
-        &input,
-        &["--epsilon", "1", "--bounds", "a=0:1", "--columns", "a,b"],
-        &["'b'", "no public bounds"],
-    );
+    assert_rejected(&input, &["--epsilon", "1", "--bounds", "zz=0:1"], &["good.parquet", "'zz'", "no such column"]);
+    assert_rejected(&input, &["--epsilon", "1", "--bounds", "name=0:1"], &["'name'", "not numeric"]);
+    assert_rejected(&input, &["--epsilon", "1", "--bounds", "a=0:1", "--columns", "a,b"], &["'b'", "no public bounds"]);
 }
 
 #[test]
 fn nulls_nan_and_infinity_name_the_column_and_row_group() {
     let dir = tempfile::tempdir().unwrap();
-    for (name, bad) in [
-        ("null", None),
-        ("nan", Some(f64::NAN)),
-        ("inf", Some(f64::INFINITY)),
-    ] {
+    for (name, bad) in [("null", None), ("nan", Some(f64::NAN)), ("inf", Some(f64::INFINITY))] {
         let path = dir.path().join(format!("{name}.parquet"));
-        let values: Vec<Option<f64>> = (0..300)
-            .map(|i| if i == 250 { bad } else { Some(0.5) })
-            .collect();
-        write_parquet(
-            &path,
-            vec![("x", Arc::new(Float64Array::from(values)) as ArrayRef)],
-            100,
-        );
+        let values: Vec<Option<f64>> = (0..300).map(|i| if i == 250 { bad } else { Some(0.5) }).collect();
+        write_parquet(&path, vec![("x", Arc::new(Float64Array::from(values)) as ArrayRef)], 100);
         let what = match name {
             "null" => "a null",
             "nan" => "NaN",
@@ -181,56 +138,22 @@ fn nulls_nan_and_infinity_name_the_column_and_row_group() {
 fn bad_options() {
     let dir = tempfile::tempdir().unwrap();
     let input = good_table(dir.path());
-    assert_rejected(
-        &input,
-        &["--epsilon", "1", "--bounds", "a=1:0"],
-        &["'a'", "must be below"],
-    );
-    assert_rejected(
-        &input,
-        &["--epsilon", "1", "--bounds", "a=2:2"],
-        &["'a'", "must be below"],
-    );
+    assert_rejected(&input, &["--epsilon", "1", "--bounds", "a=1:0"], &["'a'", "must be below"]);
+    assert_rejected(&input, &["--epsilon", "1", "--bounds", "a=2:2"], &["'a'", "must be below"]);
     for epsilon in ["0", "-1", "NaN", "inf"] {
-        assert_rejected(
-            &input,
-            &["--epsilon", epsilon, "--bounds", "a=0:1"],
-            &["epsilon"],
-        );
+        assert_rejected(&input, &["--epsilon", epsilon, "--bounds", "a=0:1"], &["epsilon"]);
     }
     assert_rejected(
         &input,
-        &[
-            "--epsilon",
-            "1",
-            "--bounds",
-            "a=0:1",
-            "--depth",
-            "30",
-            "--memory-limit-mib",
-            "64",
-        ],
+        &["--epsilon", "1", "--bounds", "a=0:1", "--depth", "30", "--memory-limit-mib", "64"],
         &["--depth 30", "too large", "memory"],
     );
     assert_rejected(
         &input,
-        &[
-            "--epsilon",
-            "1",
-            "--bounds",
-            "a=0:1",
-            "--neighbours",
-            "replace",
-            "--nulls",
-            "drop",
-        ],
+        &["--epsilon", "1", "--bounds", "a=0:1", "--neighbours", "replace", "--nulls", "drop"],
         &["--nulls drop", "replace"],
     );
-    assert_rejected(
-        &input,
-        &["--epsilon", "1", "--bounds", "b=0.2:0.8"],
-        &["'b'", "no integer"],
-    );
+    assert_rejected(&input, &["--epsilon", "1", "--bounds", "b=0.2:0.8"], &["'b'", "no integer"]);
     assert_rejected(
         &input,
         &["--epsilon", "1", "--bounds", "a=0:1", "--mechanism", "lowdim"],
@@ -277,14 +200,7 @@ fn unwritable_output_and_overwriting_the_input_are_refused() {
 fn usage_errors_exit_2() {
     let result = dpsynth(&["synth"]);
     assert_eq!(result.status.code(), Some(2));
-    let result = dpsynth(&[
-        "synth",
-        "x.parquet",
-        "--output",
-        "y.parquet",
-        "--bounds",
-        "a=0:1",
-    ]);
+    let result = dpsynth(&["synth", "x.parquet", "--output", "y.parquet", "--bounds", "a=0:1"]);
     assert_eq!(result.status.code(), Some(2));
     assert!(stderr(&result).contains("--epsilon is required"));
 }
@@ -303,9 +219,5 @@ fn options_of_another_mechanism_are_refused() {
         &with(&["--mechanism", "lowdim", "--root-share", "1.5"]),
         &["--root-share", "between 0 and 1"],
     );
-    assert_rejected(
-        &input,
-        &with(&["--mechanism", "psmm", "--cells", "0"]),
-        &["--cells", "at least 1"],
-    );
+    assert_rejected(&input, &with(&["--mechanism", "psmm", "--cells", "0"]), &["--cells", "at least 1"]);
 }

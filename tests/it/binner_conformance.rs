@@ -14,8 +14,8 @@ use dpsynth::binner::cpu::{CpuBinner, DepositMethod};
 use dpsynth::binner::{scan_leaf_counts, AxisPlan, Binner, NullPolicy};
 use dpsynth::geometry::bounds::ColumnBounds;
 use dpsynth::geometry::partition::CellGeometry;
-use dpsynth::progress::{Progress, Timings};
 use dpsynth::io::source::Source;
+use dpsynth::progress::{Progress, Timings};
 
 use crate::common::*;
 
@@ -35,19 +35,11 @@ fn conformance_table(path: &Path, rows: usize) -> Vec<ColumnBounds> {
     };
     let f64s: Vec<f64> = (0..rows).map(|_| unit()).collect();
     let f32s: Vec<f32> = (0..rows).map(|_| unit() as f32).collect();
-    let i16s: Vec<i16> = (0..rows)
-        .map(|_| (unit() * 200.0 - 100.0).round() as i16)
-        .collect();
-    let u8s: Vec<u8> = (0..rows)
-        .map(|_| (unit().clamp(0.0, 1.0) * 255.0).round() as u8)
-        .collect();
+    let i16s: Vec<i16> = (0..rows).map(|_| (unit() * 200.0 - 100.0).round() as i16).collect();
+    let u8s: Vec<u8> = (0..rows).map(|_| (unit().clamp(0.0, 1.0) * 255.0).round() as u8).collect();
     let i64s: Vec<i64> = (0..rows).map(|_| (unit() * 1e12) as i64).collect();
-    let days: Vec<i32> = (0..rows)
-        .map(|_| 18000 + (unit() * 1000.0) as i32)
-        .collect();
-    let stamps: Vec<i64> = (0..rows)
-        .map(|_| 1_600_000_000_000_000 + (unit() * 1e15) as i64)
-        .collect();
+    let days: Vec<i32> = (0..rows).map(|_| 18000 + (unit() * 1000.0) as i32).collect();
+    let stamps: Vec<i64> = (0..rows).map(|_| 1_600_000_000_000_000 + (unit() * 1e15) as i64).collect();
     write_parquet(
         path,
         vec![
@@ -57,10 +49,7 @@ fn conformance_table(path: &Path, rows: usize) -> Vec<ColumnBounds> {
             ("u8", Arc::new(UInt8Array::from(u8s)) as ArrayRef),
             ("i64", Arc::new(Int64Array::from(i64s)) as ArrayRef),
             ("day", Arc::new(Date32Array::from(days)) as ArrayRef),
-            (
-                "ts",
-                Arc::new(TimestampMicrosecondArray::from(stamps)) as ArrayRef,
-            ),
+            ("ts", Arc::new(TimestampMicrosecondArray::from(stamps)) as ArrayRef),
         ],
         rows / 3 + 1,
     );
@@ -75,19 +64,11 @@ fn conformance_table(path: &Path, rows: usize) -> Vec<ColumnBounds> {
     ]
 }
 
-fn histogram<B: Binner>(
-    source: &Source,
-    bounds: &[ColumnBounds],
-    geometry: CellGeometry,
-    binner: &B,
-) -> Vec<u64> {
+fn histogram<B: Binner>(source: &Source, bounds: &[ColumnBounds], geometry: CellGeometry, binner: &B) -> Vec<u64> {
     let names: Vec<String> = bounds.iter().map(|b| b.column.clone()).collect();
     let columns = source.numeric_columns(&names).unwrap();
     let axes = AxisPlan::for_geometry(&geometry, bounds);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(2)
-        .build()
-        .unwrap();
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
     let bar = Progress::hidden().phase("bin", 0, "rows");
     pool.install(|| scan_leaf_counts(source, &columns, &axes, NullPolicy::Error, binner, &bar, &mut Timings::default()))
         .unwrap()
@@ -105,8 +86,7 @@ fn cpu_methods() -> Vec<DepositMethod> {
 #[cfg(feature = "gpu")]
 fn gpu_context() -> Option<dpsynth::binner::gpu::GpuContext> {
     use dpsynth::binner::gpu::{AdapterPolicy, GpuContext};
-    let context = GpuContext::open(AdapterPolicy::AnyAdapter)
-        .expect("an adapter exists but cannot be opened");
+    let context = GpuContext::open(AdapterPolicy::AnyAdapter).expect("an adapter exists but cannot be opened");
     if context.is_none() {
         no_gpu_adapter("the GPU binner was NOT checked against the CPU");
     }
@@ -127,12 +107,8 @@ fn every_binner_gives_the_same_histogram() {
         for depth in [0u32, 1, 5, 12, 13, 20] {
             let bounds = &all_bounds[..dims];
             let geometry = CellGeometry::new(dims, depth);
-            let reference = histogram(
-                &source,
-                bounds,
-                geometry,
-                &CpuBinner::with_method(geometry, DepositMethod::LookupTable),
-            );
+            let reference =
+                histogram(&source, bounds, geometry, &CpuBinner::with_method(geometry, DepositMethod::LookupTable));
             assert_eq!(reference.len(), 1 << depth);
             assert_eq!(reference.iter().sum::<u64>(), 30_000);
             for method in cpu_methods() {
@@ -145,21 +121,13 @@ fn every_binner_gives_the_same_histogram() {
             }
             #[cfg(feature = "gpu")]
             if let Some(context) = &gpu {
-                let binner =
-                    dpsynth::binner::device::SharedGpuBinner::new(context, geometry).unwrap();
-                assert_eq!(
-                    histogram(&source, bounds, geometry, &binner),
-                    reference,
-                    "gpu d={dims} r={depth}"
-                );
+                let binner = dpsynth::binner::device::SharedGpuBinner::new(context, geometry).unwrap();
+                assert_eq!(histogram(&source, bounds, geometry, &binner), reference, "gpu d={dims} r={depth}");
                 checked_gpu += 1;
             }
         }
     }
-    let _ = writeln!(
-        std::io::stderr(),
-        "binner conformance: GPU checked on {checked_gpu} geometries"
-    );
+    let _ = writeln!(std::io::stderr(), "binner conformance: GPU checked on {checked_gpu} geometries");
 }
 
 #[test]
@@ -188,13 +156,7 @@ fn synth_output_is_identical_on_cpu_and_gpu() {
         for bound in &bound_args {
             args.extend(["--bounds", bound.as_str()]);
         }
-        args.extend([
-            "--device",
-            device,
-            "--quiet",
-            "--report",
-            report.to_str().unwrap(),
-        ]);
+        args.extend(["--device", device, "--quiet", "--report", report.to_str().unwrap()]);
         let result = dpsynth(&args);
         (result, output, report)
     };
@@ -207,10 +169,6 @@ fn synth_output_is_identical_on_cpu_and_gpu() {
     }
     assert_eq!(gpu.status.code(), Some(0), "{}", stderr(&gpu));
     assert_eq!(read_parquet(&cpu_output), read_parquet(&gpu_output));
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(gpu_report).unwrap()).unwrap();
-    assert!(
-        report["device"].as_str().unwrap().starts_with("gpu: "),
-        "the report must name the adapter"
-    );
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(gpu_report).unwrap()).unwrap();
+    assert!(report["device"].as_str().unwrap().starts_with("gpu: "), "the report must name the adapter");
 }

@@ -30,22 +30,12 @@ fn readme_main_job_runs_on_the_bundled_flights_table() {
     let (fields, columns) = read_parquet(&output);
     let names: Vec<&str> = fields.iter().map(|(name, _)| name.as_str()).collect();
     assert_eq!(names, ["dep_delay", "arr_delay", "air_time", "distance"]);
-    assert!(fields
-        .iter()
-        .all(|(_, data_type)| *data_type == arrow::datatypes::DataType::Int64));
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(report).unwrap()).unwrap();
-    assert_eq!(
-        columns[0].len() as u64,
-        report["release"]["synthetic_rows"].as_u64().unwrap()
-    );
-    let diagnostics: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(diagnostics).unwrap()).unwrap();
+    assert!(fields.iter().all(|(_, data_type)| *data_type == arrow::datatypes::DataType::Int64));
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(report).unwrap()).unwrap();
+    assert_eq!(columns[0].len() as u64, report["release"]["synthetic_rows"].as_u64().unwrap());
+    let diagnostics: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(diagnostics).unwrap()).unwrap();
     assert_eq!(diagnostics["true_rows"], 327_346);
-    assert_eq!(
-        diagnostics["rows_clamped"], 0,
-        "the public bounds should cover the bundled data"
-    );
+    assert_eq!(diagnostics["rows_clamped"], 0, "the public bounds should cover the bundled data");
     // The owner sees where the time went: each phase with its parts, in the order they ran.
     let phases: Vec<(String, f64, Vec<(String, f64)>)> = diagnostics["timings_seconds"]
         .as_array()
@@ -53,7 +43,10 @@ fn readme_main_job_runs_on_the_bundled_flights_table() {
         .iter()
         .map(|phase| {
             let parts = phase["parts"].as_array().map_or(Vec::new(), |parts| {
-                parts.iter().map(|part| (part["phase"].as_str().unwrap().to_string(), part["seconds"].as_f64().unwrap())).collect()
+                parts
+                    .iter()
+                    .map(|part| (part["phase"].as_str().unwrap().to_string(), part["seconds"].as_f64().unwrap()))
+                    .collect()
             });
             (phase["phase"].as_str().unwrap().to_string(), phase["seconds"].as_f64().unwrap(), parts)
         })

@@ -85,15 +85,13 @@ fn calibrated_columns_follow_their_released_marginals() {
     let report = synth(dir.path(), &input, "calibrated", &[&replace[..], &["--marginal-share", "0.2"]].concat());
     let plain = max_marginal_w1(&real, &read_parquet(&dir.path().join("plain.parquet")).1);
     let calibrated = max_marginal_w1(&real, &read_parquet(&dir.path().join("calibrated.parquet")).1);
-    assert!(
-        calibrated < 0.5 * plain,
-        "largest 1-D W1: calibrated {calibrated}, plain {plain}"
-    );
+    assert!(calibrated < 0.5 * plain, "largest 1-D W1: calibrated {calibrated}, plain {plain}");
     // The marginal trees are in the budget: the joint levels and d trees of ε·share/d, within ε.
     let marginals = &report["parameters"]["marginal_calibration"];
     let per_column = marginals["epsilon_per_column"].as_f64().unwrap();
     assert!((4.0 * per_column - 0.2).abs() < 1e-12);
-    let levels: f64 = report["parameters"]["levels"].as_array().unwrap().iter().map(|level| level["epsilon"].as_f64().unwrap()).sum();
+    let levels: f64 =
+        report["parameters"]["levels"].as_array().unwrap().iter().map(|level| level["epsilon"].as_f64().unwrap()).sum();
     let spent = report["guarantee"]["epsilon_spent"].as_f64().unwrap();
     assert!(levels <= 0.8 + 1e-9, "the joint tree keeps 1 − share: {levels}");
     assert!(spent > levels + 4.0 * per_column - 1e-6 && spent <= 1.0, "spent {spent}, levels {levels}");
@@ -106,7 +104,8 @@ fn add_remove_spends_n_hat_once_and_stays_within_epsilon() {
     let input = dir.path().join("in.parquet");
     write(&input, &skewed_columns(4));
     let report = synth(dir.path(), &input, "out", &["--epsilon", "1", "--marginal-share", "0.3"]);
-    let levels: f64 = report["parameters"]["levels"].as_array().unwrap().iter().map(|level| level["epsilon"].as_f64().unwrap()).sum();
+    let levels: f64 =
+        report["parameters"]["levels"].as_array().unwrap().iter().map(|level| level["epsilon"].as_f64().unwrap()).sum();
     let per_column = report["parameters"]["marginal_calibration"]["epsilon_per_column"].as_f64().unwrap();
     let spent = report["guarantee"]["epsilon_spent"].as_f64().unwrap();
     // n̂ (level 0 of the joint tree) + the joint levels + four trees without their root.
@@ -165,24 +164,53 @@ fn marginal_and_pair_shares_are_refused_where_they_cannot_apply() {
     let (i, o) = (input.to_str().unwrap(), dir.path().join("out.parquet"));
     let o = o.to_str().unwrap();
     for (columns, extra, expected) in [
-        ("x,y", vec!["--mechanism", "psmm", "--marginal-share", "0.2"], "--marginal-share and --partition apply to --mechanism pmm only"),
-        ("x,y", vec!["--mechanism", "psmm", "--partition", "quantile"], "--marginal-share and --partition apply to --mechanism pmm only"),
+        (
+            "x,y",
+            vec!["--mechanism", "psmm", "--marginal-share", "0.2"],
+            "--marginal-share and --partition apply to --mechanism pmm only",
+        ),
+        (
+            "x,y",
+            vec!["--mechanism", "psmm", "--partition", "quantile"],
+            "--marginal-share and --partition apply to --mechanism pmm only",
+        ),
         ("x,y", vec!["--partition", "quantile", "--marginal-share", "0"], "--partition quantile"),
         ("x,y", vec!["--partition", "quantile", "--placement", "centre"], "--placement centre"),
         ("x,y", vec!["--marginal-share", "0.2", "--placement", "centre"], "--placement centre"),
         ("x,y", vec!["--marginal-share", "1.5"], "--marginal-share must be strictly between 0 and 1"),
         ("x,y", vec!["--marginal-share", "0.5", "--root-share", "0.5"], "leave nothing of ε"),
         ("x,y", vec!["--marginal-share", "0.2", "--depth", "8"], "needs the depth rule"),
-        ("x,y", vec!["--mechanism", "psmm", "--pair-share", "0.2"], "--pair-share applies to --mechanism pmm or auto only"),
+        (
+            "x,y",
+            vec!["--mechanism", "psmm", "--pair-share", "0.2"],
+            "--pair-share applies to --mechanism pmm or auto only",
+        ),
         ("x,y", vec!["--pair-share", "0.2", "--placement", "centre"], "--placement centre"),
         ("x,y", vec!["--pair-share", "1"], "--pair-share must be strictly between 0 and 1"),
         ("x,y", vec!["--pair-share", "-0.1"], "--pair-share must be strictly between 0 and 1"),
         ("x", vec!["--pair-share", "0.2"], "needs at least 2 columns"),
-        ("x,y", vec!["--mechanism", "psmm", "--refine-share", "0.1"], "--refine-share applies to --mechanism pmm or auto only"),
+        (
+            "x,y",
+            vec!["--mechanism", "psmm", "--refine-share", "0.1"],
+            "--refine-share applies to --mechanism pmm or auto only",
+        ),
         ("x,y", vec!["--refine-share", "1.5"], "--refine-share must be strictly between 0 and 1"),
         ("x,y", vec!["--refine-share", "0.5", "--marginal-share", "0.5"], "leave nothing of ε"),
     ] {
-        let mut args = vec!["synth", i, "--output", o, "--epsilon", "1", "--columns", columns, "--bounds", "x=0:100", "--bounds", "y=-50:250"];
+        let mut args = vec![
+            "synth",
+            i,
+            "--output",
+            o,
+            "--epsilon",
+            "1",
+            "--columns",
+            columns,
+            "--bounds",
+            "x=0:100",
+            "--bounds",
+            "y=-50:250",
+        ];
         args.extend(&extra);
         let outcome = dpsynth(&args);
         assert_eq!(outcome.status.code(), Some(2), "{extra:?}");
@@ -254,21 +282,24 @@ fn the_quantile_partition_beats_midpoint_cells_on_skewed_and_clustered_tables() 
             assert_eq!(marginals["partition"], "quantile");
             assert_eq!(marginals["share"], 0.3, "the default share with --partition quantile");
             // n̂ (add-remove: level 0), the joint levels and one tree per column without its root, once each.
-            let levels: f64 =
-                report["parameters"]["levels"].as_array().unwrap().iter().map(|level| level["epsilon"].as_f64().unwrap()).sum();
+            let levels: f64 = report["parameters"]["levels"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|level| level["epsilon"].as_f64().unwrap())
+                .sum();
             let per_column = marginals["epsilon_per_column"].as_f64().unwrap();
             let spent = report["guarantee"]["epsilon_spent"].as_f64().unwrap();
             let columns = dims.split(',').count() as f64;
             assert!((spent - (levels + columns * per_column)).abs() < 1e-6 && spent <= 1.0, "spent {spent}");
             assert!((levels - 0.7).abs() < 1e-6, "n̂ and the joint levels keep 1 − share: {levels}");
-            eprintln!("{table} {dims} {relation}: midpoint {midpoint:.4} calibrated {calibrated:.4} quantile {quantile:.4}");
+            eprintln!(
+                "{table} {dims} {relation}: midpoint {midpoint:.4} calibrated {calibrated:.4} quantile {quantile:.4}"
+            );
             // Measured over seeds: −27% to −40% of the midpoint W1 on skewed tables, −11% to −36% on
             // clustered ones (one subsample estimate each, so the margins are below those).
             let gain = if table == "skewed" { 0.8 } else { 0.92 };
-            assert!(
-                quantile < gain * midpoint,
-                "{table} {dims} {relation}: quantile {quantile}, midpoint {midpoint}"
-            );
+            assert!(quantile < gain * midpoint, "{table} {dims} {relation}: quantile {quantile}, midpoint {midpoint}");
             // On skewed columns the cells themselves help, beyond mapping onto the same marginals.
             if table == "skewed" {
                 assert!(quantile < calibrated, "{dims} {relation}: quantile {quantile}, calibrated {calibrated}");
@@ -394,7 +425,10 @@ fn auto_runs_plain_pmm_on_tables_too_small_for_its_marginals() {
         assert_eq!(pairs_from.is_some(), d >= 4);
         let (spent, levels, marginals, pairs, refined) = spent_parts(&report);
         assert_eq!((marginals, pairs, refined), (0.0, 0.0, 0.0));
-        assert!((spent - levels).abs() < 1e-9 && spent <= epsilon && spent > 0.999 * epsilon, "spent {spent} of {epsilon}");
+        assert!(
+            (spent - levels).abs() < 1e-9 && spent <= epsilon && spent > 0.999 * epsilon,
+            "spent {spent} of {epsilon}"
+        );
         assert_eq!(parameters["bottom_up"], "average");
         if d == 3 {
             synth(dir.path(), &input, "pmm-3", &[&common[..], &["--bottom-up", "average"]].concat());
@@ -415,12 +449,23 @@ fn synth_flights(dir: &Path, name: &str, extra: &[&str]) -> (serde_json::Value, 
     let (output, report, evaluation) =
         (dir.join(format!("{name}.parquet")), dir.join(format!("{name}.json")), dir.join(format!("{name}.eval.json")));
     let path = |path: &Path| path.to_str().unwrap().to_string();
-    let mut synth = vec!["synth".to_string(), path(&table), "--config".into(), path(&config), "--output".into(), path(&output)];
+    let mut synth =
+        vec!["synth".to_string(), path(&table), "--config".into(), path(&config), "--output".into(), path(&output)];
     synth.extend(["--report".into(), path(&report), "--seed".into(), "5".into(), "--quiet".into()]);
     synth.extend(extra.iter().map(|word| word.to_string()));
     let eval = [
-        "eval", "--real", &path(&table), "--synth", &path(&output), "--config", &path(&config), "--seed", "1", "--json",
-        &path(&evaluation), "--quiet",
+        "eval",
+        "--real",
+        &path(&table),
+        "--synth",
+        &path(&output),
+        "--config",
+        &path(&config),
+        "--seed",
+        "1",
+        "--json",
+        &path(&evaluation),
+        "--quiet",
     ]
     .map(str::to_string);
     for args in [synth, eval.to_vec()] {
@@ -454,7 +499,9 @@ fn spent_parts(report: &serde_json::Value) -> (f64, f64, f64, f64, f64) {
     let parameters = &report["parameters"];
     let levels = parameters["levels"].as_array().unwrap().iter().map(|level| level["epsilon"].as_f64().unwrap()).sum();
     let columns = report["input"]["columns"].as_array().unwrap().len() as f64;
-    let marginals = parameters["marginal_calibration"]["epsilon_per_column"].as_f64().map_or(0.0, |per_column| columns * per_column);
+    let marginals = parameters["marginal_calibration"]["epsilon_per_column"]
+        .as_f64()
+        .map_or(0.0, |per_column| columns * per_column);
     let pairs = &parameters["pair_marginals"];
     let pairs = match pairs["pairs"].as_array() {
         Some(tree) => {
@@ -533,7 +580,10 @@ fn the_gate_keeps_pairs_the_joint_release_already_has() {
     write(&input, &columns);
     let report = synth(dir.path(), &input, "pairs", &["--epsilon", "1", "--pair-share", "0.2"]);
     let tree = report["parameters"]["pair_marginals"]["pairs"].as_array().unwrap().clone();
-    assert!(tree.iter().all(|pair| pair["mapped"] == false && pair["disagreement_z"].as_f64().unwrap() < 5.0), "{tree:?}");
+    assert!(
+        tree.iter().all(|pair| pair["mapped"] == false && pair["disagreement_z"].as_f64().unwrap() < 5.0),
+        "{tree:?}"
+    );
     synth(dir.path(), &input, "rest", &["--epsilon", "0.8"]);
     let bytes = |name: &str| std::fs::read(dir.path().join(name)).unwrap();
     assert!(bytes("pairs.parquet") == bytes("rest.parquet"), "a kept pair changed the table");
@@ -564,7 +614,11 @@ fn pair_maps_read_released_values_only() {
     write(&input, &real);
     let extra = ["--neighbours", "replace", "--epsilon", "2", "--marginal-share", "0.25", "--pair-share", "0.2"];
     let report = synth(dir.path(), &input, "first", &extra);
-    assert!(report["parameters"]["pair_marginals"]["pairs"].as_array().unwrap().iter().any(|pair| pair["mapped"] == true));
+    assert!(report["parameters"]["pair_marginals"]["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|pair| pair["mapped"] == true));
     let marginal_depth = report["parameters"]["marginal_calibration"]["depths"][0].as_u64().unwrap() as i32;
     assert!(marginal_depth >= 5, "marginal cells nest in the 32 pair cells per axis");
     assert_moving_within_cells_changes_nothing(dir.path(), &moved, &real, marginal_depth, &extra);
@@ -600,7 +654,8 @@ fn averaging_spends_nothing_and_changes_only_the_output() {
     assert_eq!(averaged["parameters"]["bottom_up"], "average");
     assert_eq!(noisy["parameters"]["bottom_up"], "none");
     assert_eq!(averaged["guarantee"]["epsilon_spent"], noisy["guarantee"]["epsilon_spent"]);
-    let parameters = |report: &serde_json::Value, path: &[&str]| path.iter().fold(report["parameters"].clone(), |v, k| v[k].clone());
+    let parameters =
+        |report: &serde_json::Value, path: &[&str]| path.iter().fold(report["parameters"].clone(), |v, k| v[k].clone());
     for path in [
         &["levels"][..],
         &["depth"],
@@ -639,7 +694,12 @@ fn refined_leaves_keep_the_rank_dependence_inside_dense_leaves_within_epsilon() 
     assert!(parameters["leaves_refined"].as_u64().unwrap() >= 1, "{parameters}");
     assert!(plain["parameters"].get("refined_leaves").is_none(), "no refinement without --refine-share");
     let epsilon_of = |report: &serde_json::Value| {
-        let levels: f64 = report["parameters"]["levels"].as_array().unwrap().iter().map(|level| level["epsilon"].as_f64().unwrap()).sum();
+        let levels: f64 = report["parameters"]["levels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|level| level["epsilon"].as_f64().unwrap())
+            .sum();
         let marginals = 3.0 * report["parameters"]["marginal_calibration"]["epsilon_per_column"].as_f64().unwrap();
         (levels, marginals, report["guarantee"]["epsilon_spent"].as_f64().unwrap())
     };

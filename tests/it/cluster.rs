@@ -10,16 +10,16 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, Float64Array};
 
 use crate::common::*;
+use dpsynth::binner::device::DeviceChoice;
 use dpsynth::cluster::driver::{part_path, synthesize_across, PartsOutput};
 use dpsynth::cluster::local::run_local;
+use dpsynth::encoding::{EncodingSpec, Unlisted};
 use dpsynth::geometry::bounds::ColumnBounds;
+use dpsynth::mechanism::covloss::{CovlossSettings, Damping};
 use dpsynth::options::{
     AutoChoice, CellsFrom, CovlossOptions, InnerOptions, LargerTable, LowdimOptions, MechanismOptions, MicroaggOptions,
     Partition, PeOptions, PmmOptions, PsmmOptions, SmallerTable, TargetDim,
 };
-use dpsynth::binner::device::DeviceChoice;
-use dpsynth::encoding::{EncodingSpec, Unlisted};
-use dpsynth::mechanism::covloss::{CovlossSettings, Damping};
 use dpsynth::privacy::Neighbours;
 use dpsynth::progress::Progress;
 use dpsynth::synth::{synthesize, OutputPaths};
@@ -73,30 +73,19 @@ fn rows_of(paths: &[PathBuf]) -> Vec<Vec<f64>> {
 /// A last file (read by the last rank) whose second row has nulls.
 fn add_a_file_with_a_null(input: &Path) {
     let holes: ArrayRef = Arc::new(Float64Array::from(vec![Some(0.5), None, Some(0.25)]));
-    write_parquet(
-        &input.join("part-9.parquet"),
-        vec![("a", holes.clone()), ("b", holes.clone()), ("c", holes)],
-        3,
-    );
+    write_parquet(&input.join("part-9.parquet"), vec![("a", holes.clone()), ("b", holes.clone()), ("c", holes)], 3);
 }
 
 /// Parts under DIR/parts, no reports.
 fn parts_only(dir: &Path) -> PartsOutput {
-    PartsOutput {
-        directory: dir.join("parts"),
-        report: None,
-        diagnostics: None,
-    }
+    PartsOutput { directory: dir.join("parts"), report: None, diagnostics: None }
 }
 
 /// `options` across `ranks` ranks (threads) into DIR/NAME with the report at DIR/NAME.json: the parts,
 /// in rank order, and the report's path.
 fn run_across(dir: &Path, name: &str, ranks: usize, input: &Path, options: &SynthOptions) -> (Vec<PathBuf>, PathBuf) {
-    let outputs = PartsOutput {
-        directory: dir.join(name),
-        report: Some(dir.join(format!("{name}.json"))),
-        diagnostics: None,
-    };
+    let outputs =
+        PartsOutput { directory: dir.join(name), report: Some(dir.join(format!("{name}.json"))), diagnostics: None };
     let progress = Progress::hidden();
     run_local(ranks, |comm| synthesize_across(comm, input, &outputs, options, &progress).unwrap());
     let parts = (0..ranks).map(|rank| part_path(&outputs.directory, rank)).collect();
@@ -128,11 +117,8 @@ fn comparable(report: &Path) -> serde_json::Value {
 /// `options` on one machine into DIR/single.parquet with its report at DIR/single.json: the rows and the
 /// report's path.
 fn run_single(dir: &Path, input: &Path, options: &SynthOptions) -> (Vec<Vec<f64>>, PathBuf) {
-    let single = OutputPaths {
-        table: dir.join("single.parquet"),
-        report: Some(dir.join("single.json")),
-        diagnostics: None,
-    };
+    let single =
+        OutputPaths { table: dir.join("single.parquet"), report: Some(dir.join("single.json")), diagnostics: None };
     synthesize(input, &single, options, &Progress::hidden()).unwrap();
     (rows_of(&[single.table]), single.report.unwrap())
 }
@@ -163,7 +149,10 @@ fn parts_in_rank_order_are_the_single_machine_table_for_any_rank_count() {
             assert!(reports[0].is_some() && reports[1..].iter().all(Option::is_none));
             let parts: Vec<PathBuf> = (0..ranks).map(|rank| part_path(&outputs.directory, rank)).collect();
             assert_eq!(files_in(&outputs.directory), parts, "{ranks} ranks: one part each, nothing else");
-            assert!(rows_of(&parts) == expected, "{neighbours:?}, {ranks} ranks: the parts differ from one machine's table");
+            assert!(
+                rows_of(&parts) == expected,
+                "{neighbours:?}, {ranks} ranks: the parts differ from one machine's table"
+            );
             assert_eq!(
                 without_memory_cap(report_json(outputs.report.as_ref().unwrap())),
                 without_memory_cap(expected_report.clone()),
@@ -229,17 +218,17 @@ fn rows_across_ranks_are_the_single_machine_rows() {
     for rows in [12_345, 50_001] {
         let mut with_rows = options(Neighbours::AddRemove, 1);
         with_rows.rows = Some(rows);
-        let single = OutputPaths {
-            table: dir.path().join(format!("single-{rows}.parquet")),
-            report: None,
-            diagnostics: None,
-        };
+        let single =
+            OutputPaths { table: dir.path().join(format!("single-{rows}.parquet")), report: None, diagnostics: None };
         synthesize(&input, &single, &with_rows, &progress).unwrap();
         let expected = rows_of(&[single.table.clone()]);
         assert_eq!(expected[0].len(), rows as usize);
         for ranks in [2, 3] {
             let (parts, report) = run_across(dir.path(), &format!("parts-{rows}-{ranks}"), ranks, &input, &with_rows);
-            assert!(rows_of(&parts) == expected, "--rows {rows}, {ranks} ranks: the parts differ from one machine's table");
+            assert!(
+                rows_of(&parts) == expected,
+                "--rows {rows}, {ranks} ranks: the parts differ from one machine's table"
+            );
             assert_eq!(report_json(&report)["release"]["synthetic_rows"], rows);
         }
     }
@@ -261,9 +250,8 @@ fn microagg_does_not_run_across_ranks() {
     };
     let groups = MicroaggOptions { encoding, groups: 4, cells_from: CellsFrom::SqrtK };
     microagg.mechanism = MechanismOptions::Microagg(groups);
-    let refused = run_local(2, |comm| {
-        synthesize_across(comm, &input, &outputs, &microagg, &progress).err().unwrap().to_string()
-    });
+    let refused =
+        run_local(2, |comm| synthesize_across(comm, &input, &outputs, &microagg, &progress).err().unwrap().to_string());
     assert!(refused[0].contains("--mechanism microagg does not run across ranks"), "{}", refused[0]);
     assert!(!outputs.directory.exists());
 }
@@ -587,11 +575,7 @@ fn sparse_exchange_gives_the_single_machine_table_too() {
     let progress = Progress::hidden();
     let mut deep = options(Neighbours::Replace, 1);
     deep.mechanism = MechanismOptions::Pmm(PmmOptions { depth: Some(20), ..PmmOptions::DEFAULT });
-    let single = OutputPaths {
-        table: dir.path().join("single.parquet"),
-        report: None,
-        diagnostics: None,
-    };
+    let single = OutputPaths { table: dir.path().join("single.parquet"), report: None, diagnostics: None };
     synthesize(&input, &single, &deep, &progress).unwrap();
     let expected = rows_of(&[single.table.clone()]);
     for ranks in [2, 3] {
@@ -640,7 +624,10 @@ fn the_depth_cap_grows_with_the_ranks() {
     roomy.memory_limit = None;
     synthesize(&input, &single, &roomy, &progress).unwrap();
     let parts: Vec<PathBuf> = (0..4).map(|rank| part_path(&outputs.directory, rank)).collect();
-    assert!(rows_of(&parts) == rows_of(&[single.table.clone()]), "the deeper distributed tree is not the depth-15 release");
+    assert!(
+        rows_of(&parts) == rows_of(&[single.table.clone()]),
+        "the deeper distributed tree is not the depth-15 release"
+    );
 }
 
 /// The real thing: `mpirun -n P` on the binary built with `--features mpi`.
@@ -650,7 +637,8 @@ fn mpi_parts_are_the_single_machine_table() {
     let dir = tempfile::tempdir().unwrap();
     let input = dataset(dir.path());
     let text = |path: &Path| path.to_str().unwrap().to_string();
-    let common = ["--bounds", "a=0:1", "--bounds", "b=0:1", "--bounds", "c=0:1", "--epsilon", "1", "--seed", "23", "--quiet"];
+    let common =
+        ["--bounds", "a=0:1", "--bounds", "b=0:1", "--bounds", "c=0:1", "--epsilon", "1", "--seed", "23", "--quiet"];
     // The default depth exchanges dense histograms; depth 20 (2^20 leaves, 40 000 rows) sorted codes;
     // auto releases the marginals (d = 3); --partition quantile cuts the tree at their quantiles, and
     // --pair-share maps pairs onto released 2-way marginals; --refine-share cuts dense leaves finer; lowdim,
@@ -666,14 +654,30 @@ fn mpi_parts_are_the_single_machine_table() {
         ("psmm", &["--mechanism", "psmm"][..]),
         ("pe", &["--mechanism", "pe", "--neighbours", "replace", "--delta", "1e-6", "--pe-steps", "3"][..]),
         // Three batches of encoded rows, which the ranks share out whole.
-        ("covloss", &[
-            "--mechanism", "covloss", "--neighbours", "replace", "--damping", "cells", "--bins", "a=4", "--bins", "b=3",
-            "--bins", "c=2", "--columns", "a,b,c", "--rows", "600000",
-        ][..]),
+        (
+            "covloss",
+            &[
+                "--mechanism",
+                "covloss",
+                "--neighbours",
+                "replace",
+                "--damping",
+                "cells",
+                "--bins",
+                "a=4",
+                "--bins",
+                "b=3",
+                "--bins",
+                "c=2",
+                "--columns",
+                "a,b,c",
+                "--rows",
+                "600000",
+            ][..],
+        ),
     ] {
         let single = dir.path().join(format!("single-{name}.parquet"));
-        let output =
-            dpsynth(&[&["synth", &text(&input), "--output", &text(&single)][..], &common[..], extra].concat());
+        let output = dpsynth(&[&["synth", &text(&input), "--output", &text(&single)][..], &common[..], extra].concat());
         assert!(output.status.success(), "{}", stderr(&output));
         let expected = rows_of(&[single]);
         for ranks in [2, 3, 4] {
@@ -683,7 +687,10 @@ fn mpi_parts_are_the_single_machine_table() {
             assert!(output.status.success(), "{name}, {ranks} ranks: {}", stderr(&output));
             let written: Vec<PathBuf> = (0..ranks).map(|rank| part_path(&parts, rank)).collect();
             assert_eq!(files_in(&parts), written);
-            assert!(rows_of(&written) == expected, "{name}, {ranks} MPI ranks: the parts differ from one machine's table");
+            assert!(
+                rows_of(&written) == expected,
+                "{name}, {ranks} MPI ranks: the parts differ from one machine's table"
+            );
         }
     }
 }
@@ -708,7 +715,8 @@ fn a_killed_rank_fails_the_job_and_leaves_no_part() {
     let input = dir.path().join("big.parquet");
     let schema = dir.path().join("bounds.toml");
     let text = |path: &Path| path.to_str().unwrap().to_string();
-    let generated = dpsynth(&["generate", &text(&input), "--rows", "3000000", "--dims", "3", "--schema", &text(&schema)]);
+    let generated =
+        dpsynth(&["generate", &text(&input), "--rows", "3000000", "--dims", "3", "--schema", &text(&schema)]);
     assert!(generated.status.success(), "{}", stderr(&generated));
     let parts = dir.path().join("parts");
     let mut job = std::process::Command::new("mpirun")
@@ -737,10 +745,8 @@ fn a_killed_rank_fails_the_job_and_leaves_no_part() {
     let status = job.wait().unwrap();
     assert!(!status.success(), "a job with a killed rank reported success");
     let left = if parts.exists() { files_in(&parts) } else { Vec::new() };
-    let final_parts: Vec<PathBuf> = left
-        .into_iter()
-        .filter(|path| path.file_name().unwrap().to_string_lossy().starts_with("part-"))
-        .collect();
+    let final_parts: Vec<PathBuf> =
+        left.into_iter().filter(|path| path.file_name().unwrap().to_string_lossy().starts_with("part-")).collect();
     assert!(final_parts.is_empty(), "parts under their final names: {final_parts:?}");
 }
 
@@ -750,9 +756,8 @@ fn holds_file(pid: &str, path: &Path) -> bool {
     let proc = Path::new("/proc").join(pid);
     let mapped = std::fs::read_to_string(proc.join("maps"))
         .is_ok_and(|maps| maps.lines().any(|line| line.ends_with(path.to_str().unwrap())));
-    let open = std::fs::read_dir(proc.join("fd")).is_ok_and(|fds| {
-        fds.flatten().any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == path))
-    });
+    let open = std::fs::read_dir(proc.join("fd"))
+        .is_ok_and(|fds| fds.flatten().any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == path)));
     mapped || open
 }
 
@@ -767,8 +772,21 @@ fn mpi_bad_input_on_one_rank_fails_the_job_naming_the_file() {
     let text = |path: &Path| path.to_str().unwrap().to_string();
     let output = mpirun(
         3,
-        &["synth", &text(&input), "--output", &text(&parts), "--bounds", "a=0:1", "--bounds", "b=0:1",
-          "--bounds", "c=0:1", "--epsilon", "1", "--quiet"],
+        &[
+            "synth",
+            &text(&input),
+            "--output",
+            &text(&parts),
+            "--bounds",
+            "a=0:1",
+            "--bounds",
+            "b=0:1",
+            "--bounds",
+            "c=0:1",
+            "--epsilon",
+            "1",
+            "--quiet",
+        ],
     );
     assert!(!output.status.success());
     let message = stderr(&output);

@@ -18,25 +18,12 @@ pub fn write_parquet(path: &Path, columns: Vec<(&str, ArrayRef)>, row_group_rows
     let schema = Arc::new(Schema::new(
         columns
             .iter()
-            .map(|(name, array)| {
-                Field::new(*name, array.data_type().clone(), array.null_count() > 0)
-            })
+            .map(|(name, array)| Field::new(*name, array.data_type().clone(), array.null_count() > 0))
             .collect::<Vec<_>>(),
     ));
-    let batch = RecordBatch::try_new(
-        schema.clone(),
-        columns.into_iter().map(|(_, array)| array).collect(),
-    )
-    .unwrap();
-    let properties = WriterProperties::builder()
-        .set_max_row_group_row_count(Some(row_group_rows))
-        .build();
-    let mut writer = ArrowWriter::try_new(
-        std::fs::File::create(path).unwrap(),
-        schema,
-        Some(properties),
-    )
-    .unwrap();
+    let batch = RecordBatch::try_new(schema.clone(), columns.into_iter().map(|(_, array)| array).collect()).unwrap();
+    let properties = WriterProperties::builder().set_max_row_group_row_count(Some(row_group_rows)).build();
+    let mut writer = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, Some(properties)).unwrap();
     writer.write(&batch).unwrap();
     writer.close().unwrap();
 }
@@ -48,10 +35,7 @@ pub fn floats(values: impl IntoIterator<Item = f64>) -> ArrayRef {
 
 /// Runs the dpsynth binary with `args`.
 pub fn dpsynth(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dpsynth"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
+    Command::new(env!("CARGO_BIN_EXE_dpsynth")).args(args).output().expect("the binary runs")
 }
 
 pub fn stderr(output: &Output) -> String {
@@ -61,21 +45,14 @@ pub fn stderr(output: &Output) -> String {
 /// Reads every column of a Parquet file: names, types, and values as f64.
 pub fn read_parquet(path: &Path) -> (Vec<(String, DataType)>, Vec<Vec<f64>>) {
     let file = std::fs::File::open(path).unwrap();
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .unwrap()
-        .build()
-        .unwrap();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
     let mut fields = Vec::new();
     let mut columns: Vec<Vec<f64>> = Vec::new();
     for batch in reader {
         let batch = batch.unwrap();
         if fields.is_empty() {
-            fields = batch
-                .schema()
-                .fields()
-                .iter()
-                .map(|field| (field.name().clone(), field.data_type().clone()))
-                .collect();
+            fields =
+                batch.schema().fields().iter().map(|field| (field.name().clone(), field.data_type().clone())).collect();
             columns = vec![Vec::new(); fields.len()];
         }
         for (index, column) in batch.columns().iter().enumerate() {
@@ -95,10 +72,7 @@ pub fn read_parquet(path: &Path) -> (Vec<(String, DataType)>, Vec<Vec<f64>>) {
 
 /// Files in a directory (to check that a failed run left nothing).
 pub fn files_in(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|entry| entry.unwrap().path()).collect();
     files.sort();
     files
 }
@@ -128,11 +102,7 @@ impl Fixture {
 /// Largest |log ratio| between the outcome frequencies of a mechanism run many times on two neighbouring
 /// inputs, over the outcomes seen at least `min_count` times in both (rarer ones are too noisy): the
 /// empirical privacy loss, to compare with ε.
-pub fn max_log_frequency_ratio<K: Hash + Eq>(
-    first: &HashMap<K, u64>,
-    second: &HashMap<K, u64>,
-    min_count: u64,
-) -> f64 {
+pub fn max_log_frequency_ratio<K: Hash + Eq>(first: &HashMap<K, u64>, second: &HashMap<K, u64>, min_count: u64) -> f64 {
     let mut compared = 0;
     let mut worst = 0.0f64;
     for (outcome, &count) in first {
@@ -142,20 +112,14 @@ pub fn max_log_frequency_ratio<K: Hash + Eq>(
             worst = worst.max((count as f64 / other as f64).ln().abs());
         }
     }
-    assert!(
-        compared >= 3,
-        "only {compared} outcomes were frequent enough to compare"
-    );
+    assert!(compared >= 3, "only {compared} outcomes were frequent enough to compare");
     worst
 }
 
 /// A test that needs a wgpu adapter found none: a failure where CI installed one (DPSYNTH_REQUIRE_GPU
 /// is set), else a loud line saying what went unchecked.
 pub fn no_gpu_adapter(unchecked: &str) {
-    assert!(
-        std::env::var_os("DPSYNTH_REQUIRE_GPU").is_none(),
-        "DPSYNTH_REQUIRE_GPU is set but no wgpu adapter exists"
-    );
+    assert!(std::env::var_os("DPSYNTH_REQUIRE_GPU").is_none(), "DPSYNTH_REQUIRE_GPU is set but no wgpu adapter exists");
     // Straight to the stderr handle: libtest captures eprintln! of passing tests.
     let _ = writeln!(std::io::stderr(), "SKIPPED: no wgpu adapter; {unchecked}");
 }

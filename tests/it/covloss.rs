@@ -48,11 +48,23 @@ fn mixed_table(dir: &Path, rows: usize) -> PathBuf {
 
 fn encoded_args<'a>(input: &'a str, output: &'a str, report: &'a str) -> Vec<&'a str> {
     vec![
-        "synth", input, "--output", output, "--report", report, "--quiet",
-        "--columns", "flag,delayed,carrier,origin,distance",
-        "--categories", "carrier=AA,B6,UA",
-        "--categories", "origin=EWR,JFK,LGA",
-        "--bins", "distance=8", "--bounds", "distance=0:5000",
+        "synth",
+        input,
+        "--output",
+        output,
+        "--report",
+        report,
+        "--quiet",
+        "--columns",
+        "flag,delayed,carrier,origin,distance",
+        "--categories",
+        "carrier=AA,B6,UA",
+        "--categories",
+        "origin=EWR,JFK,LGA",
+        "--bins",
+        "distance=8",
+        "--bounds",
+        "distance=0:5000",
     ]
 }
 
@@ -79,7 +91,20 @@ fn covloss_writes_the_input_columns_and_types_and_states_its_guarantee() {
         (input.to_str().unwrap(), output.to_str().unwrap(), report.to_str().unwrap());
     let diagnostics = dir.path().join("diagnostics.json");
     let mut args = encoded_args(input_text, output_text, report_text);
-    args.extend(["--mechanism", "covloss", "--epsilon", "2", "--neighbours", "replace", "--damping", "cells", "--seed", "7", "--rows", "5000"]);
+    args.extend([
+        "--mechanism",
+        "covloss",
+        "--epsilon",
+        "2",
+        "--neighbours",
+        "replace",
+        "--damping",
+        "cells",
+        "--seed",
+        "7",
+        "--rows",
+        "5000",
+    ]);
     args.extend(["--diagnostics", diagnostics.to_str().unwrap()]);
     let result = dpsynth(&args);
     assert!(result.status.success(), "{}", stderr(&result));
@@ -165,7 +190,10 @@ fn microagg_reports_anonymity_not_differential_privacy_and_is_never_fit_for_rele
     assert!(guarantee["epsilon"].is_null(), "no epsilon: {guarantee}");
     assert_eq!(guarantee["fit_for_release"], false, "not DP, even without --seed");
     let anonymity = guarantee["anonymity"].as_str().unwrap();
-    assert!(anonymity.contains("at least 30 input rows") && anonymity.contains("NOT differential privacy"), "{anonymity}");
+    assert!(
+        anonymity.contains("at least 30 input rows") && anonymity.contains("NOT differential privacy"),
+        "{anonymity}"
+    );
     assert_eq!(json["parameters"]["anonymity"], 30);
     assert_eq!(json["release"]["synthetic_rows"], 3000);
 }
@@ -196,8 +224,21 @@ fn wrong_relations_options_and_values_are_refused_by_name_and_leave_nothing() {
     // A carrier outside the public list: an error naming the file, column and value, unless --unlisted other.
     let short_list = |extra: &[&'static str]| {
         let mut args = vec![
-            "synth", i, "--output", o, "--report", r, "--quiet", "--columns", "carrier",
-            "--categories", "carrier=AA,B6", "--mechanism", "microagg", "--k", "10",
+            "synth",
+            i,
+            "--output",
+            o,
+            "--report",
+            r,
+            "--quiet",
+            "--columns",
+            "carrier",
+            "--categories",
+            "carrier=AA,B6",
+            "--mechanism",
+            "microagg",
+            "--k",
+            "10",
         ];
         args.extend_from_slice(extra);
         dpsynth(&args)
@@ -205,9 +246,13 @@ fn wrong_relations_options_and_values_are_refused_by_name_and_leave_nothing() {
     let result = short_list(&[]);
     assert_eq!(result.status.code(), Some(2));
     let message = stderr(&result);
-    assert!(message.contains("mixed.parquet") && message.contains("'carrier'") && message.contains("'UA'"), "{message}");
+    assert!(
+        message.contains("mixed.parquet") && message.contains("'carrier'") && message.contains("'UA'"),
+        "{message}"
+    );
     // A numeric column given neither categories nor bins is not a bit.
-    let mut args = vec!["synth", i, "--output", o, "--quiet", "--columns", "distance", "--mechanism", "microagg", "--k", "10"];
+    let mut args =
+        vec!["synth", i, "--output", o, "--quiet", "--columns", "distance", "--mechanism", "microagg", "--k", "10"];
     let result = dpsynth(&args);
     assert_eq!(result.status.code(), Some(2));
     assert!(stderr(&result).contains("'distance'") && stderr(&result).contains("not a bit"), "{}", stderr(&result));
@@ -237,9 +282,25 @@ fn category_lists_come_from_the_config_never_from_the_data() {
     let output = dir.path().join("out.parquet");
     let report = dir.path().join("report.json");
     let result = dpsynth(&[
-        "synth", input.to_str().unwrap(), "--config", config.to_str().unwrap(), "--output", output.to_str().unwrap(),
-        "--report", report.to_str().unwrap(), "--quiet", "--mechanism", "covloss", "--epsilon", "0.05",
-        "--neighbours", "replace", "--seed", "1", "--rows", "20000",
+        "synth",
+        input.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--output",
+        output.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+        "--quiet",
+        "--mechanism",
+        "covloss",
+        "--epsilon",
+        "0.05",
+        "--neighbours",
+        "replace",
+        "--seed",
+        "1",
+        "--rows",
+        "20000",
     ]);
     assert!(result.status.success(), "{}", stderr(&result));
     let json = report_json(&report);
@@ -272,8 +333,23 @@ fn integer_categories_and_zero_one_integers_round_trip_their_types() {
     let output = dir.path().join("out.parquet");
     let months_list = format!("month={}", (1..=12).map(|m| m.to_string()).collect::<Vec<_>>().join(","));
     let result = dpsynth(&[
-        "synth", path.to_str().unwrap(), "--output", output.to_str().unwrap(), "--quiet", "--columns", "month,summer",
-        "--categories", &months_list, "--mechanism", "microagg", "--k", "12", "--cells-from", "k", "--seed", "2",
+        "synth",
+        path.to_str().unwrap(),
+        "--output",
+        output.to_str().unwrap(),
+        "--quiet",
+        "--columns",
+        "month,summer",
+        "--categories",
+        &months_list,
+        "--mechanism",
+        "microagg",
+        "--k",
+        "12",
+        "--cells-from",
+        "k",
+        "--seed",
+        "2",
     ]);
     assert!(result.status.success(), "{}", stderr(&result));
     let batches = batches(&output);
@@ -288,8 +364,17 @@ fn integer_categories_and_zero_one_integers_round_trip_their_types() {
     let bad = dir.path().join("bad.parquet");
     write_parquet(&bad, vec![("summer", Arc::new(Int32Array::from(vec![0, 1, 2])) as ArrayRef)], 10);
     let result = dpsynth(&[
-        "synth", bad.to_str().unwrap(), "--output", output.to_str().unwrap(), "--quiet", "--columns", "summer",
-        "--mechanism", "microagg", "--k", "1",
+        "synth",
+        bad.to_str().unwrap(),
+        "--output",
+        output.to_str().unwrap(),
+        "--quiet",
+        "--columns",
+        "summer",
+        "--mechanism",
+        "microagg",
+        "--k",
+        "1",
     ]);
     assert_eq!(result.status.code(), Some(2));
     assert!(stderr(&result).contains("value 2 is not a bit"), "{}", stderr(&result));
@@ -300,7 +385,16 @@ fn eval_marginals_scores_a_generated_latent_class_table_and_its_synthetic_versio
     let dir = tempfile::tempdir().unwrap();
     let real = dir.path().join("real.parquet");
     let result = dpsynth(&[
-        "generate", real.to_str().unwrap(), "--rows", "20000", "--dims", "6", "--law", "latent-class:3", "--seed", "5",
+        "generate",
+        real.to_str().unwrap(),
+        "--rows",
+        "20000",
+        "--dims",
+        "6",
+        "--law",
+        "latent-class:3",
+        "--seed",
+        "5",
     ]);
     assert!(result.status.success(), "{}", stderr(&result));
     let columns = "x0,x1,x2,x3,x4,x5";
@@ -310,7 +404,17 @@ fn eval_marginals_scores_a_generated_latent_class_table_and_its_synthetic_versio
         ("covloss", vec!["--mechanism", "covloss", "--epsilon", "1", "--neighbours", "replace", "--damping", "cells"]),
     ] {
         let output = dir.path().join(format!("{name}.parquet"));
-        let mut args = vec!["synth", real.to_str().unwrap(), "--output", output.to_str().unwrap(), "--quiet", "--columns", columns, "--seed", "1"];
+        let mut args = vec![
+            "synth",
+            real.to_str().unwrap(),
+            "--output",
+            output.to_str().unwrap(),
+            "--quiet",
+            "--columns",
+            columns,
+            "--seed",
+            "1",
+        ];
         args.extend(extra);
         let result = dpsynth(&args);
         assert!(result.status.success(), "{name}: {}", stderr(&result));
@@ -318,8 +422,21 @@ fn eval_marginals_scores_a_generated_latent_class_table_and_its_synthetic_versio
     }
     let json_path = dir.path().join("marginals.json");
     let result = dpsynth(&[
-        "eval", "--real", real.to_str().unwrap(), "--synth", real.to_str().unwrap(), "--synth", outputs[0].to_str().unwrap(),
-        "--synth", outputs[1].to_str().unwrap(), "--marginals", "--columns", columns, "--json", json_path.to_str().unwrap(), "--quiet",
+        "eval",
+        "--real",
+        real.to_str().unwrap(),
+        "--synth",
+        real.to_str().unwrap(),
+        "--synth",
+        outputs[0].to_str().unwrap(),
+        "--synth",
+        outputs[1].to_str().unwrap(),
+        "--marginals",
+        "--columns",
+        columns,
+        "--json",
+        json_path.to_str().unwrap(),
+        "--quiet",
     ]);
     assert!(result.status.success(), "{}", stderr(&result));
     let json = report_json(&json_path);
@@ -331,7 +448,11 @@ fn eval_marginals_scores_a_generated_latent_class_table_and_its_synthetic_versio
     // a broken rounding or centroid (bits 0 or ½ everywhere) is off by ~0.2.
     for comparison in [1, 2] {
         for degree in [1, 2, 3] {
-            assert!(mse(comparison, degree) < 0.05f64.powi(2), "comparison {comparison}, d = {degree}: {}", mse(comparison, degree));
+            assert!(
+                mse(comparison, degree) < 0.05f64.powi(2),
+                "comparison {comparison}, d = {degree}: {}",
+                mse(comparison, degree)
+            );
         }
         assert_eq!(json["comparisons"][comparison]["marginals"]["degrees"][2]["sampled"], false);
     }

@@ -26,8 +26,21 @@ fn columns(range: std::ops::Range<usize>) -> Vec<(&'static str, ArrayRef)> {
 
 fn synth(input: &Path, output: &Path, report: &Path) -> std::process::Output {
     dpsynth(&[
-        "synth", text(input), "--output", text(output), "--report", text(report), "--epsilon", "1",
-        "--bounds", "a=0:1", "--bounds", "b=0:100", "--seed", "7", "--quiet",
+        "synth",
+        text(input),
+        "--output",
+        text(output),
+        "--report",
+        text(report),
+        "--epsilon",
+        "1",
+        "--bounds",
+        "a=0:1",
+        "--bounds",
+        "b=0:100",
+        "--seed",
+        "7",
+        "--quiet",
     ])
 }
 
@@ -70,8 +83,20 @@ fn a_directory_or_a_glob_gives_the_output_of_the_concatenated_file() {
     let evaluate = |real: &Path, json: &str| {
         let json = dir.path().join(json);
         let result = dpsynth(&[
-            "eval", "--real", text(real), "--synth", text(&expected), "--bounds", "a=0:1", "--bounds", "b=0:100",
-            "--json", text(&json), "--seed", "3", "--quiet",
+            "eval",
+            "--real",
+            text(real),
+            "--synth",
+            text(&expected),
+            "--bounds",
+            "a=0:1",
+            "--bounds",
+            "b=0:100",
+            "--json",
+            text(&json),
+            "--seed",
+            "3",
+            "--quiet",
         ]);
         assert!(result.status.success(), "{}", stderr(&result));
         let mut value = report_json(&json);
@@ -155,8 +180,21 @@ fn hive_folders_become_columns_only_when_asked() {
     let run = |input: &Path, name: &str, extra: &[&str]| {
         let output = dir.path().join(format!("{name}.parquet"));
         let mut args = vec![
-            "synth", text(input), "--output", text(&output), "--epsilon", "1", "--bounds", "a=0:1",
-            "--bounds", "b=0:100", "--bounds", "year=2000:2100", "--seed", "7", "--quiet",
+            "synth",
+            text(input),
+            "--output",
+            text(&output),
+            "--epsilon",
+            "1",
+            "--bounds",
+            "a=0:1",
+            "--bounds",
+            "b=0:100",
+            "--bounds",
+            "year=2000:2100",
+            "--seed",
+            "7",
+            "--quiet",
         ];
         args.extend_from_slice(extra);
         (dpsynth(&args), output)
@@ -176,8 +214,22 @@ fn hive_folders_become_columns_only_when_asked() {
     let evaluate = |real: &Path, json: &str, extra: &[&str]| {
         let json = dir.path().join(json);
         let mut args = vec![
-            "eval", "--real", text(real), "--synth", text(&expected), "--bounds", "a=0:1", "--bounds", "b=0:100",
-            "--bounds", "year=2000:2100", "--json", text(&json), "--seed", "3", "--quiet",
+            "eval",
+            "--real",
+            text(real),
+            "--synth",
+            text(&expected),
+            "--bounds",
+            "a=0:1",
+            "--bounds",
+            "b=0:100",
+            "--bounds",
+            "year=2000:2100",
+            "--json",
+            text(&json),
+            "--seed",
+            "3",
+            "--quiet",
         ];
         args.extend_from_slice(extra);
         let result = dpsynth(&args);
@@ -191,19 +243,42 @@ fn hive_folders_become_columns_only_when_asked() {
     let marginals = |real: &Path, json: &str, extra: &[&str]| {
         let json = dir.path().join(json);
         let mut args = vec![
-            "eval", "--marginals", "--real", text(real), "--synth", text(&expected), "--columns", "a,year",
-            "--bounds", "a=0:1", "--bins", "a=4", "--bounds", "year=2023:2025", "--bins", "year=2", "--json",
-            text(&json), "--quiet",
+            "eval",
+            "--marginals",
+            "--real",
+            text(real),
+            "--synth",
+            text(&expected),
+            "--columns",
+            "a,year",
+            "--bounds",
+            "a=0:1",
+            "--bins",
+            "a=4",
+            "--bounds",
+            "year=2023:2025",
+            "--bins",
+            "year=2",
+            "--json",
+            text(&json),
+            "--quiet",
         ];
         args.extend_from_slice(extra);
         let result = dpsynth(&args);
         assert!(result.status.success(), "{}", stderr(&result));
         report_json(&json)["comparisons"].clone()
     };
-    assert_eq!(marginals(&parts, "marginals-folders.json", &["--hive-columns"]), marginals(&whole, "marginals-file.json", &[]));
+    assert_eq!(
+        marginals(&parts, "marginals-folders.json", &["--hive-columns"]),
+        marginals(&whole, "marginals-file.json", &[])
+    );
     // A file outside the year=... folders has no year: refused naming it.
     write_parquet(&parts.join("stray.parquet"), columns(0..10), 10);
     let (result, _) = run(&parts, "stray", &["--hive-columns"]);
     assert_eq!(result.status.code(), Some(2));
-    assert!(stderr(&result).contains("stray.parquet") && stderr(&result).contains("partition keys"), "{}", stderr(&result));
+    assert!(
+        stderr(&result).contains("stray.parquet") && stderr(&result).contains("partition keys"),
+        "{}",
+        stderr(&result)
+    );
 }

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Int32Array, StringArray};
 use crate::common::*;
+use arrow::array::{ArrayRef, Int32Array, StringArray};
 use serde_json::Value;
 
 /// Runs eval with `args` (plus `--quiet`) and returns the parsed JSON it wrote.
@@ -19,10 +19,7 @@ fn eval_json(dir: &Path, args: &[&str]) -> Value {
 }
 
 fn number(value: &Value, path: &[&str]) -> f64 {
-    path.iter()
-        .fold(value, |v, key| &v[*key])
-        .as_f64()
-        .unwrap_or_else(|| panic!("{path:?} is not a number in {value}"))
+    path.iter().fold(value, |v, key| &v[*key]).as_f64().unwrap_or_else(|| panic!("{path:?} is not a number in {value}"))
 }
 
 /// A table of columns x (in [0, 100]) and y (in [-1, 1]) from `points` in [0,1]², plus a text column.
@@ -32,10 +29,7 @@ fn write_xy(path: &Path, points: &[(f64, f64)]) {
         vec![
             ("x", floats(points.iter().map(|p| p.0 * 100.0))),
             ("y", floats(points.iter().map(|p| p.1 * 2.0 - 1.0))),
-            (
-                "label",
-                Arc::new(StringArray::from_iter_values(points.iter().map(|_| "a"))) as ArrayRef,
-            ),
+            ("label", Arc::new(StringArray::from_iter_values(points.iter().map(|_| "a"))) as ArrayRef),
         ],
         64,
     );
@@ -43,9 +37,7 @@ fn write_xy(path: &Path, points: &[(f64, f64)]) {
 
 fn random_points(seed: u64, n: usize, scale: f64) -> Vec<(f64, f64)> {
     let mut fixture = Fixture::new(seed);
-    (0..n)
-        .map(|_| (fixture.unit() * scale, fixture.unit() * scale))
-        .collect()
+    (0..n).map(|_| (fixture.unit() * scale, fixture.unit() * scale)).collect()
 }
 
 fn path_str(path: &Path) -> &str {
@@ -95,19 +87,10 @@ fn a_known_shift_gives_its_w1_by_every_method() {
     // synth = real shifted by 0.2 (normalised) along x: W1 = 0.2 exactly in ℓ∞ (moving back costs 0.2; the
     // x marginal alone needs 0.2).
     let dir = tempfile::tempdir().unwrap();
-    let (real, synth) = (
-        dir.path().join("real.parquet"),
-        dir.path().join("synth.parquet"),
-    );
+    let (real, synth) = (dir.path().join("real.parquet"), dir.path().join("synth.parquet"));
     let points = random_points(2, 400, 0.8);
     write_xy(&real, &points);
-    write_xy(
-        &synth,
-        &points
-            .iter()
-            .map(|&(x, y)| (x + 0.2, y))
-            .collect::<Vec<_>>(),
-    );
+    write_xy(&synth, &points.iter().map(|&(x, y)| (x + 0.2, y)).collect::<Vec<_>>());
     let base = ["--real", path_str(&real), "--synth", path_str(&synth)];
     let mut args = base.to_vec();
     args.extend_from_slice(&XY_BOUNDS);
@@ -121,19 +104,13 @@ fn a_known_shift_gives_its_w1_by_every_method() {
     assert!(number(&json["columns"][0], &["std_error"]) < 1e-9);
     assert!((number(&json, &["mean_error", "max_abs"]) - 0.2).abs() < 1e-12);
     assert!(number(&json, &["covariance_error", "max_abs"]) < 1e-12);
-    let (lower, upper) = (
-        number(&json, &["sandwich", "lower"]),
-        number(&json, &["sandwich", "upper"]),
-    );
+    let (lower, upper) = (number(&json, &["sandwich", "lower"]), number(&json, &["sandwich", "upper"]));
     assert!(lower <= 0.2 + 1e-12 && 0.2 <= upper, "{lower} {upper}");
 
     // The grid estimate, forced: within its stated error of 0.2.
     args.extend_from_slice(&["--grid-side", "40"]);
     let json = eval_json(dir.path(), &args);
-    let (grid, error) = (
-        number(&json, &["grid", "w1"]),
-        number(&json, &["grid", "error_bound"]),
-    );
+    let (grid, error) = (number(&json, &["grid", "w1"]), number(&json, &["grid", "error_bound"]));
     assert_eq!(number(&json, &["grid", "side"]), 40.0);
     assert!((grid - 0.2).abs() <= error + 1e-12, "{grid} ± {error}");
     assert!(error <= 1.0 / 40.0);
@@ -142,21 +119,11 @@ fn a_known_shift_gives_its_w1_by_every_method() {
 #[test]
 fn one_column_is_exact_by_sorted_cdfs_and_columns_select_from_the_bounds() {
     let dir = tempfile::tempdir().unwrap();
-    let (real, synth) = (
-        dir.path().join("real.parquet"),
-        dir.path().join("synth.parquet"),
-    );
+    let (real, synth) = (dir.path().join("real.parquet"), dir.path().join("synth.parquet"));
     // x: real {0, 50, 100}, synth {25, 25}: W1 = (1/3)(0.25 + 0.25 + 0.75) = 5/12 normalised.
     write_xy(&real, &[(0.0, 0.1), (0.5, 0.2), (1.0, 0.3)]);
     write_xy(&synth, &[(0.25, 0.9), (0.25, 0.9)]);
-    let mut args = vec![
-        "--real",
-        path_str(&real),
-        "--synth",
-        path_str(&synth),
-        "--columns",
-        "x",
-    ];
+    let mut args = vec!["--real", path_str(&real), "--synth", path_str(&synth), "--columns", "x"];
     args.extend_from_slice(&XY_BOUNDS);
     let json = eval_json(dir.path(), &args);
     assert_eq!(json["w1"]["method"], "exact-1d");
@@ -171,10 +138,7 @@ fn one_column_is_exact_by_sorted_cdfs_and_columns_select_from_the_bounds() {
 #[test]
 fn values_outside_the_bounds_are_clamped_and_counted_per_file_and_column() {
     let dir = tempfile::tempdir().unwrap();
-    let (real, synth) = (
-        dir.path().join("real.parquet"),
-        dir.path().join("synth.parquet"),
-    );
+    let (real, synth) = (dir.path().join("real.parquet"), dir.path().join("synth.parquet"));
     write_xy(&real, &[(0.5, 0.5), (1.5, 0.5), (-0.5, 2.0)]);
     write_xy(&synth, &[(0.5, 0.5)]);
     let mut args = vec!["--real", path_str(&real), "--synth", path_str(&synth)];
@@ -192,20 +156,10 @@ fn config_file_bounds_apply_and_the_summary_goes_to_stdout() {
     let real = dir.path().join("real.parquet");
     write_xy(&real, &random_points(3, 50, 1.0));
     let config = dir.path().join("run.toml");
-    std::fs::write(
-        &config,
-        "epsilon = 1.0\noutput = \"ignored.parquet\"\n[bounds]\nx = [0, 100]\ny = [-1, 1]\n",
-    )
-    .unwrap();
-    let output = dpsynth(&[
-        "eval",
-        "--real",
-        path_str(&real),
-        "--synth",
-        path_str(&real),
-        "--config",
-        path_str(&config),
-    ]);
+    std::fs::write(&config, "epsilon = 1.0\noutput = \"ignored.parquet\"\n[bounds]\nx = [0, 100]\ny = [-1, 1]\n")
+        .unwrap();
+    let output =
+        dpsynth(&["eval", "--real", path_str(&real), "--synth", path_str(&real), "--config", path_str(&config)]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("W1 = 0.000000"), "{text}");
@@ -217,23 +171,13 @@ fn config_file_bounds_apply_and_the_summary_goes_to_stdout() {
 fn assert_rejected(dir: &Path, inputs: &[PathBuf], args: &[&str], fragments: &[&str]) {
     let json = dir.join("out.json");
     let report = dir.join("report");
-    let mut all = vec![
-        "eval",
-        "--json",
-        path_str(&json),
-        "--report-dir",
-        path_str(&report),
-        "--quiet",
-    ];
+    let mut all = vec!["eval", "--json", path_str(&json), "--report-dir", path_str(&report), "--quiet"];
     all.extend_from_slice(args);
     let output = dpsynth(&all);
     let message = stderr(&output);
     assert_eq!(output.status.code(), Some(2), "{args:?}: {message}");
     for fragment in fragments {
-        assert!(
-            message.contains(fragment),
-            "{args:?}: '{fragment}' missing from: {message}"
-        );
+        assert!(message.contains(fragment), "{args:?}: '{fragment}' missing from: {message}");
     }
     assert!(!message.contains("panicked"), "{message}");
     let mut expected = inputs.to_vec();
@@ -244,24 +188,15 @@ fn assert_rejected(dir: &Path, inputs: &[PathBuf], args: &[&str], fragments: &[&
 #[test]
 fn bad_input_is_rejected_naming_file_and_column_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let (real, other) = (
-        dir.path().join("real.parquet"),
-        dir.path().join("other.parquet"),
-    );
+    let (real, other) = (dir.path().join("real.parquet"), dir.path().join("other.parquet"));
     write_xy(&real, &random_points(4, 20, 1.0));
     // `other` has x and a text column named y, but no z.
     write_parquet(
         &other,
         vec![
             ("x", floats((0..20).map(|i| i as f64))),
-            (
-                "y",
-                Arc::new(StringArray::from_iter_values((0..20).map(|_| "b"))) as ArrayRef,
-            ),
-            (
-                "z",
-                Arc::new(Int32Array::from_iter_values(0..20)) as ArrayRef,
-            ),
+            ("y", Arc::new(StringArray::from_iter_values((0..20).map(|_| "b"))) as ArrayRef),
+            ("z", Arc::new(Int32Array::from_iter_values(0..20)) as ArrayRef),
         ],
         8,
     );
@@ -272,9 +207,7 @@ fn bad_input_is_rejected_naming_file_and_column_and_writes_nothing() {
     assert_rejected(
         dir.path(),
         &inputs,
-        &[
-            "--real", r, "--synth", o, "--bounds", "x=0:100", "--bounds", "y=-1:1",
-        ],
+        &["--real", r, "--synth", o, "--bounds", "x=0:100", "--bounds", "y=-1:1"],
         &["other.parquet", "'y'", "not numeric"],
     );
     assert_rejected(
@@ -287,24 +220,10 @@ fn bad_input_is_rejected_naming_file_and_column_and_writes_nothing() {
     assert_rejected(
         dir.path(),
         &inputs,
-        &[
-            "--real",
-            r,
-            "--synth",
-            r,
-            "--columns",
-            "x,y",
-            "--bounds",
-            "x=0:100",
-        ],
+        &["--real", r, "--synth", r, "--columns", "x,y", "--bounds", "x=0:100"],
         &["'y'", "no public bounds"],
     );
-    assert_rejected(
-        dir.path(),
-        &inputs,
-        &["--real", r, "--synth", r],
-        &["no columns", "--bounds"],
-    );
+    assert_rejected(dir.path(), &inputs, &["--real", r, "--synth", r], &["no columns", "--bounds"]);
     // Malformed bounds, a missing file, a bad grid side.
     assert_rejected(
         dir.path(),
@@ -316,29 +235,13 @@ fn bad_input_is_rejected_naming_file_and_column_and_writes_nothing() {
     assert_rejected(
         dir.path(),
         &inputs,
-        &[
-            "--real",
-            r,
-            "--synth",
-            path_str(&missing),
-            "--bounds",
-            "x=0:100",
-        ],
+        &["--real", r, "--synth", path_str(&missing), "--bounds", "x=0:100"],
         &["missing.parquet", "cannot open"],
     );
     assert_rejected(
         dir.path(),
         &inputs,
-        &[
-            "--real",
-            r,
-            "--synth",
-            r,
-            "--bounds",
-            "x=0:100",
-            "--grid-side",
-            "0",
-        ],
+        &["--real", r, "--synth", r, "--bounds", "x=0:100", "--grid-side", "0"],
         &["--grid-side"],
     );
 }
@@ -346,28 +249,13 @@ fn bad_input_is_rejected_naming_file_and_column_and_writes_nothing() {
 #[test]
 fn nulls_are_an_error_naming_the_column_unless_dropped() {
     let dir = tempfile::tempdir().unwrap();
-    let (real, synth) = (
-        dir.path().join("real.parquet"),
-        dir.path().join("synth.parquet"),
-    );
+    let (real, synth) = (dir.path().join("real.parquet"), dir.path().join("synth.parquet"));
     write_xy(&real, &[(0.1, 0.1), (0.2, 0.2)]);
-    write_parquet(
-        &synth,
-        vec![
-            ("x", floats([10.0, f64::NAN, 20.0])),
-            ("y", floats([0.0, 0.0, 0.0])),
-        ],
-        8,
-    );
+    write_parquet(&synth, vec![("x", floats([10.0, f64::NAN, 20.0])), ("y", floats([0.0, 0.0, 0.0]))], 8);
     let inputs = [real.clone(), synth.clone()];
     let mut args = vec!["--real", path_str(&real), "--synth", path_str(&synth)];
     args.extend_from_slice(&XY_BOUNDS);
-    assert_rejected(
-        dir.path(),
-        &inputs,
-        &args,
-        &["synth.parquet", "'x'", "NaN", "row 1"],
-    );
+    assert_rejected(dir.path(), &inputs, &args, &["synth.parquet", "'x'", "NaN", "row 1"]);
     args.extend_from_slice(&["--nulls", "drop"]);
     let json = eval_json(dir.path(), &args);
     assert_eq!(number(&json, &["synth", "rows"]), 2.0);
@@ -378,40 +266,17 @@ fn nulls_are_an_error_naming_the_column_unless_dropped() {
 #[test]
 fn report_dir_has_the_page_the_plots_and_the_json() {
     let dir = tempfile::tempdir().unwrap();
-    let (real, synth) = (
-        dir.path().join("real.parquet"),
-        dir.path().join("synth.parquet"),
-    );
+    let (real, synth) = (dir.path().join("real.parquet"), dir.path().join("synth.parquet"));
     write_xy(&real, &random_points(5, 200, 1.0));
     write_xy(&synth, &random_points(6, 150, 0.9));
     let report = dir.path().join("report");
-    let mut args = vec![
-        "--real",
-        path_str(&real),
-        "--synth",
-        path_str(&synth),
-        "--report-dir",
-        path_str(&report),
-    ];
+    let mut args = vec!["--real", path_str(&real), "--synth", path_str(&synth), "--report-dir", path_str(&report)];
     args.extend_from_slice(&XY_BOUNDS);
     let json = eval_json(dir.path(), &args);
-    let names: Vec<String> = files_in(&report)
-        .iter()
-        .map(|path| path.file_name().unwrap().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(
-        names,
-        [
-            "density-0-1-x-y.svg",
-            "eval.json",
-            "hist-0-x.svg",
-            "hist-1-y.svg",
-            "index.html",
-            "index.md"
-        ]
-    );
-    let same: Value =
-        serde_json::from_str(&std::fs::read_to_string(report.join("eval.json")).unwrap()).unwrap();
+    let names: Vec<String> =
+        files_in(&report).iter().map(|path| path.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    assert_eq!(names, ["density-0-1-x-y.svg", "eval.json", "hist-0-x.svg", "hist-1-y.svg", "index.html", "index.md"]);
+    let same: Value = serde_json::from_str(&std::fs::read_to_string(report.join("eval.json")).unwrap()).unwrap();
     assert_eq!(same["w1"], json["w1"]);
     let html = std::fs::read_to_string(report.join("index.html")).unwrap();
     assert_eq!(html.matches("<svg").count(), 3, "every plot inline");
@@ -419,10 +284,7 @@ fn report_dir_has_the_page_the_plots_and_the_json() {
     let markdown = std::fs::read_to_string(report.join("index.md")).unwrap();
     for name in &names[..] {
         if name.ends_with(".svg") {
-            assert!(
-                markdown.contains(&format!("]({name})")),
-                "index.md links {name}"
-            );
+            assert!(markdown.contains(&format!("]({name})")), "index.md links {name}");
             let svg = std::fs::read_to_string(report.join(name)).unwrap();
             assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         }
@@ -438,10 +300,7 @@ fn dropped_rows_leave_exactly_the_valid_rows_across_row_groups() {
     // synth = real's 30 rows with null, NaN and infinite rows spliced in, in row groups of 7: with
     // --nulls drop the two tables must be identical (W1 = 0, equal moments).
     let dir = tempfile::tempdir().unwrap();
-    let (real, synth) = (
-        dir.path().join("real.parquet"),
-        dir.path().join("synth.parquet"),
-    );
+    let (real, synth) = (dir.path().join("real.parquet"), dir.path().join("synth.parquet"));
     let points = random_points(7, 30, 1.0);
     write_xy(&real, &points);
     let mut x: Vec<Option<f64>> = Vec::new();
@@ -456,34 +315,13 @@ fn dropped_rows_leave_exactly_the_valid_rows_across_row_groups() {
         x.push(Some(px * 100.0));
         y.push(py * 2.0 - 1.0);
     }
-    write_parquet(
-        &synth,
-        vec![
-            (
-                "x",
-                Arc::new(arrow::array::Float64Array::from(x)) as ArrayRef,
-            ),
-            ("y", floats(y)),
-        ],
-        7,
-    );
-    let mut args = vec![
-        "--real",
-        path_str(&real),
-        "--synth",
-        path_str(&synth),
-        "--nulls",
-        "drop",
-    ];
+    write_parquet(&synth, vec![("x", Arc::new(arrow::array::Float64Array::from(x)) as ArrayRef), ("y", floats(y))], 7);
+    let mut args = vec!["--real", path_str(&real), "--synth", path_str(&synth), "--nulls", "drop"];
     args.extend_from_slice(&XY_BOUNDS);
     let json = eval_json(dir.path(), &args);
     assert_eq!(number(&json, &["synth", "rows"]), 30.0);
     assert_eq!(number(&json, &["synth", "dropped_rows"]), 30.0);
-    assert_eq!(
-        json["synth"]["clamped_values"],
-        serde_json::json!([0, 0]),
-        "dropped rows are not counted"
-    );
+    assert_eq!(json["synth"]["clamped_values"], serde_json::json!([0, 0]), "dropped rows are not counted");
     assert_eq!(number(&json, &["w1", "value"]), 0.0);
     assert_eq!(number(&json, &["covariance_error", "max_abs"]), 0.0);
 }
@@ -513,14 +351,7 @@ fn several_synthetic_tables_are_ranked_on_the_same_real_subsamples_with_their_ru
     write_xy(&path("far.parquet"), &shifted);
     write_run_report(&path("close.json"), "pmm", 1.0, 12, 800);
     write_run_report(&path("far.json"), "pmm", 0.1, 9, 799);
-    let files = [
-        "real.parquet",
-        "close.parquet",
-        "far.parquet",
-        "close.json",
-        "far.json",
-    ]
-    .map(path);
+    let files = ["real.parquet", "close.parquet", "far.parquet", "close.json", "far.json"].map(path);
     let [real, close, far, close_run, far_run] = files.each_ref().map(|p| path_str(p));
     let mut args = vec![
         "--real",
@@ -546,38 +377,18 @@ fn several_synthetic_tables_are_ranked_on_the_same_real_subsamples_with_their_ru
     // The top level is the first table's report, every key of a single comparison included.
     let comparisons = json["comparisons"].as_array().unwrap();
     assert_eq!(comparisons.len(), 2);
-    for key in [
-        "real",
-        "synth",
-        "units",
-        "columns",
-        "w1",
-        "sandwich",
-        "grid",
-        "mean_error",
-    ] {
+    for key in ["real", "synth", "units", "columns", "w1", "sandwich", "grid", "mean_error"] {
         assert_eq!(json[key], comparisons[0][key], "{key}");
     }
     assert_eq!(json["synth"]["file"], close);
     assert_eq!(comparisons[1]["synth"]["file"], far);
     assert_eq!(comparisons[0]["label"], "pmm, ε = 1, depth 12");
     assert_eq!(number(&comparisons[1], &["run", "epsilon"]), 0.1);
-    assert_eq!(
-        comparisons[1]["run"]["neighbours"],
-        "add-remove: datasets differ by one row"
-    );
+    assert_eq!(comparisons[1]["run"]["neighbours"], "add-remove: datasets differ by one row");
 
-    let subsample =
-        |k: usize, key: &str| number(&comparisons[k]["subsample_transport"], &[key, "mean"]);
-    assert_eq!(
-        number(&comparisons[0]["subsample_transport"], &["rows_per_sample"]),
-        200.0
-    );
-    assert_eq!(
-        subsample(0, "floor"),
-        subsample(1, "floor"),
-        "one real floor for every table"
-    );
+    let subsample = |k: usize, key: &str| number(&comparisons[k]["subsample_transport"], &[key, "mean"]);
+    assert_eq!(number(&comparisons[0]["subsample_transport"], &["rows_per_sample"]), 200.0);
+    assert_eq!(subsample(0, "floor"), subsample(1, "floor"), "one real floor for every table");
     assert!(subsample(0, "w1") < 1.6 * subsample(0, "floor"), "{json}");
     assert!(subsample(1, "w1") > 0.19 && subsample(1, "w1") > 3.0 * subsample(0, "w1"));
     // The x column carries the shift: every 2-D pair and the marginals see it, and only `far` is warned
@@ -595,42 +406,27 @@ fn several_synthetic_tables_are_ranked_on_the_same_real_subsamples_with_their_ru
     assert_eq!(number(&comparisons[1], &["rank_correlation_error", "frobenius"]), 0.0);
     assert_eq!(comparisons[0]["warnings"], serde_json::json!([]));
     let warnings = comparisons[1]["warnings"].to_string();
-    assert!(
-        warnings.contains("799") && warnings.contains("far.json"),
-        "{warnings}"
-    );
+    assert!(warnings.contains("799") && warnings.contains("far.json"), "{warnings}");
 
     // The same seed gives the same numbers on one thread; another seed draws other rows.
     let mut again = args.clone();
     again.extend_from_slice(&["--threads", "1"]);
     let one_thread = eval_json(dir.path(), &again);
     for k in 0..2 {
-        assert_eq!(
-            one_thread["comparisons"][k]["subsample_transport"],
-            comparisons[k]["subsample_transport"]
-        );
-        assert_eq!(
-            one_thread["comparisons"][k]["pairwise_w1"],
-            comparisons[k]["pairwise_w1"]
-        );
+        assert_eq!(one_thread["comparisons"][k]["subsample_transport"], comparisons[k]["subsample_transport"]);
+        assert_eq!(one_thread["comparisons"][k]["pairwise_w1"], comparisons[k]["pairwise_w1"]);
     }
     let seed = args.iter().position(|&arg| arg == "3").unwrap();
     args[seed] = "4";
     let other = eval_json(dir.path(), &args);
-    assert_ne!(
-        other["subsample_transport"]["w1"]["values"],
-        json["subsample_transport"]["w1"]["values"]
-    );
+    assert_ne!(other["subsample_transport"]["w1"]["values"], json["subsample_transport"]["w1"]["values"]);
 
     // The summary has one line per table side by side.
     let mut summary_args = vec!["eval", "--quiet"];
     summary_args.extend_from_slice(&args);
     let output = dpsynth(&summary_args);
     let text = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        text.contains("side by side") && text.contains("pmm, ε = 0.1, depth 9:"),
-        "{text}"
-    );
+    assert!(text.contains("side by side") && text.contains("pmm, ε = 0.1, depth 9:"), "{text}");
 }
 
 #[test]
@@ -642,9 +438,7 @@ fn run_reports_and_outputs_are_checked_before_anything_is_written() {
     std::fs::write(&not_json, "not a report").unwrap();
     let inputs = [real.clone(), not_json.clone()];
     let (r, n) = (path_str(&real), path_str(&not_json));
-    let base = vec![
-        "--real", r, "--synth", r, "--bounds", "x=0:100", "--bounds", "y=-1:1",
-    ];
+    let base = vec!["--real", r, "--synth", r, "--bounds", "x=0:100", "--bounds", "y=-1:1"];
     let with = |extra: &[&'static str]| [base.clone(), extra.to_vec()].concat();
     assert_rejected(
         dir.path(),
@@ -658,23 +452,14 @@ fn run_reports_and_outputs_are_checked_before_anything_is_written() {
         &[base.clone(), vec!["--run-report", n, "--run-report", n]].concat(),
         &["--run-report is given 2 times for 1 --synth"],
     );
-    assert_rejected(
-        dir.path(),
-        &inputs,
-        &with(&["--subsample-rows", "5000"]),
-        &["--subsample-rows", "2048"],
-    );
+    assert_rejected(dir.path(), &inputs, &with(&["--subsample-rows", "5000"]), &["--subsample-rows", "2048"]);
     // An output path that is an input (here the real table) is refused and the input left as it was.
     let before = std::fs::read(&real).unwrap();
     let mut args = vec!["eval", "--quiet", "--json", r];
     args.extend_from_slice(&with(&[]));
     let output = dpsynth(&args);
     assert_eq!(output.status.code(), Some(2));
-    assert!(
-        stderr(&output).contains("would overwrite the input"),
-        "{}",
-        stderr(&output)
-    );
+    assert!(stderr(&output).contains("would overwrite the input"), "{}", stderr(&output));
     assert_eq!(std::fs::read(&real).unwrap(), before);
     let mut expected = inputs.to_vec();
     expected.sort();
@@ -704,17 +489,11 @@ fn the_report_page_renders_in_a_headless_browser() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let (real, synth, run) = (
-        dir.path().join("real.parquet"),
-        dir.path().join("synth.parquet"),
-        dir.path().join("run.json"),
-    );
+    let (real, synth, run) =
+        (dir.path().join("real.parquet"), dir.path().join("synth.parquet"), dir.path().join("run.json"));
     // A skewed x (mass near the bottom of wide bounds) to exercise the zoomed panels.
     let skewed = |seed| -> Vec<(f64, f64)> {
-        random_points(seed, 2500, 1.0)
-            .into_iter()
-            .map(|(x, y)| (0.1 * x * x, y))
-            .collect()
+        random_points(seed, 2500, 1.0).into_iter().map(|(x, y)| (0.1 * x * x, y)).collect()
     };
     write_xy(&real, &skewed(10));
     write_xy(&synth, &skewed(11));
@@ -755,14 +534,9 @@ fn the_report_page_renders_in_a_headless_browser() {
         .arg(format!("file://{}", report.join("index.html").display()))
         .output()
         .expect("the browser starts");
-    assert!(
-        shot.exists(),
-        "no screenshot: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert!(shot.exists(), "no screenshot: {}", String::from_utf8_lossy(&output.stderr));
 
-    let mut decoder =
-        png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+    let mut decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
     decoder.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
     let mut reader = decoder.read_info().unwrap();
     let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
@@ -772,21 +546,11 @@ fn the_report_page_renders_in_a_headless_browser() {
     assert!(channels >= 3, "{:?}", info.color_type);
     let (mut ink, mut coloured) = (0usize, 0usize);
     for pixel in pixels[..info.buffer_size()].chunks_exact(channels) {
-        let (r, g, b) = (
-            i32::from(pixel[0]),
-            i32::from(pixel[1]),
-            i32::from(pixel[2]),
-        );
+        let (r, g, b) = (i32::from(pixel[0]), i32::from(pixel[1]), i32::from(pixel[2]));
         ink += usize::from(r.min(g).min(b) < 235);
         coloured += usize::from((r - g).abs().max((g - b).abs()).max((r - b).abs()) > 40);
     }
     let total = (width * height) as usize;
-    assert!(
-        ink * 20 > total,
-        "only {ink} of {total} pixels are not blank"
-    );
-    assert!(
-        coloured * 100 > total,
-        "only {coloured} of {total} pixels are coloured"
-    );
+    assert!(ink * 20 > total, "only {ink} of {total} pixels are not blank");
+    assert!(coloured * 100 > total, "only {coloured} of {total} pixels are coloured");
 }

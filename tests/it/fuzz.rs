@@ -26,41 +26,32 @@ use crate::common::*;
 
 fn corpus(kind: &str) -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus").join(kind);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|entry| entry.unwrap().path()).collect();
     files.sort();
     files
 }
 
 /// A deterministic runner of `default_cases` cases (or `PROPTEST_CASES`), seeded per target.
 fn runner(target: u8, default_cases: u32) -> TestRunner {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|cases| cases.parse().ok())
-        .unwrap_or(default_cases);
-    let config = Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    };
+    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|cases| cases.parse().ok()).unwrap_or(default_cases);
+    let config = Config { cases, failure_persistence: None, ..Config::default() };
     TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &[target; 32]))
 }
 
 /// Runs a target and reports how many inputs it executed (`--nocapture` shows it, for the figures).
-fn fuzz<S: Strategy>(name: &str, mut runner: TestRunner, strategy: S, test: impl Fn(S::Value) -> Result<(), TestCaseError>) {
+fn fuzz<S: Strategy>(
+    name: &str,
+    mut runner: TestRunner,
+    strategy: S,
+    test: impl Fn(S::Value) -> Result<(), TestCaseError>,
+) {
     let started = Instant::now();
     let executed = std::sync::atomic::AtomicUsize::new(0);
     let result = runner.run(&strategy, |input| {
         executed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         test(input)
     });
-    eprintln!(
-        "fuzz {name}: {} inputs in {:.1}s",
-        executed.into_inner(),
-        started.elapsed().as_secs_f64()
-    );
+    eprintln!("fuzz {name}: {} inputs in {:.1}s", executed.into_inner(), started.elapsed().as_secs_f64());
     if let Err(failure) = result {
         panic!("fuzz {name}: {failure}");
     }
@@ -104,10 +95,8 @@ fn read_everything(path: &Path) -> Result<(), TestCaseError> {
 fn check_release(output: &Path, bounds: &[(&str, f64, f64)]) -> Result<(), TestCaseError> {
     let (fields, columns) = read_parquet(output);
     for ((name, _), column) in fields.iter().zip(&columns) {
-        let (lo, hi) = bounds
-            .iter()
-            .find(|(bounded, _, _)| bounded == name)
-            .map_or((f64::MIN, f64::MAX), |&(_, lo, hi)| (lo, hi));
+        let (lo, hi) =
+            bounds.iter().find(|(bounded, _, _)| bounded == name).map_or((f64::MIN, f64::MAX), |&(_, lo, hi)| (lo, hi));
         if let Some(bad) = column.iter().find(|value| !(value.is_finite() && lo <= **value && **value <= hi)) {
             return Err(TestCaseError::fail(format!("column '{name}': released value {bad} outside {lo}:{hi}")));
         }
@@ -240,10 +229,37 @@ fn check_binary(
 fn toml_value() -> impl Strategy<Value = String> {
     prop_oneof![
         prop::sample::select(vec![
-            "0", "1", "-1", "2", "64", "1e-300", "1e300", "0.5", "nan", "inf", "18446744073709551615",
-            "9223372036854775807", "100", "true", "false", "\"\"", "\"pmm\"", "\"psmm\"", "\"lowdim\"",
-            "\"replace\"", "\"add-remove\"", "\"drop\"", "\"auto\"", "[\"a\"]", "[\"a\", \"b\"]", "[1, 2]",
-            "{ a = [0, 1] }", "{ a = [1, 0] }", "{ a = [\"x\", 1] }", "{ b = [0, 1e308] }", "1979-05-27",
+            "0",
+            "1",
+            "-1",
+            "2",
+            "64",
+            "1e-300",
+            "1e300",
+            "0.5",
+            "nan",
+            "inf",
+            "18446744073709551615",
+            "9223372036854775807",
+            "100",
+            "true",
+            "false",
+            "\"\"",
+            "\"pmm\"",
+            "\"psmm\"",
+            "\"lowdim\"",
+            "\"replace\"",
+            "\"add-remove\"",
+            "\"drop\"",
+            "\"auto\"",
+            "[\"a\"]",
+            "[\"a\", \"b\"]",
+            "[1, 2]",
+            "{ a = [0, 1] }",
+            "{ a = [1, 0] }",
+            "{ a = [\"x\", 1] }",
+            "{ b = [0, 1e308] }",
+            "1979-05-27",
         ])
         .prop_map(str::to_string),
         any::<i64>().prop_map(|number| number.to_string()),
@@ -259,9 +275,29 @@ fn config_files() {
     let config = dir.path().join("run.toml");
     let seeds: Vec<String> = corpus("config").iter().map(|path| std::fs::read_to_string(path).unwrap()).collect();
     let keys = prop::sample::select(vec![
-        "epsilon", "bounds", "columns", "mechanism", "neighbours", "rows", "threads", "memory-limit",
-        "memory-limit-mib", "depth", "cells", "seed", "quiet", "nulls", "root-share", "target-dim",
-        "placement", "consistency", "marginal-share", "partition", "config", "no-such-key", "",
+        "epsilon",
+        "bounds",
+        "columns",
+        "mechanism",
+        "neighbours",
+        "rows",
+        "threads",
+        "memory-limit",
+        "memory-limit-mib",
+        "depth",
+        "cells",
+        "seed",
+        "quiet",
+        "nulls",
+        "root-share",
+        "target-dim",
+        "placement",
+        "consistency",
+        "marginal-share",
+        "partition",
+        "config",
+        "no-such-key",
+        "",
     ]);
     let strategy = (0..seeds.len(), prop::collection::vec((keys, toml_value()), 0..5), any::<bool>());
     fuzz("config", runner(3, 48), strategy, |(seed, pairs, as_eval)| {
@@ -274,14 +310,32 @@ fn config_files() {
         let _ = std::fs::remove_file(&output);
         let config_text = config.to_str().unwrap().to_string();
         let args: Vec<String> = if as_eval {
-            ["eval", "--real", input.to_str().unwrap(), "--synth", input.to_str().unwrap(), "--config", config_text.as_str(),
-             "--subsample-repeats", "0"]
-                .map(str::to_string)
-                .to_vec()
+            [
+                "eval",
+                "--real",
+                input.to_str().unwrap(),
+                "--synth",
+                input.to_str().unwrap(),
+                "--config",
+                config_text.as_str(),
+                "--subsample-repeats",
+                "0",
+            ]
+            .map(str::to_string)
+            .to_vec()
         } else {
-            ["synth", input.to_str().unwrap(), "--output", output.to_str().unwrap(), "--config", config_text.as_str(), "--seed", "1"]
-                .map(str::to_string)
-                .to_vec()
+            [
+                "synth",
+                input.to_str().unwrap(),
+                "--output",
+                output.to_str().unwrap(),
+                "--config",
+                config_text.as_str(),
+                "--seed",
+                "1",
+            ]
+            .map(str::to_string)
+            .to_vec()
         };
         check_binary(&args, &[&input, &config], &[(&output, &[])])
     });
@@ -395,8 +449,17 @@ fn minimised_failures_are_bad_input() {
     for input in corpus("failures") {
         read_everything(&input).unwrap();
         let args: Vec<String> = [
-            "synth", input.to_str().unwrap(), "--output", output.to_str().unwrap(), "--epsilon", "1",
-            "--bounds", "a=0:1000", "--nulls", "drop", "--quiet",
+            "synth",
+            input.to_str().unwrap(),
+            "--output",
+            output.to_str().unwrap(),
+            "--epsilon",
+            "1",
+            "--bounds",
+            "a=0:1000",
+            "--nulls",
+            "drop",
+            "--quiet",
         ]
         .map(str::to_string)
         .to_vec();

@@ -43,17 +43,8 @@ fn assert_refused(args: &[&str], fragments: &[&str]) {
 }
 
 fn synth_args<'a>(input: &'a Path, output: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec![
-        "synth",
-        path_str(input),
-        "--output",
-        path_str(output),
-        "--epsilon",
-        "1",
-        "--bounds",
-        "a=0:1",
-        "--quiet",
-    ];
+    let mut args =
+        vec!["synth", path_str(input), "--output", path_str(output), "--epsilon", "1", "--bounds", "a=0:1", "--quiet"];
     args.extend_from_slice(extra);
     args
 }
@@ -89,10 +80,7 @@ fn eval_never_writes_over_an_input_or_one_output_over_another() {
     // The report directory's eval.json and --json are the same file.
     let pages = dir.path().join("pages");
     let json = pages.join("eval.json");
-    run(
-        eval(&["--report-dir", path_str(&pages), "--json", path_str(&json)]),
-        &["name the same file"],
-    );
+    run(eval(&["--report-dir", path_str(&pages), "--json", path_str(&json)]), &["name the same file"]);
     assert_eq!(std::fs::read(&real).unwrap(), before, "the real table changed");
     assert!(!json.exists());
 }
@@ -150,10 +138,7 @@ fn generate_replaces_an_existing_file_only_with_force() {
         &["generate", path_str(&fresh), "--rows", "10", "--dims", "2", "--schema", path_str(&fresh)],
         &["name the same file"],
     );
-    assert_refused(
-        &["generate", path_str(&fresh), "--rows", "1000000000000000", "--dims", "2"],
-        &["--rows", "10^12"],
-    );
+    assert_refused(&["generate", path_str(&fresh), "--rows", "1000000000000000", "--dims", "2"], &["--rows", "10^12"]);
 }
 
 #[test]
@@ -165,10 +150,7 @@ fn a_directory_as_output_leaves_nothing_and_keeps_the_old_report() {
     std::fs::create_dir(&blocked).unwrap();
     let report = out_dir.path().join("report.json");
     std::fs::write(&report, "the user's old report").unwrap();
-    assert_refused(
-        &synth_args(&input, &blocked, &["--report", path_str(&report)]),
-        &["is a directory"],
-    );
+    assert_refused(&synth_args(&input, &blocked, &["--report", path_str(&report)]), &["is a directory"]);
     assert_eq!(std::fs::read_to_string(&report).unwrap(), "the user's old report");
     assert_eq!(files_in(out_dir.path()), [blocked.clone(), report]);
     assert!(files_in(&blocked).is_empty());
@@ -200,17 +182,13 @@ fn sigterm_and_sigint_remove_the_temporary_and_exit_128_plus_the_signal() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let temporary = dir
-            .path()
-            .join(format!(".out-{signal}.parquet.dpsynth-{}.tmp", child.id()));
+        let temporary = dir.path().join(format!(".out-{signal}.parquet.dpsynth-{}.tmp", child.id()));
         while !temporary.exists() && child.try_wait().unwrap().is_none() {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         assert!(temporary.exists(), "the run ended before writing its table");
-        let killed = std::process::Command::new("kill")
-            .args([format!("-{signal}"), child.id().to_string()])
-            .status()
-            .unwrap();
+        let killed =
+            std::process::Command::new("kill").args([format!("-{signal}"), child.id().to_string()]).status().unwrap();
         assert!(killed.success());
         let status = child.wait_with_output().unwrap();
         assert_eq!(status.status.code(), Some(code), "SIG{signal}: {}", stderr(&status));
@@ -225,10 +203,8 @@ fn psmm_on_wide_tables_neither_hangs_nor_allocates_3_to_the_d() {
     let path = dir.path().join("wide.parquet");
     let mut fixture = Fixture::new(20);
     let names: Vec<String> = (0..45).map(|k| format!("x{k}")).collect();
-    let columns: Vec<(&str, ArrayRef)> = names
-        .iter()
-        .map(|name| (name.as_str(), floats((0..1000).map(|_| fixture.unit()))))
-        .collect();
+    let columns: Vec<(&str, ArrayRef)> =
+        names.iter().map(|name| (name.as_str(), floats((0..1000).map(|_| fixture.unit())))).collect();
     write_parquet(&path, columns, 1000);
     let output = dir.path().join("out.parquet");
     let bounds: Vec<String> = names.iter().map(|name| format!("{name}=0:1")).collect();
@@ -345,10 +321,7 @@ fn threads_and_rows_have_limits_that_the_message_names() {
     let input = table(dir.path());
     let output = dir.path().join("out.parquet");
     assert_refused(&synth_args(&input, &output, &["--threads", "4000"]), &["--threads 4000", "limit"]);
-    assert_refused(
-        &synth_args(&input, &output, &["--rows", "1000000000000000"]),
-        &["--rows", "limit of 10^12"],
-    );
+    assert_refused(&synth_args(&input, &output, &["--rows", "1000000000000000"]), &["--rows", "limit of 10^12"]);
     assert_refused(
         &["eval", "--real", path_str(&input), "--synth", path_str(&input), "--bounds", "a=0:1", "--threads", "4000"],
         &["--threads 4000", "limit"],
@@ -357,8 +330,19 @@ fn threads_and_rows_have_limits_that_the_message_names() {
     let releases = dir.path().join("releases");
     assert_refused(
         &[
-            "stream", path_str(&input), "--state", path_str(&state), "--epsilon", "1", "--bounds", "a=0:1",
-            "--release-at-end", "--output-dir", path_str(&releases), "--threads", "4000",
+            "stream",
+            path_str(&input),
+            "--state",
+            path_str(&state),
+            "--epsilon",
+            "1",
+            "--bounds",
+            "a=0:1",
+            "--release-at-end",
+            "--output-dir",
+            path_str(&releases),
+            "--threads",
+            "4000",
         ],
         &["--threads 4000", "limit"],
     );
@@ -373,7 +357,8 @@ fn a_memory_limit_that_caps_the_depth_says_so() {
     let config = dir.path().join("run.toml");
     // The old byte-valued key: 100 bytes is 1 MiB, far below what ε = 10 on 1000 rows asks for.
     std::fs::write(&config, "memory-limit = 100\n").unwrap();
-    let mut args = synth_args(&input, &output, &["--config", path_str(&config), "--bounds", "b=0:50", "--threads", "64"]);
+    let mut args =
+        synth_args(&input, &output, &["--config", path_str(&config), "--bounds", "b=0:50", "--threads", "64"]);
     args[5] = "10";
     let result = dpsynth(&args);
     let message = stderr(&result);
@@ -395,11 +380,7 @@ fn duplicate_dictionary_and_decimal_columns_are_named_for_what_they_are() {
     let keys = Int32Array::from_iter_values((0..100).map(|i| i % 2));
     let dictionary = DictionaryArray::<Int32Type>::try_new(keys, values).unwrap();
     let decimal = Decimal128Array::from_iter_values(0..100i128).with_precision_and_scale(10, 2).unwrap();
-    write_parquet(
-        &typed,
-        vec![("d", Arc::new(dictionary) as ArrayRef), ("m", Arc::new(decimal) as ArrayRef)],
-        100,
-    );
+    write_parquet(&typed, vec![("d", Arc::new(dictionary) as ArrayRef), ("m", Arc::new(decimal) as ArrayRef)], 100);
     let args = |bounds: &'static str| {
         vec!["synth", path_str(&typed), "--output", path_str(&output), "--epsilon", "1", "--bounds", bounds]
     };
@@ -436,9 +417,7 @@ fn a_file_truncated_while_open_is_an_error_not_a_crash() {
     let error = source
         .row_group_reader(3, &columns)
         .and_then(|reader| {
-            reader
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|error| dpsynth::error::Error::bad_input(error.to_string()))
+            reader.collect::<Result<Vec<_>, _>>().map_err(|error| dpsynth::error::Error::bad_input(error.to_string()))
         })
         .expect_err("reading a truncated file fails");
     assert!(error.to_string().contains("changed while being read"), "{error}");

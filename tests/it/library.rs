@@ -35,11 +35,7 @@ fn options() -> SynthOptions {
 }
 
 fn outputs(dir: &Path, name: &str) -> OutputPaths {
-    OutputPaths {
-        table: dir.join(format!("{name}.parquet")),
-        report: None,
-        diagnostics: None,
-    }
+    OutputPaths { table: dir.join(format!("{name}.parquet")), report: None, diagnostics: None }
 }
 
 /// Every row group of `path` as batches, and as one batch (longer than a row group of the source).
@@ -139,11 +135,7 @@ fn a_watcher_stops_the_run_before_anything_is_written() {
     fixture(&input);
     for after in [1, ROWS as u64 + 1] {
         // 1: stops in the binning pass; ROWS + 1: in the sampling pass, after the release.
-        let watcher = Arc::new(StopAfter {
-            after,
-            seen: AtomicU64::new(0),
-            stopped: AtomicBool::new(false),
-        });
+        let watcher = Arc::new(StopAfter { after, seen: AtomicU64::new(0), stopped: AtomicBool::new(false) });
         let outputs = outputs(dir.path(), "stopped");
         let stopped = synthesize(&input, &outputs, &options(), &Progress::watched(watcher.clone()));
         assert!(matches!(stopped, Err(Error::Interrupted)), "{after}: {:?}", stopped.err());

@@ -20,9 +20,7 @@ fn column_names(dims: usize) -> Vec<String> {
 /// [−0.35, 0.35]² (so ‖Ut‖∞ ≤ ‖t‖₂ < ½). Columns are written in units of [0, 10].
 fn flat_table(dir: &Path, dims: usize, rows: usize, seed: u64) -> PathBuf {
     let mut fixture = Fixture::new(seed);
-    let mut u: Vec<Vec<f64>> = (0..2)
-        .map(|_| (0..dims).map(|_| fixture.normal()).collect())
-        .collect();
+    let mut u: Vec<Vec<f64>> = (0..2).map(|_| (0..dims).map(|_| fixture.normal()).collect()).collect();
     let norm = |v: &Vec<f64>| v.iter().map(|x| x * x).sum::<f64>().sqrt();
     let n0 = norm(&u[0]);
     u[0].iter_mut().for_each(|x| *x /= n0);
@@ -33,15 +31,12 @@ fn flat_table(dir: &Path, dims: usize, rows: usize, seed: u64) -> PathBuf {
     }
     let n1 = norm(&u[1]);
     u[1].iter_mut().for_each(|x| *x /= n1);
-    let points: Vec<(f64, f64)> = (0..rows)
-        .map(|_| ((fixture.unit() - 0.5) * 0.7, (fixture.unit() - 0.5) * 0.7))
-        .collect();
+    let points: Vec<(f64, f64)> =
+        (0..rows).map(|_| ((fixture.unit() - 0.5) * 0.7, (fixture.unit() - 0.5) * 0.7)).collect();
     let names = column_names(dims);
     let columns = (0..dims)
         .map(|k| {
-            let values = points
-                .iter()
-                .map(|&(s, t)| 10.0 * (0.5 + u[0][k] * s + u[1][k] * t));
+            let values = points.iter().map(|&(s, t)| 10.0 * (0.5 + u[0][k] * s + u[1][k] * t));
             (names[k].as_str(), floats(values))
         })
         .collect();
@@ -51,10 +46,7 @@ fn flat_table(dir: &Path, dims: usize, rows: usize, seed: u64) -> PathBuf {
 }
 
 fn bounds_args(dims: usize) -> Vec<String> {
-    column_names(dims)
-        .into_iter()
-        .flat_map(|name| ["--bounds".to_string(), format!("{name}=0:10")])
-        .collect()
+    column_names(dims).into_iter().flat_map(|name| ["--bounds".to_string(), format!("{name}=0:10")]).collect()
 }
 
 /// Runs `synth` on `input` with `extra` args; returns (output, report) paths.
@@ -100,11 +92,7 @@ fn eval_w1(real: &Path, synthetic: &Path, dims: usize) -> (f64, f64) {
     assert_eq!(result.status.code(), Some(0), "{}", stderr(&result));
     let value = json(&json_path);
     let columns = value["columns"].as_array().unwrap();
-    let mean_column = columns
-        .iter()
-        .map(|c| c["w1"].as_f64().unwrap())
-        .sum::<f64>()
-        / dims as f64;
+    let mean_column = columns.iter().map(|c| c["w1"].as_f64().unwrap()).sum::<f64>() / dims as f64;
     (mean_column, value["w1"]["lower"].as_f64().unwrap())
 }
 
@@ -119,14 +107,7 @@ fn on_a_two_flat_in_twenty_dimensions_lowdim_beats_pmm_on_all_columns() {
     for seed in 1..=seeds {
         let input = flat_table(dir.path(), dims, rows, seed);
         let seed_text = seed.to_string();
-        let common = [
-            "--epsilon",
-            "4",
-            "--neighbours",
-            "replace",
-            "--seed",
-            &seed_text,
-        ];
+        let common = ["--epsilon", "4", "--neighbours", "replace", "--seed", &seed_text];
         let (lowdim_table, _) = synth(
             &input,
             dims,
@@ -135,25 +116,12 @@ fn on_a_two_flat_in_twenty_dimensions_lowdim_beats_pmm_on_all_columns() {
         );
         let (pmm_table, _) =
             synth(&input, dims, &format!("pmm{seed}"), &[&common[..], &["--mechanism", "pmm"]].concat());
-        let (a, b) = (
-            eval_w1(&input, &lowdim_table, dims),
-            eval_w1(&input, &pmm_table, dims),
-        );
+        let (a, b) = (eval_w1(&input, &lowdim_table, dims), eval_w1(&input, &pmm_table, dims));
         lowdim = (lowdim.0 + a.0, lowdim.1 + a.1);
         pmm = (pmm.0 + b.0, pmm.1 + b.1);
     }
-    assert!(
-        lowdim.0 < 0.6 * pmm.0,
-        "per-column W1: lowdim {} vs pmm {}",
-        lowdim.0,
-        pmm.0
-    );
-    assert!(
-        lowdim.1 < 0.85 * pmm.1,
-        "marginal lower bound: lowdim {} vs pmm {}",
-        lowdim.1,
-        pmm.1
-    );
+    assert!(lowdim.0 < 0.6 * pmm.0, "per-column W1: lowdim {} vs pmm {}", lowdim.0, pmm.0);
+    assert!(lowdim.1 < 0.85 * pmm.1, "marginal lower bound: lowdim {} vs pmm {}", lowdim.1, pmm.1);
 }
 
 #[test]
@@ -165,16 +133,7 @@ fn replace_report_spends_three_thirds_and_the_output_stays_in_bounds() {
         &input,
         dims,
         "replace",
-        &[
-            "--mechanism",
-            "lowdim",
-            "--epsilon",
-            "1.5",
-            "--neighbours",
-            "replace",
-            "--target-dim",
-            "auto",
-        ],
+        &["--mechanism", "lowdim", "--epsilon", "1.5", "--neighbours", "replace", "--target-dim", "auto"],
     );
     let report = json(&report);
     assert_eq!(report["mechanism"], "lowdim");
@@ -188,33 +147,17 @@ fn replace_report_spends_three_thirds_and_the_output_stays_in_bounds() {
         total += share;
     }
     let spent = report["guarantee"]["epsilon_spent"].as_f64().unwrap();
-    assert!(
-        (spent - total).abs() < 1e-12 && spent <= 1.5,
-        "spent {spent}"
-    );
+    assert!((spent - total).abs() < 1e-12 && spent <= 1.5, "spent {spent}");
     let target = parameters["target_dim"].as_u64().unwrap() as usize;
     assert!((2..=dims).contains(&target));
-    assert_eq!(
-        parameters["target_dim_criterion"].as_array().unwrap().len(),
-        dims - 1
-    );
-    let eigenvalues: Vec<f64> = parameters["noisy_eigenvalues"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_f64().unwrap())
-        .collect();
-    assert!(
-        eigenvalues.windows(2).all(|w| w[0] >= w[1]),
-        "descending: {eigenvalues:?}"
-    );
+    assert_eq!(parameters["target_dim_criterion"].as_array().unwrap().len(), dims - 1);
+    let eigenvalues: Vec<f64> =
+        parameters["noisy_eigenvalues"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    assert!(eigenvalues.windows(2).all(|w| w[0] >= w[1]), "descending: {eigenvalues:?}");
     // Covariance noise in normalised units ≈ 9d²/(εn) under replace.
     let scale = parameters["covariance_noise"]["scale"].as_f64().unwrap();
     let expected = 9.0 * (dims * dims) as f64 / (1.5 * 3000.0);
-    assert!(
-        (scale / expected - 1.0).abs() < 1e-5,
-        "{scale} vs {expected}"
-    );
+    assert!((scale / expected - 1.0).abs() < 1e-5, "{scale} vs {expected}");
     assert_eq!(report["release"]["root_count"], 3000);
     let (_, columns) = read_parquet(&output);
     assert_eq!(columns.len(), dims);
@@ -230,56 +173,33 @@ fn add_remove_needs_a_noisy_n_share_and_counts_it_once() {
     let out = dir.path().join("refused");
     std::fs::create_dir(&out).unwrap();
     let output = out.join("o.parquet");
-    let mut args: Vec<String> = [
-        "synth",
-        input.to_str().unwrap(),
-        "--output",
-        output.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut args: Vec<String> = ["synth", input.to_str().unwrap(), "--output", output.to_str().unwrap()]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     args.extend(bounds_args(dims));
     args.extend(["--mechanism", "lowdim", "--epsilon", "1", "--quiet"].map(String::from));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let result = dpsynth(&refs);
     assert_eq!(result.status.code(), Some(2));
     let message = stderr(&result);
-    assert!(
-        message.contains("--root-share") && message.contains("add-remove"),
-        "{message}"
-    );
+    assert!(message.contains("--root-share") && message.contains("add-remove"), "{message}");
     assert!(files_in(&out).is_empty(), "a refused run leaves nothing");
 
     let (output, report) = synth(
         &input,
         dims,
         "add_remove",
-        &[
-            "--mechanism",
-            "lowdim",
-            "--epsilon",
-            "2",
-            "--root-share",
-            "0.1",
-            "--target-dim",
-            "2",
-        ],
+        &["--mechanism", "lowdim", "--epsilon", "2", "--root-share", "0.1", "--target-dim", "2"],
     );
     let report = json(&report);
     let shares = &report["parameters"]["epsilon_shares"];
     assert!((shares["noisy_n"].as_f64().unwrap() - 0.2).abs() < 1e-6);
     for stage in ["covariance", "mean", "subroutine"] {
-        assert!(
-            (shares[stage].as_f64().unwrap() - 0.6).abs() < 1e-6,
-            "{stage}"
-        );
+        assert!((shares[stage].as_f64().unwrap() - 0.6).abs() < 1e-6, "{stage}");
     }
     let spent = report["guarantee"]["epsilon_spent"].as_f64().unwrap();
-    assert!(
-        spent <= 2.0 && spent > 2.0 - 1e-6,
-        "n̂ counted exactly once: {spent}"
-    );
+    assert!(spent <= 2.0 && spent > 2.0 - 1e-6, "n̂ counted exactly once: {spent}");
     let n_hat = report["release"]["root_count"].as_u64().unwrap();
     assert_eq!(report["release"]["root_count_is"], "released noisy count n̂");
     let (_, columns) = read_parquet(&output);
@@ -297,35 +217,15 @@ fn refusals_are_clear_and_leave_nothing() {
         (
             // 10^6 cells per axis in d' = 2: a flow network far beyond any memory.
             &input,
-            &[
-                "--neighbours",
-                "replace",
-                "--inner-mechanism",
-                "psmm",
-                "--target-dim",
-                "2",
-                "--cells",
-                "1000000000000",
-            ],
+            &["--neighbours", "replace", "--inner-mechanism", "psmm", "--target-dim", "2", "--cells", "1000000000000"],
             "lowdim's inner psmm on d' = 2 projected coordinates: psmm: m = 1000000000000 cells",
         ),
         (
             &input,
-            &[
-                "--neighbours",
-                "replace",
-                "--inner-mechanism",
-                "psmm",
-                "--depth",
-                "4",
-            ],
+            &["--neighbours", "replace", "--inner-mechanism", "psmm", "--depth", "4"],
             "--depth applies to the inner PMM",
         ),
-        (
-            &input,
-            &["--neighbours", "replace", "--target-dim", "4"],
-            "exceeds the number of columns",
-        ),
+        (&input, &["--neighbours", "replace", "--target-dim", "4"], "exceeds the number of columns"),
     ];
     for (file, extra, expected) in cases {
         let out = tempfile::tempdir().unwrap();
@@ -361,11 +261,7 @@ fn refusals_are_clear_and_leave_nothing() {
 
 /// The bytes a seeded lowdim run with `options` writes on `threads` threads.
 fn seeded_output(input: &Path, dims: usize, tag: &str, options: &[&str], threads: &str) -> Vec<u8> {
-    let args: Vec<&str> = options
-        .iter()
-        .copied()
-        .chain(["--threads", threads])
-        .collect();
+    let args: Vec<&str> = options.iter().copied().chain(["--threads", threads]).collect();
     let (output, _) = synth(input, dims, &format!("{tag}{threads}"), &args);
     std::fs::read(output).unwrap()
 }
@@ -375,18 +271,8 @@ fn a_seeded_run_is_identical_whatever_the_thread_count() {
     let dir = tempfile::tempdir().unwrap();
     let dims = 8;
     let input = flat_table(dir.path(), dims, 6000, 11);
-    let options = [
-        "--mechanism",
-        "lowdim",
-        "--epsilon",
-        "2",
-        "--root-share",
-        "0.05",
-        "--seed",
-        "42",
-        "--device",
-        "cpu",
-    ];
+    let options =
+        ["--mechanism", "lowdim", "--epsilon", "2", "--root-share", "0.05", "--seed", "42", "--device", "cpu"];
     let run = |threads| seeded_output(&input, dims, "threads", &options, threads);
     let one = run("1");
     assert_eq!(one, run("2"));
@@ -402,12 +288,8 @@ fn assert_inner_psmm_scale(report: &Value, sensitivity: f64, epsilon_s: f64) {
     let inner = &parameters["inner"];
     let scale = inner["noise_scale"].as_f64().unwrap();
     let expected = sensitivity / epsilon_s;
-    assert!(
-        scale >= expected && scale <= expected * (1.0 + 1e-6),
-        "cell scale {scale}, expected {expected}"
-    );
-    let exact =
-        inner["noise_scale_num"].as_f64().unwrap() / inner["noise_scale_den"].as_f64().unwrap();
+    assert!(scale >= expected && scale <= expected * (1.0 + 1e-6), "cell scale {scale}, expected {expected}");
+    let exact = inner["noise_scale_num"].as_f64().unwrap() / inner["noise_scale_den"].as_f64().unwrap();
     assert!((exact - scale).abs() <= 1e-12 * scale);
     let share = parameters["epsilon_shares"]["subroutine"].as_f64().unwrap();
     assert!(
@@ -415,19 +297,14 @@ fn assert_inner_psmm_scale(report: &Value, sensitivity: f64, epsilon_s: f64) {
         "subroutine share {share} for ε_s = {epsilon_s}"
     );
     assert_eq!(inner["epsilon_cells"].as_f64().unwrap(), share);
-    assert!(
-        inner["epsilon_n_hat"].is_null(),
-        "n̂ belongs to lowdim's own share"
-    );
+    assert!(inner["epsilon_n_hat"].is_null(), "n̂ belongs to lowdim's own share");
 }
 
 /// Σ of the stage shares = the reported ε spent ≤ ε.
 fn assert_shares_sum_to_spent(report: &Value, epsilon: f64) {
     let shares = &report["parameters"]["epsilon_shares"];
-    let total: f64 = ["noisy_n", "covariance", "mean", "subroutine"]
-        .iter()
-        .map(|stage| shares[stage].as_f64().unwrap_or(0.0))
-        .sum();
+    let total: f64 =
+        ["noisy_n", "covariance", "mean", "subroutine"].iter().map(|stage| shares[stage].as_f64().unwrap_or(0.0)).sum();
     let spent = report["guarantee"]["epsilon_spent"].as_f64().unwrap();
     assert!(
         (spent - total).abs() < 1e-12 && spent <= epsilon && spent > epsilon * (1.0 - 1e-6),
@@ -591,34 +468,17 @@ fn on_a_three_flat_lowdim_with_either_inner_mechanism_beats_pmm_on_all_columns()
         ]);
         assert_eq!(result.status.code(), Some(0), "{}", stderr(&result));
         let value = json(&eval);
-        let per_column = value["columns"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["w1"].as_f64().unwrap())
-            .sum::<f64>()
-            / dims as f64;
+        let per_column =
+            value["columns"].as_array().unwrap().iter().map(|c| c["w1"].as_f64().unwrap()).sum::<f64>() / dims as f64;
         (value["w1"]["value"].as_f64().unwrap(), per_column)
     };
     let lowdim = ["--mechanism", "lowdim", "--target-dim", "3"];
     let inner_pmm = w1("lowdim_pmm", &lowdim);
-    let inner_psmm = w1(
-        "lowdim_psmm",
-        &[&lowdim[..], &["--inner-mechanism", "psmm"]].concat(),
-    );
+    let inner_psmm = w1("lowdim_psmm", &[&lowdim[..], &["--inner-mechanism", "psmm"]].concat());
     let pmm = w1("pmm", &["--mechanism", "pmm"]);
     for (name, (whole, per_column)) in [("inner pmm", inner_pmm), ("inner psmm", inner_psmm)] {
         assert!(whole < 0.75 * pmm.0, "{name}: W1 {whole} vs pmm {}", pmm.0);
-        assert!(
-            per_column < 0.5 * pmm.1,
-            "{name}: per-column W1 {per_column} vs pmm {}",
-            pmm.1
-        );
+        assert!(per_column < 0.5 * pmm.1, "{name}: per-column W1 {per_column} vs pmm {}", pmm.1);
     }
-    assert!(
-        inner_psmm.0 < 1.5 * inner_pmm.0,
-        "same range: psmm {} vs pmm {}",
-        inner_psmm.0,
-        inner_pmm.0
-    );
+    assert!(inner_psmm.0 < 1.5 * inner_pmm.0, "same range: psmm {} vs pmm {}", inner_psmm.0, inner_pmm.0);
 }

@@ -42,10 +42,7 @@ fn write_xy(path: &Path, coords: &[f64], names: [&str; 2]) {
 }
 
 fn options(epsilon: f64, delta: f64, pe: PeOptions, seed: u64) -> SynthOptions {
-    let bounds = ["x", "y"]
-        .iter()
-        .map(|&name| ColumnBounds::new(name, 0.0, 1.0).unwrap())
-        .collect();
+    let bounds = ["x", "y"].iter().map(|&name| ColumnBounds::new(name, 0.0, 1.0).unwrap()).collect();
     let mut options = SynthOptions::new(epsilon, bounds);
     options.neighbours = Neighbours::Replace;
     options.mechanism = MechanismOptions::Pe(PeOptions { delta, ..pe });
@@ -54,16 +51,10 @@ fn options(epsilon: f64, delta: f64, pe: PeOptions, seed: u64) -> SynthOptions {
 }
 
 fn run(input: &Path, output: &Path, options: &SynthOptions) -> (RunReport, Vec<f64>) {
-    let outputs = OutputPaths {
-        table: output.to_path_buf(),
-        report: None,
-        diagnostics: None,
-    };
+    let outputs = OutputPaths { table: output.to_path_buf(), report: None, diagnostics: None };
     let outcome = synthesize(input, &outputs, options, &Progress::hidden()).unwrap();
     let columns = read_parquet(output).1;
-    let coords = (0..columns[0].len())
-        .flat_map(|row| columns.iter().map(move |column| column[row]))
-        .collect();
+    let coords = (0..columns[0].len()).flat_map(|row| columns.iter().map(move |column| column[row])).collect();
     (outcome.report, coords)
 }
 
@@ -87,18 +78,10 @@ fn from_the_centre_pe_moves_towards_the_disc() {
     let dir = tempfile::tempdir().unwrap();
     let (input, data) = table(dir.path(), 10_000);
     let output = dir.path().join("pe.parquet");
-    let pe = PeOptions {
-        init: PeInit::Centre,
-        domain: PeDomain::Ball,
-        ..PeOptions::with_delta(1e-4)
-    };
+    let pe = PeOptions { init: PeInit::Centre, domain: PeDomain::Ball, ..PeOptions::with_delta(1e-4) };
     let (report, synthetic) = run(&input, &output, &options(1.0, 1e-4, pe, 3));
     // W1 of the start (every point at the centre) is the mean ℓ∞ distance to it, exactly.
-    let initial = data
-        .chunks_exact(2)
-        .map(|p| (p[0] - 0.5).abs().max((p[1] - 0.5).abs()))
-        .sum::<f64>()
-        / 10_000.0;
+    let initial = data.chunks_exact(2).map(|p| (p[0] - 0.5).abs().max((p[1] - 0.5).abs())).sum::<f64>() / 10_000.0;
     let last = w1(&data, &synthetic);
     assert!(last + 1.0 / 64.0 < 0.5 * initial, "final W1 {last} vs initial {initial}");
     assert_eq!(report.release.synthetic_rows, 10_000);
@@ -129,8 +112,7 @@ fn the_report_states_the_accounting_and_it_holds() {
     let privacy = &parameters.privacy;
     assert!(privacy.accountant.contains("zCDP"));
     // Recomputed from the released variance alone: T steps of 1/σ²-zCDP.
-    let variance = privacy.count_noise_variance_num.unwrap() as f64
-        / privacy.count_noise_variance_den.unwrap() as f64;
+    let variance = privacy.count_noise_variance_num.unwrap() as f64 / privacy.count_noise_variance_den.unwrap() as f64;
     let rho = f64::from(parameters.steps) / variance;
     assert!((rho - privacy.rho_total.unwrap()).abs() <= 1e-12 * rho);
     assert!(zcdp::delta_for(rho, epsilon) <= delta);
@@ -146,10 +128,7 @@ fn every_variant_runs_and_spends_at_most_the_request() {
     let (input, data) = table(dir.path(), 2_000);
     let output = dir.path().join("pe.parquet");
     for variant in [PeVariant::Projection, PeVariant::Threshold, PeVariant::LaplaceThreshold] {
-        let pe = PeOptions {
-            variant,
-            ..PeOptions::with_delta(1e-4)
-        };
+        let pe = PeOptions { variant, ..PeOptions::with_delta(1e-4) };
         let (report, synthetic) = run(&input, &output, &options(1.0, 1e-4, pe, 5));
         assert!(report.guarantee.epsilon_spent <= 1.0, "{variant:?}");
         assert_eq!(synthetic.len(), data.len());
@@ -158,10 +137,9 @@ fn every_variant_runs_and_spends_at_most_the_request() {
             panic!("a pe report expected");
         };
         match variant {
-            PeVariant::Projection => assert!(parameters
-                .steps_released
-                .iter()
-                .all(|step| step.d_bl_to_noisy_histogram.is_some())),
+            PeVariant::Projection => {
+                assert!(parameters.steps_released.iter().all(|step| step.d_bl_to_noisy_histogram.is_some()))
+            }
             PeVariant::LaplaceThreshold => {
                 let privacy = &parameters.privacy;
                 let steps = f64::from(parameters.steps);
@@ -197,16 +175,8 @@ fn gpu_and_cpu_runs_are_identical_on_both_domains() {
     for domain in [PeDomain::Box, PeDomain::Ball] {
         let run_on = |device: DeviceChoice| {
             let output = dir.path().join(format!("{device:?}.parquet"));
-            let pe = PeOptions {
-                domain,
-                device,
-                ..PeOptions::with_delta(1e-5)
-            };
-            let outputs = OutputPaths {
-                table: output.clone(),
-                report: None,
-                diagnostics: None,
-            };
+            let pe = PeOptions { domain, device, ..PeOptions::with_delta(1e-5) };
+            let outputs = OutputPaths { table: output.clone(), report: None, diagnostics: None };
             synthesize(&input, &outputs, &options(1.0, 1e-5, pe, 13), &Progress::hidden())
                 .map(|outcome| (outcome.report, std::fs::read(&output).unwrap()))
         };
@@ -214,7 +184,8 @@ fn gpu_and_cpu_runs_are_identical_on_both_domains() {
         let (auto_report, auto) = run_on(DeviceChoice::Auto).unwrap();
         assert!(auto == cpu, "{domain:?}: auto's table differs");
         assert!(
-            auto_report.device.starts_with("cpu (nearest-neighbour k-d tree") || auto_report.device.starts_with("gpu: "),
+            auto_report.device.starts_with("cpu (nearest-neighbour k-d tree")
+                || auto_report.device.starts_with("gpu: "),
             "{}",
             auto_report.device
         );
@@ -237,10 +208,7 @@ fn rows_read_again_at_every_step_give_the_same_table() {
     let (input, _) = table(dir.path(), 2_000);
     let run_with = |memory_limit: Option<u64>, name: &str| {
         let output = dir.path().join(name);
-        let pe = PeOptions {
-            steps: Some(4),
-            ..PeOptions::with_delta(1e-5)
-        };
+        let pe = PeOptions { steps: Some(4), ..PeOptions::with_delta(1e-5) };
         let mut options = options(1.0, 1e-5, pe, 19);
         options.memory_limit = memory_limit;
         let (report, _) = run(&input, &output, &options);
@@ -262,17 +230,10 @@ fn a_public_init_table_is_read_in_the_runs_column_order() {
     let init = dir.path().join("public.parquet");
     let corner: Vec<f64> = (0..50).flat_map(|i| [0.1 + i as f64 * 1e-4, 0.9]).collect();
     write_xy(&init, &corner, ["y", "x"]);
-    let pe = PeOptions {
-        init: PeInit::File(init),
-        steps: Some(1),
-        ..PeOptions::with_delta(1e-4)
-    };
+    let pe = PeOptions { init: PeInit::File(init), steps: Some(1), ..PeOptions::with_delta(1e-4) };
     let (_, synthetic) = run(&input, &dir.path().join("pe.parquet"), &options(1.0, 1e-4, pe, 2));
     // One step moves the points at most a few variation scales away from (x, y) = (0.9, 0.1).
-    let near = synthetic
-        .chunks_exact(2)
-        .filter(|p| (p[0] - 0.9).abs() < 0.45 && (p[1] - 0.1).abs() < 0.45)
-        .count();
+    let near = synthetic.chunks_exact(2).filter(|p| (p[0] - 0.9).abs() < 0.45 && (p[1] - 0.1).abs() < 0.45).count();
     assert!(near * 10 >= 9 * synthetic.len() / 2, "{near}");
 }
 
@@ -298,10 +259,7 @@ fn the_cli_refuses_add_remove_and_misplaced_delta() {
         (&["--mechanism", "pe", "--neighbours", "replace"][..], "--delta"),
         (&["--delta", "1e-5"][..], "--delta applies to --mechanism pe"),
         (&["--pe-steps", "4"][..], "--pe-steps"),
-        (
-            &["--mechanism", "pe", "--neighbours", "replace", "--delta", "2"][..],
-            "--delta strictly between 0 and 1",
-        ),
+        (&["--mechanism", "pe", "--neighbours", "replace", "--delta", "2"][..], "--delta strictly between 0 and 1"),
     ] {
         let mut args = base.to_vec();
         args.extend_from_slice(extra);

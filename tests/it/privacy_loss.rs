@@ -27,11 +27,7 @@ const MIN_COUNT: u64 = 2_000;
 /// Sampling slack on the log ratio: with ≥ 2000 hits per side the standard error is about 0.03.
 const SLACK: f64 = 0.2;
 
-fn outcome_frequencies(
-    leaves: &[u64],
-    schedule: &LevelSchedule,
-    seed_base: u64,
-) -> HashMap<Vec<u64>, u64> {
+fn outcome_frequencies(leaves: &[u64], schedule: &LevelSchedule, seed_base: u64) -> HashMap<Vec<u64>, u64> {
     let mut frequencies = HashMap::new();
     for run in 0..RUNS {
         let key = NoiseKey::from_user_seed(seed_base + run);
@@ -62,15 +58,9 @@ fn add_remove_neighbours_stay_within_e_epsilon() {
     // One row added to leaf 1 changes one cell on each level (root and leaf).
     let epsilon = 1.0;
     let worst = max_log_ratio(Neighbours::AddRemove, &[3, 5], &[3, 6], epsilon);
-    assert!(
-        worst <= epsilon + SLACK,
-        "log ratio {worst} exceeds ε = {epsilon}"
-    );
+    assert!(worst <= epsilon + SLACK, "log ratio {worst} exceeds ε = {epsilon}");
     // The bound is nearly attained: a mechanism with far too much noise would not be this close.
-    assert!(
-        worst >= 0.5 * epsilon,
-        "log ratio {worst}: the noise is much larger than ε needs"
-    );
+    assert!(worst >= 0.5 * epsilon, "log ratio {worst}: the noise is much larger than ε needs");
 }
 
 #[test]
@@ -78,14 +68,8 @@ fn replace_neighbours_stay_within_e_epsilon() {
     // One row moved from leaf 0 to leaf 1: the public root stays, two leaves change by one each.
     let epsilon = 1.0;
     let worst = max_log_ratio(Neighbours::Replace, &[4, 5], &[3, 6], epsilon);
-    assert!(
-        worst <= epsilon + SLACK,
-        "log ratio {worst} exceeds ε = {epsilon}"
-    );
-    assert!(
-        worst >= 0.5 * epsilon,
-        "log ratio {worst}: the noise is much larger than ε needs"
-    );
+    assert!(worst <= epsilon + SLACK, "log ratio {worst} exceeds ε = {epsilon}");
+    assert!(worst >= 0.5 * epsilon, "log ratio {worst}: the noise is much larger than ε needs");
 }
 
 /// Private Evolution's Gaussian counts, against the ρ its plan claims: for a Gaussian the KL divergence
@@ -111,10 +95,7 @@ fn pe_counts_spend_no_more_zcdp_than_the_plan_claims() {
         placement: Placement::Uniform,
         encoding: None,
     };
-    let options = PeOptions {
-        steps: Some(1),
-        ..PeOptions::with_delta(1e-5)
-    };
+    let options = PeOptions { steps: Some(1), ..PeOptions::with_delta(1e-5) };
     let plan = PePlan::new(&public, &options).unwrap();
     let claimed_rho = plan.budget().spent_rho();
     let variance = plan.count_variance().unwrap();
@@ -140,14 +121,8 @@ fn pe_counts_spend_no_more_zcdp_than_the_plan_claims() {
         }
     }
     assert!(mass > 0.9, "only {mass} of the mass was compared");
-    assert!(
-        kl <= claimed_rho * 1.1 + 0.02,
-        "empirical KL {kl} exceeds the plan's per-step ρ = {claimed_rho}"
-    );
-    assert!(
-        kl >= 0.7 * claimed_rho,
-        "empirical KL {kl}: the noise is much larger than ρ = {claimed_rho} needs"
-    );
+    assert!(kl <= claimed_rho * 1.1 + 0.02, "empirical KL {kl} exceeds the plan's per-step ρ = {claimed_rho}");
+    assert!(kl >= 0.7 * claimed_rho, "empirical KL {kl}: the noise is much larger than ρ = {claimed_rho} needs");
 }
 
 /// Outcomes of the PE test seen fewer times than this on either side are left out of the KL sum.
@@ -162,12 +137,8 @@ const MIN_PE_COUNT: u64 = 50;
 /// A plan whose weight scale is halved (a wrong sensitivity) must be caught.
 #[test]
 fn covloss_releases_stay_within_their_shares_of_epsilon() {
-    let settings = CovlossSettings {
-        alpha: Some(1.0),
-        t: Some(1),
-        damping: Damping::Fixed(1.0),
-        shares: [1.0, 1.0, 1.0],
-    };
+    let settings =
+        CovlossSettings { alpha: Some(1.0), t: Some(1), damping: Damping::Fixed(1.0), shares: [1.0, 1.0, 1.0] };
     let plan = CovlossPlan::new(6, 1, 4.5, &settings).unwrap();
     assert_eq!(plan.net.len(), 3);
     let claimed = plan.parameters.epsilon_spent;
@@ -201,11 +172,7 @@ fn covloss_releases_stay_within_their_shares_of_epsilon() {
     let losses = |plan: &CovlossPlan| -> Vec<f64> {
         let first = frequencies(plan, &one_row, 0);
         let second = frequencies(plan, &no_row, 1 << 40);
-        first
-            .iter()
-            .zip(&second)
-            .map(|(first, second)| max_log_frequency_ratio(first, second, MIN_COUNT))
-            .collect()
+        first.iter().zip(&second).map(|(first, second)| max_log_frequency_ratio(first, second, MIN_COUNT)).collect()
     };
     let measured = losses(&plan);
     for ((release, loss), claim) in ["pair counts", "cell counts", "centroids"].iter().zip(&measured).zip(claimed) {
@@ -555,7 +522,8 @@ fn the_quantile_partition_stays_within_its_marginal_and_joint_epsilon() {
         Source::from_batches("table", schema, vec![batch]).unwrap()
     };
     let public = replace_inputs(1, 2.0, ROWS);
-    let options = PmmOptions { depth: Some(1), marginal_share: 0.5, partition: Partition::Quantile, ..PmmOptions::DEFAULT };
+    let options =
+        PmmOptions { depth: Some(1), marginal_share: 0.5, partition: Partition::Quantile, ..PmmOptions::DEFAULT };
     let plan = Plan::new(&public, &MechanismOptions::Pmm(options.clone())).unwrap();
     let bounds = [ColumnBounds::new("x", 0.0, 1.0).unwrap()];
     let progress = Progress::hidden();

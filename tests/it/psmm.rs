@@ -3,13 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
-use dpsynth::geometry::bounds::ColumnBounds;
 use dpsynth::eval::w1::{grid_histogram, w1_grid, Sample};
+use dpsynth::geometry::bounds::ColumnBounds;
+use dpsynth::mechanism::psmm::report::PsmmParameters;
+use dpsynth::mechanism::MechanismParameters;
 use dpsynth::options::{MechanismOptions, PsmmOptions};
 use dpsynth::privacy::{Neighbours, DEFAULT_NOISY_N_SHARE};
 use dpsynth::progress::Progress;
-use dpsynth::mechanism::psmm::report::PsmmParameters;
-use dpsynth::mechanism::MechanismParameters;
 use dpsynth::synth::report::RunReport;
 use dpsynth::{synthesize, OutputPaths, SynthOptions};
 
@@ -25,11 +25,7 @@ fn points(rows: usize, dims: usize, seed: u64) -> Vec<f64> {
     for _ in 0..rows {
         let pick = (fixture.unit() * 4.0) as usize;
         for &centre in centres[pick % 3].iter().take(dims) {
-            coords.push(if pick == 3 {
-                fixture.unit()
-            } else {
-                (centre + 0.05 * fixture.normal()).clamp(0.0, 1.0)
-            });
+            coords.push(if pick == 3 { fixture.unit() } else { (centre + 0.05 * fixture.normal()).clamp(0.0, 1.0) });
         }
     }
     coords
@@ -38,27 +34,15 @@ fn points(rows: usize, dims: usize, seed: u64) -> Vec<f64> {
 fn write_points(path: &Path, coords: &[f64], dims: usize) {
     write_parquet(
         path,
-        (0..dims)
-            .map(|axis| {
-                (
-                    NAMES[axis],
-                    floats(coords.iter().skip(axis).step_by(dims).copied()),
-                )
-            })
-            .collect(),
+        (0..dims).map(|axis| (NAMES[axis], floats(coords.iter().skip(axis).step_by(dims).copied()))).collect(),
         4_000,
     );
 }
 
 fn options(dims: usize, epsilon: f64, neighbours: Neighbours, seed: u64) -> SynthOptions {
-    let bounds = (0..dims)
-        .map(|axis| ColumnBounds::new(NAMES[axis], 0.0, 1.0).unwrap())
-        .collect();
+    let bounds = (0..dims).map(|axis| ColumnBounds::new(NAMES[axis], 0.0, 1.0).unwrap()).collect();
     let mut options = SynthOptions::new(epsilon, bounds);
-    options.mechanism = MechanismOptions::Psmm(PsmmOptions {
-        cells: None,
-        noisy_n_share: DEFAULT_NOISY_N_SHARE,
-    });
+    options.mechanism = MechanismOptions::Psmm(PsmmOptions { cells: None, noisy_n_share: DEFAULT_NOISY_N_SHARE });
     options.neighbours = neighbours;
     options.seed = Some(seed);
     options
@@ -66,17 +50,11 @@ fn options(dims: usize, epsilon: f64, neighbours: Neighbours, seed: u64) -> Synt
 
 /// Runs PSMM through the library; returns the report and the synthetic points (row-major).
 fn run(input: &Path, output: &Path, options: &SynthOptions) -> (RunReport, Vec<f64>) {
-    let outputs = OutputPaths {
-        table: output.to_path_buf(),
-        report: None,
-        diagnostics: None,
-    };
+    let outputs = OutputPaths { table: output.to_path_buf(), report: None, diagnostics: None };
     let outcome = synthesize(input, &outputs, options, &Progress::hidden()).unwrap();
     let columns = read_parquet(output).1;
     let rows = columns.first().map_or(0, Vec::len);
-    let coords = (0..rows)
-        .flat_map(|row| columns.iter().map(move |column| column[row]))
-        .collect();
+    let coords = (0..rows).flat_map(|row| columns.iter().map(move |column| column[row])).collect();
     (outcome.report, coords)
 }
 
@@ -102,11 +80,7 @@ fn release_under_both_relations_spends_at_most_epsilon() {
     let epsilon = 0.8;
 
     // replace: n public, all of ε on the cells at scale 2/ε, m ≈ εn, output of exactly n rows.
-    let (report, coords) = run(
-        &input,
-        &output,
-        &options(2, epsilon, Neighbours::Replace, 1),
-    );
+    let (report, coords) = run(&input, &output, &options(2, epsilon, Neighbours::Replace, 1));
     let parameters = psmm(&report);
     assert_eq!(report.mechanism, "psmm");
     assert_eq!(parameters.cells_per_axis, 63, "round(sqrt(0.8 · 5000))");
@@ -123,11 +97,7 @@ fn release_under_both_relations_spends_at_most_epsilon() {
     assert!(d_bl > 0.0 && d_bl < 1.0, "d_BL {d_bl}");
 
     // add-remove: n̂ released with ε/16 first, the rest on the cells at scale 1/(15ε/16).
-    let (report, coords) = run(
-        &input,
-        &output,
-        &options(2, epsilon, Neighbours::AddRemove, 1),
-    );
+    let (report, coords) = run(&input, &output, &options(2, epsilon, Neighbours::AddRemove, 1));
     let parameters = psmm(&report);
     let root = parameters.epsilon_n_hat.unwrap();
     assert!((root - epsilon / 16.0).abs() < 1e-6 * epsilon);
@@ -137,16 +107,8 @@ fn release_under_both_relations_spends_at_most_epsilon() {
     assert!(report.guarantee.epsilon_spent >= epsilon * (1.0 - 1e-6));
     assert_eq!(parameters.normaliser_is, "released noisy count n̂");
     assert_eq!(report.release.root_count, parameters.normaliser);
-    assert_eq!(
-        coords.len() as u64,
-        2 * parameters.normaliser,
-        "n̂ rows by default"
-    );
-    assert!(
-        parameters.normaliser.abs_diff(5_000) < 400,
-        "n̂ = {}",
-        parameters.normaliser
-    );
+    assert_eq!(coords.len() as u64, 2 * parameters.normaliser, "n̂ rows by default");
+    assert!(parameters.normaliser.abs_diff(5_000) < 400, "n̂ = {}", parameters.normaliser);
     let side = (epsilon * parameters.normaliser as f64).sqrt().round() as u32;
     assert_eq!(parameters.cells_per_axis, side, "k = round(sqrt(ε n̂))");
 }
@@ -157,10 +119,8 @@ fn cells_and_rows_options_are_honoured() {
     let (input, _) = table(dir.path(), 3_000, 3);
     let output = dir.path().join("synthetic.parquet");
     let mut options = options(3, 1.0, Neighbours::AddRemove, 2);
-    options.mechanism = MechanismOptions::Psmm(PsmmOptions {
-        cells: Some(1_000),
-        noisy_n_share: DEFAULT_NOISY_N_SHARE,
-    });
+    options.mechanism =
+        MechanismOptions::Psmm(PsmmOptions { cells: Some(1_000), noisy_n_share: DEFAULT_NOISY_N_SHARE });
     options.rows = Some(777);
     let (report, coords) = run(&input, &output, &options);
     let parameters = psmm(&report);
@@ -168,10 +128,7 @@ fn cells_and_rows_options_are_honoured() {
     // With --cells all of ε goes to the cells and M is the noisy total (post-processing).
     assert_eq!(parameters.epsilon_n_hat, None);
     assert!((parameters.epsilon_cells - 1.0).abs() < 1e-6);
-    assert_eq!(
-        parameters.normaliser_is,
-        "max(1, sum of the noisy cell counts)"
-    );
+    assert_eq!(parameters.normaliser_is, "max(1, sum of the noisy cell counts)");
     assert_eq!(report.release.synthetic_rows, 777);
     assert_eq!(coords.len(), 3 * 777);
 }
@@ -238,10 +195,7 @@ fn too_many_cells_fail_clearly_and_leave_nothing() {
         let message = stderr(&result);
         assert_eq!(result.status.code(), Some(2), "{extra:?}: {message}");
         for fragment in expected {
-            assert!(
-                message.contains(fragment),
-                "'{fragment}' missing from: {message}"
-            );
+            assert!(message.contains(fragment), "'{fragment}' missing from: {message}");
         }
         assert!(files_in(out_dir.path()).is_empty());
     };
@@ -256,12 +210,7 @@ fn too_many_cells_fail_clearly_and_leave_nothing() {
 /// Mean over seeds of an upper estimate of W1 (exact W1 of the two tables on a regular grid, plus the
 /// grid's quantisation error) and of the bound each report states; and the grid W1 of the uniform
 /// measure, what a release that ignored the data would reach.
-fn mean_w1_and_bound(
-    dims: usize,
-    rows: usize,
-    side: usize,
-    neighbours: Neighbours,
-) -> (f64, f64, f64) {
+fn mean_w1_and_bound(dims: usize, rows: usize, side: usize, neighbours: Neighbours) -> (f64, f64, f64) {
     let dir = tempfile::tempdir().unwrap();
     let (input, real) = table(dir.path(), rows, dims);
     let output = dir.path().join("synthetic.parquet");
@@ -277,11 +226,7 @@ fn mean_w1_and_bound(
     }
     let uniform = vec![1u64; real_hist.len()];
     let data_blind = w1_grid(&real_hist, &uniform, side, dims).unwrap().value;
-    (
-        w1_sum / seeds.len() as f64,
-        bound_sum / seeds.len() as f64,
-        data_blind,
-    )
+    (w1_sum / seeds.len() as f64, bound_sum / seeds.len() as f64, data_blind)
 }
 
 #[test]
@@ -293,19 +238,11 @@ fn accuracy_is_within_the_reported_bound() {
         (3, 20_000, 16, Neighbours::Replace),
     ] {
         let (w1, bound, data_blind) = mean_w1_and_bound(dims, rows, side, neighbours);
-        eprintln!(
-            "d={dims} {neighbours:?}: mean W1 ≤ {w1:.4}, bound {bound:.4}, uniform {data_blind:.4}"
-        );
+        eprintln!("d={dims} {neighbours:?}: mean W1 ≤ {w1:.4}, bound {bound:.4}, uniform {data_blind:.4}");
         assert!(bound < 1.0, "d={dims}: the bound {bound} says nothing");
-        assert!(
-            w1 <= bound,
-            "d={dims} {neighbours:?}: mean W1 estimate {w1} above the bound {bound}"
-        );
+        assert!(w1 <= bound, "d={dims} {neighbours:?}: mean W1 estimate {w1} above the bound {bound}");
         // The bound is loose (constants of a union bound); the release must also beat ignoring the data.
-        assert!(
-            w1 < data_blind / 2.0,
-            "d={dims} {neighbours:?}: W1 {w1}, the uniform measure {data_blind}"
-        );
+        assert!(w1 < data_blind / 2.0, "d={dims} {neighbours:?}: W1 {w1}, the uniform measure {data_blind}");
     }
 }
 
@@ -324,12 +261,7 @@ fn max_log_ratio(neighbours: Neighbours, a: &[u64], b: &[u64], epsilon: f64) -> 
         for run in 0..RUNS {
             let key = NoiseKey::from_user_seed(seed_base + run);
             *frequencies
-                .entry(noisy_cell_counts(
-                    counts,
-                    budget.cell_scale,
-                    &key,
-                    NoiseStream::PsmmCells,
-                ))
+                .entry(noisy_cell_counts(counts, budget.cell_scale, &key, NoiseStream::PsmmCells))
                 .or_insert(0) += 1;
         }
         frequencies
@@ -342,18 +274,9 @@ fn neighbouring_histograms_stay_within_e_epsilon() {
     // Sampling slack on the log ratio: with ≥ 1000 hits per side the standard error is about 0.045.
     let (epsilon, slack) = (1.0, 0.2);
     // add-remove: one row more in cell 1; replace: one row moved from cell 0 to cell 1.
-    for (neighbours, a, b) in [
-        (Neighbours::AddRemove, [3u64, 5], [3u64, 6]),
-        (Neighbours::Replace, [4, 5], [3, 6]),
-    ] {
+    for (neighbours, a, b) in [(Neighbours::AddRemove, [3u64, 5], [3u64, 6]), (Neighbours::Replace, [4, 5], [3, 6])] {
         let worst = max_log_ratio(neighbours, &a, &b, epsilon);
-        assert!(
-            worst <= epsilon + slack,
-            "{neighbours:?}: log ratio {worst} exceeds ε"
-        );
-        assert!(
-            worst >= 0.5 * epsilon,
-            "{neighbours:?}: log ratio {worst}, far more noise than ε needs"
-        );
+        assert!(worst <= epsilon + slack, "{neighbours:?}: log ratio {worst} exceeds ε");
+        assert!(worst >= 0.5 * epsilon, "{neighbours:?}: log ratio {worst}, far more noise than ε needs");
     }
 }

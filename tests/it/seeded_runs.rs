@@ -26,22 +26,26 @@ const RUNS: &[(&str, &[&str])] = &[
     ("lowdim_replace", &["--mechanism", "lowdim", "--neighbours", "replace", "--epsilon", "4"]),
     (
         "lowdim_add_remove_psmm",
-        &[
-            "--mechanism", "lowdim", "--root-share", "0.1", "--inner-mechanism", "psmm",
-            "--target-dim", "2",
-        ],
+        &["--mechanism", "lowdim", "--root-share", "0.1", "--inner-mechanism", "psmm", "--target-dim", "2"],
     ),
     (
         "covloss_replace_bins",
         &[
-            "--mechanism", "covloss", "--neighbours", "replace", "--damping", "cells", "--bins", "x0=4",
-            "--bins", "x1=3", "--bins", "x2=5",
+            "--mechanism",
+            "covloss",
+            "--neighbours",
+            "replace",
+            "--damping",
+            "cells",
+            "--bins",
+            "x0=4",
+            "--bins",
+            "x1=3",
+            "--bins",
+            "x2=5",
         ],
     ),
-    (
-        "microagg_bins",
-        &["--mechanism", "microagg", "--k", "10", "--bins", "x0=4", "--bins", "x1=3", "--bins", "x2=2"],
-    ),
+    ("microagg_bins", &["--mechanism", "microagg", "--k", "10", "--bins", "x0=4", "--bins", "x1=3", "--bins", "x2=2"]),
 ];
 
 fn snapshots() -> PathBuf {
@@ -50,23 +54,13 @@ fn snapshots() -> PathBuf {
 
 /// FNV-1a, 64 bits: a stable hash with no dependency (std's hasher may change between releases).
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    })
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
 }
 
 fn dpsynth(dir: &Path, args: &[&str]) -> std::process::Output {
-    let output = Command::new(env!("CARGO_BIN_EXE_dpsynth"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("the binary runs");
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "dpsynth {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let output =
+        Command::new(env!("CARGO_BIN_EXE_dpsynth")).current_dir(dir).args(args).output().expect("the binary runs");
+    assert_eq!(output.status.code(), Some(0), "dpsynth {args:?}: {}", String::from_utf8_lossy(&output.stderr));
     output
 }
 
@@ -81,10 +75,7 @@ fn seeded_runs_of_every_mechanism_are_unchanged() {
     let dir = tempfile::tempdir().unwrap();
     dpsynth(
         dir.path(),
-        &[
-            "generate", "in.parquet", "--rows", "3000", "--dims", "3", "--seed", "11",
-            "--schema", "in.toml",
-        ],
+        &["generate", "in.parquet", "--rows", "3000", "--dims", "3", "--seed", "11", "--schema", "in.toml"],
     );
     let bless = std::env::var_os("DPSYNTH_BLESS").is_some();
     let mut tables = String::new();
@@ -92,20 +83,27 @@ fn seeded_runs_of_every_mechanism_are_unchanged() {
     for (name, extra) in RUNS {
         let (table, report) = (format!("{name}.parquet"), format!("{name}.json"));
         let mut args = vec![
-            "synth", "in.parquet", "--config", "in.toml", "--seed", "7", "--threads", "2",
-            "--memory-limit-mib", "1024",
-            "--output", &table, "--report", &report,
+            "synth",
+            "in.parquet",
+            "--config",
+            "in.toml",
+            "--seed",
+            "7",
+            "--threads",
+            "2",
+            "--memory-limit-mib",
+            "1024",
+            "--output",
+            &table,
+            "--report",
+            &report,
         ];
         if !extra.contains(&"--epsilon") && !extra.contains(&"microagg") {
             args.extend(["--epsilon", "1"]);
         }
         args.extend_from_slice(extra);
         let output = dpsynth(dir.path(), &args);
-        let summary = String::from_utf8_lossy(&output.stderr)
-            .lines()
-            .next()
-            .unwrap_or_default()
-            .to_string();
+        let summary = String::from_utf8_lossy(&output.stderr).lines().next().unwrap_or_default().to_string();
         let table_hash = fnv1a(&std::fs::read(dir.path().join(&table)).unwrap());
         tables.push_str(&format!("{name} {table_hash:016x} {summary}\n"));
         let report_text = std::fs::read_to_string(dir.path().join(&report)).unwrap();

@@ -12,9 +12,7 @@ use dpsynth::geometry::partition::CellGeometry;
 use dpsynth::mechanism::online::{OnlinePlan, OnlineTree, MAX_ONLINE_DEPTH};
 use dpsynth::privacy::NoiseKey;
 
-use crate::common::{
-    dpsynth, floats, max_log_frequency_ratio, read_parquet, stderr, write_parquet, Fixture,
-};
+use crate::common::{dpsynth, floats, max_log_frequency_ratio, read_parquet, stderr, write_parquet, Fixture};
 
 /// Writes rows [from, to) of a fixed two-column stream (x float in [−1, 3], n int32 in [0, 100]).
 fn write_rows(path: &Path, from: usize, to: usize) {
@@ -57,7 +55,12 @@ fn every_release_has_exactly_t_rows_inside_the_bounds_with_the_input_columns() {
     write_rows(&input, 0, 700);
     let out = dir.path().join("out");
     let state = dir.path().join("state");
-    let output = stream(&[&input], &state, &out, &["--epsilon", "0.5", "--release-at", "1,7,100", "--release-every", "250", "--release-at-end"]);
+    let output = stream(
+        &[&input],
+        &state,
+        &out,
+        &["--epsilon", "0.5", "--release-at", "1,7,100", "--release-every", "250", "--release-at-end"],
+    );
     assert!(output.status.success(), "{}", stderr(&output));
     for t in [1u64, 7, 100, 250, 500, 700] {
         let (fields, columns) = read_parquet(&out.join(format!("release-{t}.parquet")));
@@ -102,7 +105,12 @@ fn a_one_column_stream_replays_history_into_new_cells() {
     let input = dir.path().join("a.parquet");
     write_rows(&input, 0, 300);
     let out = dir.path().join("out");
-    let output = stream(&[&input], &dir.path().join("state"), &out, &["--columns", "x", "--epsilon", "2", "--release-at", "3,64,300", "--seed", "1"]);
+    let output = stream(
+        &[&input],
+        &dir.path().join("state"),
+        &out,
+        &["--columns", "x", "--epsilon", "2", "--release-at", "3,64,300", "--seed", "1"],
+    );
     assert!(output.status.success(), "{}", stderr(&output));
     for t in [3u64, 64, 300] {
         let (fields, columns) = read_parquet(&out.join(format!("release-{t}.parquet")));
@@ -112,7 +120,10 @@ fn a_one_column_stream_replays_history_into_new_cells() {
         assert_eq!(report["guarantee"]["fit_for_release"], false, "a seeded stream");
         // d = 1 keeps the paper's constant and says what it really spends.
         assert!(report["schedule"]["note"].as_str().unwrap().contains("0.392"));
-        assert!(report["guarantee"]["epsilon_spent_per_path"].as_f64().unwrap() <= (0.5 - 3.0 / std::f64::consts::PI.powi(2)) * 2.0);
+        assert!(
+            report["guarantee"]["epsilon_spent_per_path"].as_f64().unwrap()
+                <= (0.5 - 3.0 / std::f64::consts::PI.powi(2)) * 2.0
+        );
     }
 }
 
@@ -140,7 +151,8 @@ fn resuming_gives_the_same_bytes_as_one_run_whatever_the_threads() {
         let output = stream(inputs, &two_state, &two_out, &args);
         assert!(output.status.success(), "{}", stderr(&output));
     }
-    let names: Vec<_> = crate::common::files_in(&one_out).into_iter().map(|path| path.file_name().unwrap().to_owned()).collect();
+    let names: Vec<_> =
+        crate::common::files_in(&one_out).into_iter().map(|path| path.file_name().unwrap().to_owned()).collect();
     // 150, 300, 420, 650 and every 200: seven tables and seven reports.
     assert_eq!(names.len(), 2 * 7, "{names:?}");
     for name in names {
@@ -272,7 +284,12 @@ fn a_config_file_stands_for_its_flags_and_a_synth_config_works() {
     let input = dir.path().join("rows.parquet");
     write_rows(&input, 0, 300);
     let by_flags = dir.path().join("by-flags");
-    let result = stream(&[&input], &dir.path().join("a.state"), &by_flags, &["--epsilon", "1", "--seed", "4", "--release-at-end"]);
+    let result = stream(
+        &[&input],
+        &dir.path().join("a.state"),
+        &by_flags,
+        &["--epsilon", "1", "--seed", "4", "--release-at-end"],
+    );
     assert!(result.status.success(), "{}", stderr(&result));
     // The synth keys (root-share, neighbours) are skipped; epsilon and the bounds come from the file.
     let config = dir.path().join("run.toml");
@@ -284,8 +301,16 @@ fn a_config_file_stands_for_its_flags_and_a_synth_config_works() {
     let by_config = dir.path().join("by-config");
     let state = dir.path().join("b.state");
     let args = [
-        "stream", input.to_str().unwrap(), "--state", state.to_str().unwrap(),
-        "--output-dir", by_config.to_str().unwrap(), "--config", config.to_str().unwrap(), "--release-at-end", "--quiet",
+        "stream",
+        input.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+        "--output-dir",
+        by_config.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--release-at-end",
+        "--quiet",
     ];
     let result = dpsynth(&args);
     assert!(result.status.success(), "{}", stderr(&result));

@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::common::*;
 use arrow::array::*;
 use arrow::datatypes::DataType;
-use crate::common::*;
 
 fn run_ok(args: &[&str]) {
     let result = dpsynth(args);
@@ -21,9 +21,7 @@ fn uniform_table(dir: &Path, name: &str, rows: usize, dims: usize, seed: u64) ->
     let path = dir.join(name);
     let mut fixture = Fixture::new(seed);
     let names = ["x", "y", "z", "w"];
-    let columns = (0..dims)
-        .map(|axis| (names[axis], floats((0..rows).map(|_| fixture.unit()))))
-        .collect();
+    let columns = (0..dims).map(|axis| (names[axis], floats((0..rows).map(|_| fixture.unit())))).collect();
     write_parquet(&path, columns, 1000);
     path
 }
@@ -35,85 +33,29 @@ fn every_numeric_type_round_trips_with_its_name_and_order() {
     let rows = 400;
     let ints = |modulus: i64| (0..rows as i64).map(move |i| i % modulus);
     let columns: Vec<(&str, ArrayRef)> = vec![
-        (
-            "f32",
-            Arc::new(Float32Array::from_iter_values(
-                ints(100).map(|v| v as f32 / 10.0),
-            )),
-        ),
-        (
-            "label",
-            Arc::new(StringArray::from_iter_values(
-                ints(3).map(|v| v.to_string()),
-            )),
-        ),
+        ("f32", Arc::new(Float32Array::from_iter_values(ints(100).map(|v| v as f32 / 10.0)))),
+        ("label", Arc::new(StringArray::from_iter_values(ints(3).map(|v| v.to_string())))),
         ("f64", floats(ints(100).map(|v| v as f64 / 10.0))),
-        (
-            "i8",
-            Arc::new(Int8Array::from_iter_values(ints(100).map(|v| v as i8))),
-        ),
-        (
-            "i16",
-            Arc::new(Int16Array::from_iter_values(ints(100).map(|v| v as i16))),
-        ),
-        (
-            "i32",
-            Arc::new(Int32Array::from_iter_values(ints(100).map(|v| v as i32))),
-        ),
+        ("i8", Arc::new(Int8Array::from_iter_values(ints(100).map(|v| v as i8)))),
+        ("i16", Arc::new(Int16Array::from_iter_values(ints(100).map(|v| v as i16)))),
+        ("i32", Arc::new(Int32Array::from_iter_values(ints(100).map(|v| v as i32)))),
         ("i64", Arc::new(Int64Array::from_iter_values(ints(100)))),
-        (
-            "u8",
-            Arc::new(UInt8Array::from_iter_values(ints(100).map(|v| v as u8))),
-        ),
-        (
-            "u16",
-            Arc::new(UInt16Array::from_iter_values(ints(100).map(|v| v as u16))),
-        ),
-        (
-            "u32",
-            Arc::new(UInt32Array::from_iter_values(ints(100).map(|v| v as u32))),
-        ),
-        (
-            "u64",
-            Arc::new(UInt64Array::from_iter_values(ints(100).map(|v| v as u64))),
-        ),
-        (
-            "day",
-            Arc::new(Date32Array::from_iter_values(
-                ints(100).map(|v| 19000 + v as i32),
-            )),
-        ),
-        (
-            "ms",
-            Arc::new(Date64Array::from_iter_values(
-                ints(100).map(|v| v * 86_400_000),
-            )),
-        ),
+        ("u8", Arc::new(UInt8Array::from_iter_values(ints(100).map(|v| v as u8)))),
+        ("u16", Arc::new(UInt16Array::from_iter_values(ints(100).map(|v| v as u16)))),
+        ("u32", Arc::new(UInt32Array::from_iter_values(ints(100).map(|v| v as u32)))),
+        ("u64", Arc::new(UInt64Array::from_iter_values(ints(100).map(|v| v as u64)))),
+        ("day", Arc::new(Date32Array::from_iter_values(ints(100).map(|v| 19000 + v as i32)))),
+        ("ms", Arc::new(Date64Array::from_iter_values(ints(100).map(|v| v * 86_400_000)))),
         (
             "ts",
             Arc::new(
-                TimestampMillisecondArray::from_iter_values(
-                    ints(100).map(|v| 1_700_000_000_000 + v * 1000),
-                )
-                .with_timezone("UTC"),
+                TimestampMillisecondArray::from_iter_values(ints(100).map(|v| 1_700_000_000_000 + v * 1000))
+                    .with_timezone("UTC"),
             ),
         ),
-        (
-            "clock",
-            Arc::new(Time32SecondArray::from_iter_values(
-                ints(100).map(|v| 36_000 + v as i32 * 60),
-            )),
-        ),
-        (
-            "micros",
-            Arc::new(Time64MicrosecondArray::from_iter_values(
-                ints(100).map(|v| v * 1_000_000),
-            )),
-        ),
-        (
-            "wait",
-            Arc::new(DurationMillisecondArray::from_iter_values(ints(100).map(|v| v * 250))),
-        ),
+        ("clock", Arc::new(Time32SecondArray::from_iter_values(ints(100).map(|v| 36_000 + v as i32 * 60)))),
+        ("micros", Arc::new(Time64MicrosecondArray::from_iter_values(ints(100).map(|v| v * 1_000_000)))),
+        ("wait", Arc::new(DurationMillisecondArray::from_iter_values(ints(100).map(|v| v * 250)))),
     ];
     let expected_types: Vec<(String, DataType)> = columns
         .iter()
@@ -161,10 +103,7 @@ fn every_numeric_type_round_trips_with_its_name_and_order() {
     for ((name, data_type), column) in fields.iter().zip(&values) {
         assert!(!column.is_empty());
         if !matches!(data_type, DataType::Float32 | DataType::Float64) {
-            assert!(
-                column.iter().all(|v| v.fract() == 0.0),
-                "{name} came back with fractions"
-            );
+            assert!(column.iter().all(|v| v.fract() == 0.0), "{name} came back with fractions");
         }
         let (lo, hi) = match name.as_str() {
             "f32" | "f64" => (0.0, 10.0),
@@ -176,10 +115,7 @@ fn every_numeric_type_round_trips_with_its_name_and_order() {
             "wait" => (0.0, 25_000.0),
             _ => (0.0, 100.0),
         };
-        assert!(
-            column.iter().all(|&v| v >= lo && v <= hi),
-            "{name} left its bounds"
-        );
+        assert!(column.iter().all(|&v| v >= lo && v <= hi), "{name} left its bounds");
     }
 }
 
@@ -213,12 +149,8 @@ fn seeded_runs_are_identical_whatever_the_thread_count() {
     let dir = tempfile::tempdir().unwrap();
     let input = uniform_table(dir.path(), "in.parquet", 20_000, 2, 5);
     let run = |threads: &str, seed: Option<&str>| {
-        let output = dir
-            .path()
-            .join(format!("out-{threads}-{}.parquet", seed.unwrap_or("os")));
-        let report = dir
-            .path()
-            .join(format!("report-{threads}-{}.json", seed.unwrap_or("os")));
+        let output = dir.path().join(format!("out-{threads}-{}.parquet", seed.unwrap_or("os")));
+        let report = dir.path().join(format!("report-{threads}-{}.json", seed.unwrap_or("os")));
         let mut args = vec![
             "synth",
             input.to_str().unwrap(),
@@ -262,15 +194,7 @@ fn the_release_never_contains_what_only_the_owner_may_see() {
     let input = dir.path().join("in.parquet");
     let mut fixture = Fixture::new(9);
     // 1237 rows, 17 of them outside the public bounds.
-    let values: Vec<f64> = (0..1237)
-        .map(|i| {
-            if i < 17 {
-                5.0 + i as f64
-            } else {
-                fixture.unit()
-            }
-        })
-        .collect();
+    let values: Vec<f64> = (0..1237).map(|i| if i < 17 { 5.0 + i as f64 } else { fixture.unit() }).collect();
     write_parquet(&input, vec![("x", floats(values))], 500);
     let output = dir.path().join("out.parquet");
     let report = dir.path().join("report.json");
@@ -294,10 +218,7 @@ fn the_release_never_contains_what_only_the_owner_may_see() {
     assert_eq!(diagnostics["true_rows"], 1237);
     assert_eq!(diagnostics["rows_clamped"], 17);
     assert_eq!(diagnostics["clamped_values"][0]["clamped"], 17);
-    assert!(diagnostics["warning"]
-        .as_str()
-        .unwrap()
-        .contains("NOT PRIVATE"));
+    assert!(diagnostics["warning"].as_str().unwrap().contains("NOT PRIVATE"));
     let text = std::fs::read_to_string(&report).unwrap();
     for owner_only in [
         "true_rows",
@@ -308,18 +229,12 @@ fn the_release_never_contains_what_only_the_owner_may_see() {
         "timings_seconds",
         "peak_memory_bytes",
     ] {
-        assert!(
-            !text.contains(owner_only),
-            "the report mentions '{owner_only}'"
-        );
+        assert!(!text.contains(owner_only), "the report mentions '{owner_only}'");
     }
     let report = json(&report);
     // Under add-remove the row count in the release is the noisy n̂, and the table has that many rows.
     let released = report["release"]["root_count"].as_u64().unwrap();
-    assert_eq!(
-        report["release"]["synthetic_rows"].as_u64().unwrap(),
-        released
-    );
+    assert_eq!(report["release"]["synthetic_rows"].as_u64().unwrap(), released);
     assert_eq!(read_parquet(&output).1[0].len() as u64, released);
     assert!(report["guarantee"]["epsilon_spent"].as_f64().unwrap() <= 1.0);
     assert!(report["accuracy"]["expected_w1_bound"].as_f64().unwrap() > 0.0);
@@ -330,11 +245,7 @@ fn bounds_come_from_the_user_not_the_data() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.parquet");
     let mut fixture = Fixture::new(4);
-    write_parquet(
-        &input,
-        vec![("x", floats((0..2000).map(|_| 2.0 + fixture.unit())))],
-        500,
-    );
+    write_parquet(&input, vec![("x", floats((0..2000).map(|_| 2.0 + fixture.unit())))], 500);
     let output = dir.path().join("out.parquet");
     run_ok(&[
         "synth",
@@ -352,22 +263,12 @@ fn bounds_come_from_the_user_not_the_data() {
     let values = &read_parquet(&output).1[0];
     assert!(values.iter().all(|&v| (0.0..=10.0).contains(&v)));
     // Noise on empty cells of [0, 10] must place some points away from the data's range [2, 3].
-    let outside = values
-        .iter()
-        .filter(|&&v| !(2.0..=3.0).contains(&v))
-        .count();
-    assert!(
-        outside > 0,
-        "every synthetic point stayed inside the data's own min/max"
-    );
+    let outside = values.iter().filter(|&&v| !(2.0..=3.0).contains(&v)).count();
+    assert!(outside > 0, "every synthetic point stayed inside the data's own min/max");
 
     // With the depth and n public (replace), the schedule is the same for any data.
     let other = dir.path().join("other.parquet");
-    write_parquet(
-        &other,
-        vec![("x", floats((0..2000).map(|i| (i % 7) as f64)))],
-        500,
-    );
+    write_parquet(&other, vec![("x", floats((0..2000).map(|i| (i % 7) as f64)))], 500);
     let parameters = |input: &Path| {
         let report = dir.path().join("r.json");
         run_ok(&[
@@ -395,7 +296,11 @@ fn rows_option_gives_exactly_that_many_rows_and_config_file_works() {
     let dir = tempfile::tempdir().unwrap();
     let input = uniform_table(dir.path(), "in.parquet", 5000, 3, 2);
     let config = dir.path().join("run.toml");
-    std::fs::write(&config, "epsilon = 1.0\nrows = 777\nplacement = \"centre\"\n[bounds]\nx = [0, 1]\ny = [0, 1]\nz = [0, 1]\n").unwrap();
+    std::fs::write(
+        &config,
+        "epsilon = 1.0\nrows = 777\nplacement = \"centre\"\n[bounds]\nx = [0, 1]\ny = [0, 1]\nz = [0, 1]\n",
+    )
+    .unwrap();
     let output = dir.path().join("out.parquet");
     run_ok(&[
         "synth",
@@ -407,13 +312,7 @@ fn rows_option_gives_exactly_that_many_rows_and_config_file_works() {
         "--quiet",
     ]);
     let (fields, values) = read_parquet(&output);
-    assert_eq!(
-        fields
-            .iter()
-            .map(|(name, _)| name.as_str())
-            .collect::<Vec<_>>(),
-        ["x", "y", "z"]
-    );
+    assert_eq!(fields.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>(), ["x", "y", "z"]);
     assert!(values.iter().all(|column| column.len() == 777));
     // The command line wins over the file.
     run_ok(&[

@@ -79,9 +79,7 @@ impl<'a> NumericValues<'a> {
             UInt64 => NumericValues::U64(array.as_primitive::<UInt64Type>().values()),
             Date32 => NumericValues::I32(array.as_primitive::<Date32Type>().values()),
             Date64 => NumericValues::I64(array.as_primitive::<Date64Type>().values()),
-            Timestamp(TimeUnit::Second, _) => {
-                NumericValues::I64(array.as_primitive::<TimestampSecondType>().values())
-            }
+            Timestamp(TimeUnit::Second, _) => NumericValues::I64(array.as_primitive::<TimestampSecondType>().values()),
             Timestamp(TimeUnit::Millisecond, _) => {
                 NumericValues::I64(array.as_primitive::<TimestampMillisecondType>().values())
             }
@@ -92,15 +90,9 @@ impl<'a> NumericValues<'a> {
                 NumericValues::I64(array.as_primitive::<TimestampNanosecondType>().values())
             }
             Time32(TimeUnit::Second) => NumericValues::I32(array.as_primitive::<Time32SecondType>().values()),
-            Time32(TimeUnit::Millisecond) => {
-                NumericValues::I32(array.as_primitive::<Time32MillisecondType>().values())
-            }
-            Time64(TimeUnit::Microsecond) => {
-                NumericValues::I64(array.as_primitive::<Time64MicrosecondType>().values())
-            }
-            Time64(TimeUnit::Nanosecond) => {
-                NumericValues::I64(array.as_primitive::<Time64NanosecondType>().values())
-            }
+            Time32(TimeUnit::Millisecond) => NumericValues::I32(array.as_primitive::<Time32MillisecondType>().values()),
+            Time64(TimeUnit::Microsecond) => NumericValues::I64(array.as_primitive::<Time64MicrosecondType>().values()),
+            Time64(TimeUnit::Nanosecond) => NumericValues::I64(array.as_primitive::<Time64NanosecondType>().values()),
             Duration(TimeUnit::Second) => NumericValues::I64(array.as_primitive::<DurationSecondType>().values()),
             Duration(TimeUnit::Millisecond) => {
                 NumericValues::I64(array.as_primitive::<DurationMillisecondType>().values())
@@ -119,16 +111,10 @@ impl<'a> NumericValues<'a> {
 /// Builds an output array of `data_type` from `units`, mapped to the column's units by `to_column`,
 /// in one pass. Integer types are rounded to nearest and saturate at the type's range (bounds inside
 /// the range make that a no-op).
-pub fn build_array(
-    data_type: &DataType,
-    units: &[f64],
-    to_column: impl Fn(f64) -> f64,
-) -> ArrayRef {
+pub fn build_array(data_type: &DataType, units: &[f64], to_column: impl Fn(f64) -> f64) -> ArrayRef {
     macro_rules! build {
         ($arrow:ty, $cast:expr) => {
-            PrimitiveArray::<$arrow>::from_iter_values(
-                units.iter().map(|&unit| $cast(to_column(unit))),
-            )
+            PrimitiveArray::<$arrow>::from_iter_values(units.iter().map(|&unit| $cast(to_column(unit))))
         };
     }
     // `as` from f64 to an integer saturates, which is the behaviour we want after rounding.
@@ -146,21 +132,18 @@ pub fn build_array(
         UInt64 => Arc::new(build!(UInt64Type, |v: f64| v.round() as u64)),
         Date32 => Arc::new(build!(Date32Type, |v: f64| v.round() as i32)),
         Date64 => Arc::new(build!(Date64Type, |v: f64| v.round() as i64)),
-        Timestamp(TimeUnit::Second, zone) => Arc::new(
-            build!(TimestampSecondType, |v: f64| v.round() as i64).with_timezone_opt(zone.clone()),
-        ),
-        Timestamp(TimeUnit::Millisecond, zone) => Arc::new(
-            build!(TimestampMillisecondType, |v: f64| v.round() as i64)
-                .with_timezone_opt(zone.clone()),
-        ),
-        Timestamp(TimeUnit::Microsecond, zone) => Arc::new(
-            build!(TimestampMicrosecondType, |v: f64| v.round() as i64)
-                .with_timezone_opt(zone.clone()),
-        ),
-        Timestamp(TimeUnit::Nanosecond, zone) => Arc::new(
-            build!(TimestampNanosecondType, |v: f64| v.round() as i64)
-                .with_timezone_opt(zone.clone()),
-        ),
+        Timestamp(TimeUnit::Second, zone) => {
+            Arc::new(build!(TimestampSecondType, |v: f64| v.round() as i64).with_timezone_opt(zone.clone()))
+        }
+        Timestamp(TimeUnit::Millisecond, zone) => {
+            Arc::new(build!(TimestampMillisecondType, |v: f64| v.round() as i64).with_timezone_opt(zone.clone()))
+        }
+        Timestamp(TimeUnit::Microsecond, zone) => {
+            Arc::new(build!(TimestampMicrosecondType, |v: f64| v.round() as i64).with_timezone_opt(zone.clone()))
+        }
+        Timestamp(TimeUnit::Nanosecond, zone) => {
+            Arc::new(build!(TimestampNanosecondType, |v: f64| v.round() as i64).with_timezone_opt(zone.clone()))
+        }
         Time32(TimeUnit::Second) => Arc::new(build!(Time32SecondType, |v: f64| v.round() as i32)),
         Time32(TimeUnit::Millisecond) => Arc::new(build!(Time32MillisecondType, |v: f64| v.round() as i32)),
         Time64(TimeUnit::Microsecond) => Arc::new(build!(Time64MicrosecondType, |v: f64| v.round() as i64)),

@@ -12,8 +12,7 @@ pub fn expand_input(input: &Path) -> Result<Vec<PathBuf>> {
     if !input.exists() && text.contains(['*', '?', '[']) {
         return expand_glob(input, &text);
     }
-    let metadata = std::fs::metadata(input)
-        .map_err(|error| Error::in_file(input, format!("cannot open: {error}")))?;
+    let metadata = std::fs::metadata(input).map_err(|error| Error::in_file(input, format!("cannot open: {error}")))?;
     if !metadata.is_dir() {
         return Ok(vec![input.to_path_buf()]);
     }
@@ -33,9 +32,8 @@ pub fn expand_input(input: &Path) -> Result<Vec<PathBuf>> {
 /// The `*.parquet` files under `directory`, at any depth, hidden entries skipped. A directory reached
 /// twice (through a symbolic link, possibly a loop) is read once.
 fn collect_parquet_files(directory: &Path, files: &mut Vec<PathBuf>, visited: &mut Vec<PathBuf>) -> Result<()> {
-    let canonical = directory
-        .canonicalize()
-        .map_err(|error| Error::in_file(directory, format!("cannot open: {error}")))?;
+    let canonical =
+        directory.canonicalize().map_err(|error| Error::in_file(directory, format!("cannot open: {error}")))?;
     if visited.contains(&canonical) {
         return Ok(());
     }
@@ -43,14 +41,12 @@ fn collect_parquet_files(directory: &Path, files: &mut Vec<PathBuf>, visited: &m
     let entries = std::fs::read_dir(directory)
         .map_err(|error| Error::in_file(directory, format!("cannot list the directory: {error}")))?;
     for entry in entries {
-        let entry =
-            entry.map_err(|error| Error::in_file(directory, format!("cannot list the directory: {error}")))?;
+        let entry = entry.map_err(|error| Error::in_file(directory, format!("cannot list the directory: {error}")))?;
         let path = entry.path();
         if entry.file_name().to_string_lossy().starts_with('.') {
             continue;
         }
-        let kind = std::fs::metadata(&path)
-            .map_err(|error| Error::in_file(&path, format!("cannot open: {error}")))?;
+        let kind = std::fs::metadata(&path).map_err(|error| Error::in_file(&path, format!("cannot open: {error}")))?;
         if kind.is_dir() {
             collect_parquet_files(&path, files, visited)?;
         } else if path.extension().is_some_and(|extension| extension == "parquet") {
@@ -76,8 +72,7 @@ pub fn hive_partitions(root: &Path, file: &Path) -> Vec<(String, String)> {
 }
 
 fn expand_glob(input: &Path, pattern: &str) -> Result<Vec<PathBuf>> {
-    let matches = glob::glob(pattern)
-        .map_err(|error| Error::in_file(input, format!("not a valid glob: {error}")))?;
+    let matches = glob::glob(pattern).map_err(|error| Error::in_file(input, format!("not a valid glob: {error}")))?;
     let mut files = Vec::new();
     for found in matches {
         let path = found.map_err(|error| Error::in_file(error.path(), format!("cannot read: {}", error.error())))?;
@@ -105,14 +100,20 @@ mod tests {
     fn directories_are_searched_recursively_in_path_order_without_hidden_or_other_files() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        for name in ["b.parquet", "a/2.parquet", "a/10.parquet", "year=2024/x.parquet", "notes.txt", ".b.parquet.dpsynth-7.tmp", ".hidden/c.parquet"] {
+        for name in [
+            "b.parquet",
+            "a/2.parquet",
+            "a/10.parquet",
+            "year=2024/x.parquet",
+            "notes.txt",
+            ".b.parquet.dpsynth-7.tmp",
+            ".hidden/c.parquet",
+        ] {
             touch(&root.join(name));
         }
         let files = expand_input(root).unwrap();
-        let relative: Vec<String> = files
-            .iter()
-            .map(|path| path.strip_prefix(root).unwrap().to_string_lossy().into_owned())
-            .collect();
+        let relative: Vec<String> =
+            files.iter().map(|path| path.strip_prefix(root).unwrap().to_string_lossy().into_owned()).collect();
         assert_eq!(relative, ["a/10.parquet", "a/2.parquet", "b.parquet", "year=2024/x.parquet"]);
     }
 

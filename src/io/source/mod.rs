@@ -21,8 +21,7 @@ use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
-    ParquetRecordBatchReaderBuilder,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
 };
 use parquet::arrow::ProjectionMask;
 use parquet::errors::ParquetError;
@@ -76,20 +75,13 @@ impl Source {
     /// become columns after the files' own (every file must sit under the same keys).
     pub fn open_with(input: &Path, hive_columns: bool) -> Result<Self> {
         let paths = dataset::expand_input(input)?;
-        let files = paths
-            .iter()
-            .map(|path| ParquetFile::open(path))
-            .collect::<Result<Vec<_>>>()?;
+        let files = paths.iter().map(|path| ParquetFile::open(path)).collect::<Result<Vec<_>>>()?;
         let row_groups = files
             .iter()
             .enumerate()
             .flat_map(|(file, opened)| (0..opened.row_group_count()).map(move |group| (file, group)))
             .collect();
-        let partitions = if hive_columns {
-            partition_columns(input, &paths, files[0].schema())?
-        } else {
-            Vec::new()
-        };
+        let partitions = if hive_columns { partition_columns(input, &paths, files[0].schema())? } else { Vec::new() };
         let fields: Vec<FieldRef> = files[0]
             .schema()
             .fields()
@@ -100,11 +92,7 @@ impl Source {
         Ok(Source {
             input: input.to_path_buf(),
             schema: Arc::new(Schema::new(fields)),
-            data: SourceData::Files {
-                files,
-                row_groups,
-                partitions,
-            },
+            data: SourceData::Files { files, row_groups, partitions },
         })
     }
 
@@ -127,11 +115,7 @@ impl Source {
                 start += rows;
             }
         }
-        Ok(Source {
-            input,
-            schema,
-            data: SourceData::Memory(row_groups),
-        })
+        Ok(Source { input, schema, data: SourceData::Memory(row_groups) })
     }
 
     /// The input as given, or the in-memory table's name.
@@ -359,18 +343,17 @@ impl Source {
             .iter()
             .map(|&index| {
                 let name = first.field(index).name();
-                opened.schema().index_of(name).map_err(|_| {
-                    Error::in_column(opened.path(), name, "no such column in this file of the dataset")
-                })
+                opened
+                    .schema()
+                    .index_of(name)
+                    .map_err(|_| Error::in_column(opened.path(), name, "no such column in this file of the dataset"))
             })
             .collect::<Result<Vec<usize>>>()?;
         // The batch comes in this file's order; position k of the wanted order is the rank of local[k].
         let mut sorted = local.clone();
         sorted.sort_unstable();
-        let order: Vec<usize> = local
-            .iter()
-            .map(|index| sorted.binary_search(index).expect("a projected column"))
-            .collect();
+        let order: Vec<usize> =
+            local.iter().map(|index| sorted.binary_search(index).expect("a projected column")).collect();
         let mut batches = opened.row_group_reader_of(group, local)?;
         if order.iter().enumerate().any(|(position, &at)| position != at) {
             batches.order = Some(order);
@@ -388,19 +371,13 @@ pub struct ParquetFile {
 
 impl ParquetFile {
     pub fn open(path: &Path) -> Result<Self> {
-        let file = File::open(path)
-            .map_err(|error| Error::in_file(path, format!("cannot open: {error}")))?;
+        let file = File::open(path).map_err(|error| Error::in_file(path, format!("cannot open: {error}")))?;
         let opened_length = match file.metadata() {
-            Ok(meta) if meta.is_dir() => {
-                return Err(Error::in_file(path, "is a directory, not a Parquet file"))
-            }
+            Ok(meta) if meta.is_dir() => return Err(Error::in_file(path, "is a directory, not a Parquet file")),
             Ok(meta) => meta.len(),
             Err(error) => return Err(Error::in_file(path, format!("cannot open: {error}"))),
         };
-        let data = PositionedFile {
-            file: Arc::new(file),
-            opened_length,
-        };
+        let data = PositionedFile { file: Arc::new(file), opened_length };
         // The footer decoder is guarded like the pages' (see RowGroupBatches).
         let load = || ArrowReaderMetadata::load(&data, ArrowReaderOptions::new());
         DECODING.with(|decoding| decoding.set(true));
@@ -409,11 +386,7 @@ impl ParquetFile {
         let metadata = loaded
             .map_err(|_| Error::in_file(path, "not a readable Parquet file: its footer is corrupt"))?
             .map_err(|error| Error::in_file(path, format!("not a readable Parquet file: {error}")))?;
-        Ok(ParquetFile {
-            path: path.to_path_buf(),
-            data,
-            metadata,
-        })
+        Ok(ParquetFile { path: path.to_path_buf(), data, metadata })
     }
 
     pub fn path(&self) -> &Path {
@@ -438,10 +411,7 @@ impl ParquetFile {
     }
 
     pub fn row_group_rows(&self, row_group: usize) -> u64 {
-        self.parquet_metadata()
-            .row_group(row_group)
-            .num_rows()
-            .max(0) as u64
+        self.parquet_metadata().row_group(row_group).num_rows().max(0) as u64
     }
 
     /// Finds the named columns and checks that each is a supported numeric type. The result is in the
@@ -457,16 +427,9 @@ impl ParquetFile {
         let Some(chunk) = metadata.row_groups().first().and_then(|group| group.columns().first()) else {
             return false;
         };
-        let start = chunk
-            .dictionary_page_offset()
-            .unwrap_or_else(|| chunk.data_page_offset())
-            .max(0) as u64;
+        let start = chunk.dictionary_page_offset().unwrap_or_else(|| chunk.data_page_offset()).max(0) as u64;
         let mut header = [0u8; 64];
-        let read = self
-            .data
-            .get_read(start)
-            .and_then(|mut reader| Ok(reader.read(&mut header)?))
-            .unwrap_or(0);
+        let read = self.data.get_read(start).and_then(|mut reader| Ok(reader.read(&mut header)?)).unwrap_or(0);
         page_header_has_crc(&header[..read])
     }
 
@@ -487,12 +450,7 @@ impl ParquetFile {
             .with_batch_size(BATCH_ROWS)
             .build()
             .map_err(|error| Error::in_file(&self.path, format!("row group {row_group}: {error}")))?;
-        Ok(RowGroupBatches {
-            reader: Some(reader),
-            order: None,
-            partitions: Vec::new(),
-            in_memory: None,
-        })
+        Ok(RowGroupBatches { reader: Some(reader), order: None, partitions: Vec::new(), in_memory: None })
     }
 
     /// Arrow top-level fields map one-to-one onto Parquet root columns for the flat tables we accept.
@@ -518,12 +476,7 @@ pub struct RowGroupBatches {
 
 impl RowGroupBatches {
     fn in_memory(batch: RecordBatch) -> Self {
-        RowGroupBatches {
-            reader: None,
-            order: None,
-            partitions: Vec::new(),
-            in_memory: Some(batch),
-        }
+        RowGroupBatches { reader: None, order: None, partitions: Vec::new(), in_memory: Some(batch) }
     }
 
     /// A decoded batch in the first file's column order, with the partition columns after its own.
@@ -562,9 +515,7 @@ impl Iterator for RowGroupBatches {
             Ok(batch) => batch,
             Err(_) => {
                 self.reader = None;
-                Some(Err(ArrowError::ParquetError(
-                    "corrupt data made the Parquet decoder fail".to_string(),
-                )))
+                Some(Err(ArrowError::ParquetError("corrupt data made the Parquet decoder fail".to_string())))
             }
         }
     }
@@ -596,8 +547,7 @@ fn partition_columns(input: &Path, paths: &[PathBuf], schema: &SchemaRef) -> Res
             "--hive-columns reads the key=value folders of a directory input; this input is not a directory",
         ));
     }
-    let per_file: Vec<Vec<(String, String)>> =
-        paths.iter().map(|path| dataset::hive_partitions(input, path)).collect();
+    let per_file: Vec<Vec<(String, String)>> = paths.iter().map(|path| dataset::hive_partitions(input, path)).collect();
     let keys: Vec<&String> = per_file[0].iter().map(|(key, _)| key).collect();
     for (path, partitions) in paths.iter().zip(&per_file) {
         let these: Vec<&String> = partitions.iter().map(|(key, _)| key).collect();
@@ -630,10 +580,7 @@ fn partition_columns(input: &Path, paths: &[PathBuf], schema: &SchemaRef) -> Res
         } else {
             DataType::Utf8
         };
-        columns.push(PartitionColumn {
-            field: Arc::new(Field::new(key.as_str(), data_type, false)),
-            values,
-        });
+        columns.push(PartitionColumn { field: Arc::new(Field::new(key.as_str(), data_type, false)), values });
     }
     Ok(columns)
 }
@@ -653,17 +600,10 @@ fn numeric_columns_of(place: &Path, schema: &SchemaRef, names: &[String]) -> Res
     let mut columns = Vec::with_capacity(names.len());
     for name in names {
         let index = schema.index_of(name).map_err(|_| {
-            let available: Vec<&str> = schema
-                .fields()
-                .iter()
-                .map(|field| field.name().as_str())
-                .collect();
+            let available: Vec<&str> = schema.fields().iter().map(|field| field.name().as_str()).collect();
             Error::in_column(place, name, format!("no such column (the input has: {})", available.join(", ")))
         })?;
-        if columns
-            .iter()
-            .any(|column: &NumericColumn| column.schema_index == index)
-        {
+        if columns.iter().any(|column: &NumericColumn| column.schema_index == index) {
             return Err(Error::in_column(place, name, "named twice"));
         }
         let namesakes = schema.fields().iter().filter(|field| field.name() == name).count();
@@ -700,13 +640,12 @@ fn unsupported_type(data_type: &DataType) -> String {
             "type {data_type} is dictionary-encoded {values}; dpsynth reads plain numeric columns: write it \
              without dictionary encoding (or cast it to {values}) first"
         ),
-        DataType::Decimal32(..)
-        | DataType::Decimal64(..)
-        | DataType::Decimal128(..)
-        | DataType::Decimal256(..) => format!(
-            "type {data_type} is a decimal; dpsynth reads integer, float, date, timestamp, time and duration \
+        DataType::Decimal32(..) | DataType::Decimal64(..) | DataType::Decimal128(..) | DataType::Decimal256(..) => {
+            format!(
+                "type {data_type} is a decimal; dpsynth reads integer, float, date, timestamp, time and duration \
              columns: cast it to float64 (or a scaled integer) first"
-        ),
+            )
+        }
         DataType::Float16 => format!(
             "type {data_type} is a half-precision float; dpsynth reads float32 and float64: cast it to float32 first"
         ),
@@ -751,11 +690,8 @@ impl PositionedFile {
         {
             let mut done = 0;
             while done < buffer.len() {
-                let read = std::os::windows::fs::FileExt::seek_read(
-                    &*self.file,
-                    &mut buffer[done..],
-                    offset + done as u64,
-                )?;
+                let read =
+                    std::os::windows::fs::FileExt::seek_read(&*self.file, &mut buffer[done..], offset + done as u64)?;
                 if read == 0 {
                     return Err(std::io::ErrorKind::UnexpectedEof.into());
                 }
@@ -774,9 +710,7 @@ impl PositionedFile {
                 self.opened_length
             ))
         } else {
-            ParquetError::EOF(format!(
-                "{length} bytes at offset {offset} lie past the end of the file ({now} bytes)"
-            ))
+            ParquetError::EOF(format!("{length} bytes at offset {offset} lie past the end of the file ({now} bytes)"))
         }
     }
 }
@@ -792,10 +726,7 @@ impl ChunkReader for PositionedFile {
     type T = std::io::BufReader<PositionedReader>;
 
     fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
-        Ok(std::io::BufReader::new(PositionedReader {
-            file: self.clone(),
-            position: start,
-        }))
+        Ok(std::io::BufReader::new(PositionedReader { file: self.clone(), position: start }))
     }
 
     fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
@@ -804,8 +735,7 @@ impl ChunkReader for PositionedFile {
             return Err(self.short_read(start, length));
         }
         let mut buffer = vec![0u8; length];
-        self.read_exact_at(&mut buffer, start)
-            .map_err(|_| self.short_read(start, length))?;
+        self.read_exact_at(&mut buffer, start).map_err(|_| self.short_read(start, length))?;
         Ok(Bytes::from(buffer))
     }
 }
