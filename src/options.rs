@@ -1141,9 +1141,11 @@ impl SynthArgs {
                     let shares = match self.covloss_shares.as_deref() {
                         None => CovlossSettings::DEFAULT.shares,
                         Some(&[a, b, c]) => [a, b, c],
-                        Some(other) => return Err(Error::bad_input(format!(
+                        Some(other) => {
+                            return Err(Error::bad_input(format!(
                             "--covloss-shares needs three numbers (second moment, weights, centroids), got {other:?}"
-                        ))),
+                        )))
+                        }
                     };
                     MechanismOptions::Covloss(CovlossOptions {
                         encoding,
