@@ -370,10 +370,10 @@ pub struct SmallerTable {
 /// marginal would have fewer levels than these, with the report's words. The marginals get 0.45·ε/d each,
 /// and on smaller tables they place the rows worse than the joint tree's own marginals (generated mixture,
 /// skewed and heavy-tailed tables, n = 10^4 and 10^3; docs/accuracy.md, "`--mechanism auto`, the default"; the figures
-/// at d = 4, 5 are session 35's, with the share 0.3, those at d = 3 session 38's):
+/// at d = 4, 5 were taken with the share 0.3):
 /// - d = 3: at depth 2 the quantile partition cost the joint W1 up to 2.2× (1.25× on average at ε·n = 600);
 ///   at depth 3 it was 0.93× plain PMM's on average but up to 1.54× (skewed, ε·n = 800), from depth 4 on
-///   0.71–0.93× (1.06× at worst). (Until session 38 auto ran midpoint cells at d = 3, which also paid from
+///   0.71–0.93× (1.06× at worst). (Midpoint cells at d = 3, which auto ran before, also paid from
 ///   depth 4 on.)
 /// - d = 4, 5: at depth 1 a marginal is one noisy median, and the axis is cut there. That cost up to 2.1×;
 ///   from depth 2 on it was 0.64–0.90× on average.
@@ -416,7 +416,7 @@ fn plain_below(dims: usize) -> Option<(u32, &'static str)> {
 ///   Below it the pair histograms are mostly noise and their share is missed by the rest of the run
 ///   (generated mixtures at ε·n = 10^4 and 2·10^4: joint W1 +4-7%); from it on they pay on flights and cost
 ///   a few per cent at most elsewhere (docs/accuracy.md, "`--mechanism auto`, the default").
-/// - d = 3 (since session 38): midpoint cells with the share 0.3 instead of the quantile partition. Flights
+/// - d = 3: midpoint cells with the share 0.3 instead of the quantile partition. Flights
 ///   (ε·n̂ from 3.3·10^4 on) did 1–10% better with them; generated tables at n = 10^5 would have gained 5–7%
 ///   from the quantile partition there (docs/mechanisms/pmm.md, "auto at d = 3").
 pub const AUTO_LARGER_TABLE_FROM_EPSILON_N: f64 = 3e4;
@@ -457,7 +457,7 @@ pub struct AutoChoice {
 ///   marginals pay twice. On flights (d = 4, 5, five seeds, `--prune-sigmas 2`) 0.45 against 0.3 cut the
 ///   joint W1 by 4–6% at ε = 0.1 (0.94–1.01× at ε = 1, 10), the largest 1-D W1 by 20–67% and the 2-way TV
 ///   by 10% at ε = 0.1 (docs/accuracy.md, "2-way marginals").
-/// - Without (since session 37; 0.3 before): on generated tables (n = 10^4, mixture, skewed, heavy-tailed,
+/// - Without (0.3 before; CHANGELOG.md): on generated tables (n = 10^4, mixture, skewed, heavy-tailed,
 ///   two or three seeds) 0.45 against 0.3 gave 0.95×, 0.96× and 0.87× the joint W1 at d = 4, 5, 6 over
 ///   ε·n = 2000–2·10^4 (the mixture 2% worse, the heavy-tailed law 20% better). Just above the switch to
 ///   plain PMM, where each marginal is a few noisy quartiles, it took the skewed law from 1.24× plain PMM's
@@ -477,7 +477,7 @@ pub struct LargerSettings {
     pub reason: &'static str,
 }
 
-/// `--mechanism auto`'s `--refine-share` on larger tables at d = 3 (since session 52): the dense leaves cut
+/// `--mechanism auto`'s `--refine-share` on larger tables at d = 3: the dense leaves cut
 /// finer. On flights at d = 3 (two column sets, ε = 0.1, 1, 10, three seeds) it gave 0.17–0.71× the rank
 /// correlation error and 0.59–0.94× the pairwise 2-D W1 at 0.99× the joint W1, every score below plain PMM's;
 /// a heavy-tailed table 0.06–0.23× the rank error. Independent or uniform columns pay about 5% of the pairwise

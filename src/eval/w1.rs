@@ -447,7 +447,7 @@ pub fn w1_grid(a_hist: &[u64], b_hist: &[u64], side: usize, dims: usize) -> Resu
 /// do not: 10^6 against 10^6 rows on the default 362² grid (the `w1` phase, same run), synthetic tables
 /// of PMM at ε = 1, 0.01 (bound 1.1 steps per unit), 0.001 (5.5) and an unrelated table (43), the hole
 /// filling against cost scaling: 1.9 s against 4.6 s, 3.4 against 4.6, 6.8 against 5.5, 15.4 against 5.4.
-/// In d = 3 and 4 (phases; whole `eval` runs, 10^6 rows each, session 29) the crossover moves with the grid:
+/// In d = 3 and 4 (phases; whole `eval` runs, 10^6 rows each) the crossover moves with the grid:
 /// unrelated tables at 13–18 steps per unit on 64³ cells took 6.8 and 15 s against 21 and 45 s (182 MB
 /// against 816), but on the default 34³ grid 3.5 and 6.2 s against 2.3 and 5.2; on 16⁴, 5.1 steps per unit:
 /// 5.4 s against 4.4 (193 MB against 527). Mixed, so one limit for every d.

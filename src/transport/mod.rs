@@ -22,9 +22,9 @@
 //!
 //! PSMM's projection, a transport on a king-move grid in which positive cells fill the negative ones and
 //! may keep the rest, has its own exact solver, [`fill_holes`]: successive shortest paths that follow the
-//! holes, 6× faster than cost scaling at 10^6 cells in d = 2 and a tenth of its memory (about 45× since
-//! session 26); in d ≥ 3 it fills them in phases of the primal-dual method. In d ≤ 4 it also solves the
-//! grid W1 of `eval` (Σ supply = 0) between close measures.
+//! holes, 6× faster than cost scaling at 10^6 cells in d = 2 and a tenth of its memory (about 45×
+//! in all; docs/mechanisms/psmm.md); in d ≥ 3 it fills them in phases of the primal-dual method. In d ≤ 4 it
+//! also solves the grid W1 of `eval` (Σ supply = 0) between close measures.
 
 use std::fmt;
 

@@ -538,7 +538,7 @@ fn flat_marginals_place_the_rows_of_their_heavy_cells() {
 
 /// `--pair-share` on `--mechanism auto` (d = 4: quantile partition and marginals) on the bundled flights
 /// table, where the joint release blurs the delay and distance ridges: the pairs it blurs are mapped onto
-/// their released histograms. Measured over five seeds at ε = 1 (docs/mechanisms/pmm.md, session 25):
+/// their released histograms. Measured over five seeds at ε = 1 (docs/mechanisms/pmm.md):
 /// 2-way TV 0.041 → 0.017 (0.33–0.60× on every seed; this test's seed 5 is the 0.60), joint W1 7–15%
 /// lower on every seed; mapping nothing would leave the TV as it is. The share comes off the top: the
 /// rest of the run is auto's split of (1 − S)·ε.

@@ -109,7 +109,7 @@ pub struct NearestSearch<'a> {
 
 /// Under `--device auto`, the largest candidates a step × CPU threads at which a real GPU counts the
 /// nearest neighbours: the kernel scans every candidate for every row, the k-d tree visits a few on each
-/// thread. Fitted on two lent H100s against their 16 Xeon cores (session 27; docs/mechanisms/pe.md): flights
+/// thread. Fitted on two lent H100s against their 16 Xeon cores (docs/mechanisms/pe.md): flights
 /// (17,703 candidates) ran 5.7–6.1× faster on the GPU than on one thread, 1.6× than on four, 0.6–0.7× against
 /// sixteen; 10^6 generated rows, d = 2 (121,618 candidates), 0.88–1.0× against one thread.
 pub const AUTO_GPU_MAX_CANDIDATE_THREADS: usize = 120_000;

@@ -37,7 +37,7 @@ pub enum BottomUp {
 /// `--mechanism pmm`'s pass: none, so that it stays the textbook mechanism others compare with.
 pub const PMM_BOTTOM_UP: BottomUp = BottomUp::None;
 
-/// `--mechanism auto`'s pass. Measured against none (session 48; docs/mechanisms/pmm.md, "Averaging the
+/// `--mechanism auto`'s pass. Measured against none (docs/mechanisms/pmm.md, "Averaging the
 /// levels bottom-up"): the pairwise 2-D W1, the 2-way TV and the correlation error all fell.
 pub const AUTO_BOTTOM_UP: BottomUp = BottomUp::Average;
 

@@ -108,7 +108,7 @@ pub const PROJECTION_BYTES_PER_CELL: u64 = 72;
 /// d = 5; none on a grid of one cell per axis, which has no king moves): the solver's bit sets and what
 /// grows with the neighbourhood. Fitted, with
 /// [`PROJECTION_BYTES_PER_KING_ARC`], to the projection's peak resident memory measured alone
-/// (`cargo bench --bench projection_memory`, session 29; the peaks include the counts): 128 MB at 1000²
+/// (`cargo bench --bench projection_memory`; the peaks include the counts): 128 MB at 1000²
 /// cells (the model says 208), 231 MB at 100³ (278), 55, 135 and 493 MB at 18⁴, 23⁴ and 32⁴ (58, 158 and
 /// 602), 103 and 254 MB at 10⁵ and 12⁵ (117 and 302). d ≤ 3 keeps the 176 bytes a cell it had; that one
 /// constant fell 5–16% short in d = 4 and 13–20% in d = 5. (Whole runs had seemed to exceed it at 31⁴ in

@@ -2,7 +2,7 @@
 //! then that placement mended.
 //!
 //! The coarse start needs a problem without a bank, whose arcs into every cell would need a potential above
-//! every start's. Session 60 solved without the bank and then spent it by a search from the bank per unit.
+//! every start's. An earlier version solved without the bank and then spent it by a search from the bank per unit.
 //! That found the optimum, but 2281 units at 10^6 cells in d = 2, ε = 1, under replace took 2281 searches of
 //! about 10^5 cells each (29 s of a 37 s run). Here the half-side grid is solved with its bank first
 //! (recursively, so it too is placed from its own coarse grid), and each coarse cell's created units go to its
