@@ -111,8 +111,8 @@ pub const PROJECTION_BYTES_PER_CELL: u64 = 72;
 /// (`cargo bench --bench projection_memory`; the peaks include the counts): 128 MB at 1000²
 /// cells (the model says 208), 231 MB at 100³ (278), 55, 135 and 493 MB at 18⁴, 23⁴ and 32⁴ (58, 158 and
 /// 602), 103 and 254 MB at 10⁵ and 12⁵ (117 and 302). d ≤ 3 keeps the 176 bytes a cell it had; that one
-/// constant fell 5–16% short in d = 4 and 13–20% in d = 5. (Whole runs had seemed to exceed it at 31⁴ in
-/// session 28, but their peak counted the reading of the input too.)
+/// constant fell 5–16% short in d = 4 and 13–20% in d = 5. (Whole runs had seemed to exceed it at 31⁴,
+/// but their peak counted the reading of the input too.)
 pub const PROJECTION_BYTES_PER_CELL_WORD: u64 = 104;
 
 /// The projection's flows: one `i64` per undirected king-move edge, 4 bytes per directed arc.
