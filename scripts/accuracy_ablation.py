@@ -10,7 +10,7 @@ each epsilon and each seed, it runs every variant through `dpsynth synth` and sc
   - pmm+marginals=S   PMM with --marginal-share S: each column mapped onto a fine released 1-D marginal;
   - pmm+quantile=S    PMM with --partition quantile --marginal-share S: the marginals released first, the
                       tree's cells cut at their quantiles, the columns mapped back through them;
-  - auto              --mechanism auto: the rule README gives, from public inputs only;
+  - auto              --mechanism auto: the rule docs/mechanisms.md gives, from public inputs only;
   - psmm, lowdim      the other mechanisms at their defaults (lowdim with --root-share 0.1);
   - mst, aim          smartnoise-synth's MST or AIM through scripts/peer_comparison.py's harness (64 bins
                       per column on the same public bounds, rows drawn i.i.d. from the model, delta = 1e-9;

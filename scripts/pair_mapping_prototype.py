@@ -9,8 +9,8 @@ on position-keyed streams. Everything else is what the engine would do, on relea
 
   1. `dpsynth synth` with a share (1 - S) of epsilon (BASE_FLAGS, default `--mechanism auto --prune-sigmas 2`);
   2. a tree of d - 1 column pairs: the maximum spanning tree of the pairs' mutual information in that
-     synthetic table (post-processing of its release, so choosing costs nothing). This is the session-23
-     design; the engine now chooses the tree by noisy scores of how far the joint release is
+     synthetic table (post-processing of its release, so choosing costs nothing). This is the prototype's
+     first design (2026-11-26); the engine now chooses the tree by noisy scores of how far the joint release is
      from the data on each pair, spending 0.1 of the pair share on them (src/mechanism/pmm/pairs.rs);
   3. each tree pair's B x B histogram on the public bounds, with Laplace noise of scale (d - 1) / (eps S)
      (add-remove: a row moves one cell of each of the d - 1 histograms; the engine's is (d - 1) / (0.9 eps S),
