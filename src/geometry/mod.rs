@@ -2,6 +2,7 @@
 //! its cell codes, the regular grid of equal cubes, the tree of counts over the dyadic partition, and the
 //! piecewise-linear CDFs of released marginals.
 
+pub mod axis;
 pub mod bounds;
 pub mod cdf;
 pub mod grid;

@@ -195,8 +195,8 @@ pub(crate) mod tests {
     }
 
     /// The binner's quantisation of a coordinate already in [0, 1].
-    pub(crate) fn unit_axis(bits: u32) -> crate::binner::AxisPlan {
-        crate::binner::AxisPlan::new(
+    pub(crate) fn unit_axis(bits: u32) -> crate::geometry::axis::AxisPlan {
+        crate::geometry::axis::AxisPlan::new(
             crate::geometry::bounds::ColumnBounds::new("u", 0.0, 1.0).unwrap(),
             bits,
         )

@@ -10,7 +10,7 @@
 //! public bounds only, so it is post-processing. A cell that holds no integer holds only noise; its
 //! values are rounded to nearest.
 
-use crate::binner::AxisPlan;
+use crate::geometry::axis::AxisPlan;
 use crate::geometry::bounds::ColumnBounds;
 
 /// The most cells an axis can have for the binner to quantise it ([`AxisPlan::with_cells`]).
