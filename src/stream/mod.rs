@@ -6,6 +6,7 @@
 //! column names and types) and its publishable report `release-t.json`. The state is saved atomically
 //! after each input file; it is refused if the parameters differ or if an input was already read.
 
+mod held_state;
 pub mod report;
 
 use std::collections::BTreeSet;
@@ -18,7 +19,7 @@ use crate::binner::{quantize_values, AxisPlan, ROW_INVALID};
 use crate::error::{Error, Result};
 use crate::geometry::bounds::ColumnBounds;
 use crate::geometry::partition::CellGeometry;
-use crate::io::paths::is_inside_directory;
+use crate::io::paths::{is_inside_directory, refuse_special_file, same_file};
 use crate::io::sink::ParquetSink;
 use crate::io::source::column::NumericValues;
 use crate::io::source::dataset::expand_input;
@@ -34,6 +35,7 @@ use crate::privacy::{check_epsilon, Budget, NoiseKey, RunSeeds};
 use crate::progress::{Progress, Timings};
 use crate::sampler::Placement;
 use crate::synth::write_rows;
+use held_state::HeldState;
 use report::StreamReleaseReport;
 
 /// Elements gathered (as cell codes, 4 bytes each) before they are fed to the tree: every feed looks at
@@ -172,7 +174,8 @@ struct StreamRequest {
 /// Reads the inputs into the stream held by `args.state`, releasing at the requested times.
 pub fn run(args: StreamArgs) -> Result<StreamOutcome> {
     let request = check_request(args)?;
-    let mut state = match OnlineState::load(&request.args.state)? {
+    let mut held = HeldState::lock(&request.args.state)?;
+    let mut state = match held.load()? {
         Some(state) => {
             refuse_changes(&request, &state)?;
             state
@@ -189,7 +192,7 @@ pub fn run(args: StreamArgs) -> Result<StreamOutcome> {
             };
             // Saved before anything is released: a release is always reproducible from a saved key,
             // so a run that fails half-way and is run again repeats the same noise, never new noise.
-            state.save(&request.args.state)?;
+            held.save(&state)?;
             state
         }
     };
@@ -252,7 +255,7 @@ pub fn run(args: StreamArgs) -> Result<StreamOutcome> {
         // A checkpoint per file: a run that fails later keeps this file read, so running again cannot
         // feed it (and its releases' noise) twice.
         state.consumed.push(input.fingerprint.clone());
-        state.save(&request.args.state)?;
+        held.save(&state)?;
     }
     Ok(StreamOutcome {
         released: schedule.times,
@@ -430,9 +433,11 @@ fn check_request(args: StreamArgs) -> Result<StreamRequest> {
             }
         }
     }
+    let input_files = expand_inputs(&args.inputs)?;
+    check_state_and_inputs_apart_from_releases(&args, &input_files)?;
     let names: Vec<String> = wanted.iter().map(|bounds| bounds.column.clone()).collect();
     let mut inputs: Vec<StreamInput> = Vec::new();
-    for path in expand_inputs(&args.inputs)? {
+    for path in input_files {
         let source = Source::open(&path)?;
         let columns = source.numeric_columns(&names)?;
         if let Some(first) = inputs.first() {
@@ -502,6 +507,49 @@ fn check_request(args: StreamArgs) -> Result<StreamRequest> {
         columns,
         inputs,
     })
+}
+
+/// The release folders are what gets published: the state (exact counts and the noise key) may not be in
+/// them, nor named like a release, nor be an input or a special file; and no input may be in them, where a
+/// release `release-T.parquet` could replace it.
+fn check_state_and_inputs_apart_from_releases(args: &StreamArgs, inputs: &[PathBuf]) -> Result<()> {
+    let state = &args.state;
+    refuse_special_file(state, "--state")?;
+    let published = [("--output-dir", args.output_dir.as_ref()), ("--report-dir", args.report_dir.as_ref())];
+    for (flag, directory) in published.into_iter().filter_map(|(flag, directory)| Some((flag, directory?))) {
+        if is_inside_directory(state, directory) {
+            return Err(Error::in_file(
+                state,
+                format!(
+                    "--state is inside {flag} {}, whose files are published: the state holds the exact counts \
+                     and the noise key; keep it elsewhere, as private as the data",
+                    directory.display()
+                ),
+            ));
+        }
+        if let Some(input) = inputs.iter().find(|input| is_inside_directory(input, directory)) {
+            return Err(Error::in_file(
+                input,
+                format!(
+                    "an input is inside {flag} {}, where this run writes its releases (release-T.parquet, \
+                     release-T.json) and could replace it: keep inputs and releases in separate folders",
+                    directory.display()
+                ),
+            ));
+        }
+    }
+    let name = state.file_name().map(|name| name.to_string_lossy().to_lowercase()).unwrap_or_default();
+    if name.ends_with(".parquet") || name.ends_with(".json") {
+        return Err(Error::in_file(
+            state,
+            "--state names a .parquet or .json file, the kinds a release is published as: the state holds the \
+             exact counts and the noise key, so give it a name no one would publish by mistake (e.g. stream.state)",
+        ));
+    }
+    if let Some(input) = inputs.iter().find(|input| same_file(state, input)) {
+        return Err(Error::in_file(input, "--state names an input file: the state is written over it"));
+    }
+    Ok(())
 }
 
 /// Refuses a state made with other parameters, or inputs it has already read. Nothing is written.
