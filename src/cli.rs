@@ -11,10 +11,10 @@ use crate::encoding::{BinCount, CategoryList, Unlisted};
 use crate::error::{compact_number, Error, Result, EXIT_INTERNAL, EXIT_OK};
 use crate::eval::command::TableInput;
 use crate::eval::EvalOptions;
-use crate::generate::{bounds_toml, write_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS};
+use crate::generate::{bounds_toml, stage_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS};
 use crate::geometry::bounds::ColumnBounds;
 use crate::io::paths::{check_output_paths, NamedPath};
-use crate::io::staging::write_file_atomically;
+use crate::io::staging::{commit_all, write_file_atomically, StagedFile};
 use crate::mechanism::MechanismParameters;
 use crate::options::{bounds_for_columns, check_output_rows, check_threads, last_bounds_per_column, SynthArgs};
 use crate::progress::Progress;
@@ -382,9 +382,21 @@ fn run_eval_marginals(args: EvalArgs) -> Result<()> {
         bounds: last_bounds_per_column(args.bounds.clone()),
         unlisted: args.unlisted.unwrap_or(Unlisted::Error),
     };
+    if args.report_dir.is_some() {
+        return Err(Error::bad_input(
+            "--report-dir writes the page of the W1 comparison; eval --marginals writes its errors as JSON \
+             (--json FILE, or standard output)",
+        ));
+    }
+    let mut inputs = vec![NamedPath::new("the input --real", &args.real)];
+    inputs.extend(args.synth.iter().map(|synth| NamedPath::new("the input --synth", synth)));
+    inputs.extend(args.run_report.iter().map(|report| NamedPath::new("the input --run-report", report)));
+    let outputs: Vec<NamedPath> = args.json.iter().map(|json| NamedPath::new("--json", json)).collect();
+    check_output_paths(&inputs, &outputs)?;
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    check_threads(threads)?;
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads.max(1))
+        .num_threads(threads)
         .build()
         .map_err(|error| Error::internal(format!("cannot start {threads} threads: {error}")))?;
     let progress = Progress::hidden();
@@ -436,9 +448,12 @@ fn run_generate(args: GenerateArgs) -> Result<()> {
             return Err(Error::in_file(existing.path, format!("{} exists; pass --force to replace it", existing.role)));
         }
     }
-    write_table(&args.output, &spec).map_err(|error| Error::bad_input(error.to_string()))?;
-    if let Some(schema) = &args.schema {
-        write_file_atomically(schema, bounds_toml(&spec).as_bytes())?;
-    }
-    Ok(())
+    // Both files are staged before either replaces what is there: a schema that cannot be written leaves
+    // the old table in place.
+    let schema = match &args.schema {
+        Some(path) => Some(StagedFile::with_bytes(path, bounds_toml(&spec).as_bytes())?),
+        None => None,
+    };
+    let (table, _) = stage_table(&args.output, &spec).map_err(|error| Error::bad_input(error.to_string()))?;
+    commit_all([table].into_iter().chain(schema).collect())
 }

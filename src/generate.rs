@@ -34,6 +34,16 @@ use crate::io::staging::{commit_all, StagedFile};
 /// that per-group overhead vanishes, small enough that readers have many groups to split.
 pub const DEFAULT_ROW_GROUP_ROWS: usize = 1 << 20;
 
+/// Most columns: a Parquet footer describes every column, and tools that read the table choke long before.
+pub const MAX_DIMS: usize = 1 << 16;
+
+/// Most values in one row group (2 GiB of doubles): a few row groups are held at once while they are drawn
+/// and encoded, so this bounds the memory whatever `--dims` and `--row-group-rows` ask for.
+pub const MAX_ROW_GROUP_VALUES: u64 = 1 << 28;
+
+/// Most item probabilities of `latent-class:K` (K × dims doubles, 1 GiB), held for the whole run.
+pub const MAX_LATENT_CLASS_PROBABILITIES: u64 = 1 << 27;
+
 /// Number of Gaussian clusters of [`Law::Mixture`].
 pub const MIXTURE_CLUSTERS: usize = 5;
 /// Standard deviation of each mixture cluster, per coordinate.
@@ -261,6 +271,14 @@ pub fn bounds_toml(spec: &GenerateSpec) -> String {
 /// (`pool.install(|| write_table(..))` to choose one); the bytes do not depend on the pool's size.
 /// `rows = 0` writes a valid table with the schema and no row groups.
 pub fn write_table(path: &Path, spec: &GenerateSpec) -> Result<GenerateSummary, GenerateError> {
+    let (staged, summary) = stage_table(path, spec)?;
+    commit_all(vec![staged]).map_err(GenerateError::Output)?;
+    Ok(summary)
+}
+
+/// [`write_table`] up to the rename: the table complete under its temporary name, for the caller to commit
+/// together with other outputs (removed if dropped uncommitted).
+pub fn stage_table(path: &Path, spec: &GenerateSpec) -> Result<(StagedFile, GenerateSummary), GenerateError> {
     let sampler = Sampler::new(spec)?;
     if path.file_name().is_none() {
         return Err(GenerateError::InvalidSpec(format!("output path '{}' does not name a file", path.display())));
@@ -272,8 +290,7 @@ pub fn write_table(path: &Path, spec: &GenerateSpec) -> Result<GenerateSummary, 
     })?;
     let summary = write_row_groups(file, spec, &sampler)
         .map_err(|source| GenerateError::Parquet { path: path.to_path_buf(), source })?;
-    commit_all(vec![staged]).map_err(GenerateError::Output)?;
-    Ok(summary)
+    Ok((staged, summary))
 }
 
 fn writer_properties(spec: &GenerateSpec) -> WriterProperties {
@@ -395,6 +412,18 @@ impl Sampler {
         if spec.row_group_rows == 0 {
             return Err(GenerateError::InvalidSpec("row_group_rows must be at least 1".into()));
         }
+        if dims > MAX_DIMS {
+            return Err(GenerateError::InvalidSpec(format!("dims must be at most {MAX_DIMS}, got {dims}")));
+        }
+        let values = (spec.row_group_rows as u64).saturating_mul(dims as u64);
+        if values > MAX_ROW_GROUP_VALUES {
+            return Err(GenerateError::InvalidSpec(format!(
+                "a row group of {} rows x {dims} columns holds {values} values, above the {MAX_ROW_GROUP_VALUES} \
+                 (2 GiB) one may take while it is drawn and encoded; lower --row-group-rows to at most {}",
+                spec.row_group_rows,
+                MAX_ROW_GROUP_VALUES / dims as u64
+            )));
+        }
         let mut rng = stream_rng(spec.seed, LAW_STREAM);
         Ok(match spec.law {
             Law::Uniform => Sampler::Uniform { dims },
@@ -439,6 +468,12 @@ impl Sampler {
             Law::LatentClass { classes } => {
                 if classes == 0 {
                     return Err(GenerateError::InvalidSpec("latent-class needs at least 1 class".into()));
+                }
+                if (classes as u64).saturating_mul(dims as u64) > MAX_LATENT_CLASS_PROBABILITIES {
+                    return Err(GenerateError::InvalidSpec(format!(
+                        "latent-class:{classes} with {dims} columns needs {classes} x {dims} item probabilities, \
+                         above the {MAX_LATENT_CLASS_PROBABILITIES} (1 GiB) it may hold; use fewer classes"
+                    )));
                 }
                 // Beta(½, ½) is the law of sin²(πU/2); Dirichlet(1) weights are normalised exponentials.
                 let profiles = (0..classes)

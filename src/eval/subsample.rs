@@ -38,6 +38,10 @@ pub const DEFAULT_SUBSAMPLE_SEED: u64 = 0;
 /// Largest m: m² point pairs must fit the dense exact solver ([`EXACT_MAX_PAIRS`] = 2048²).
 pub const MAX_SUBSAMPLE_ROWS: usize = 2048;
 
+/// Most repeats: each is two exact solves of up to 2048² pairs (seconds each), so more would run for days
+/// while the estimate's spread has long stopped shrinking (it falls as 1/√repeats).
+pub const MAX_SUBSAMPLE_REPEATS: usize = 1000;
+
 /// What the user asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SubsampleOptions {
@@ -59,8 +63,15 @@ impl Default for SubsampleOptions {
 }
 
 impl SubsampleOptions {
-    /// Refuses an m that is 0 or above [`MAX_SUBSAMPLE_ROWS`].
+    /// Refuses an m that is 0 or above [`MAX_SUBSAMPLE_ROWS`], and repeats above [`MAX_SUBSAMPLE_REPEATS`].
     pub fn validate(&self) -> Result<()> {
+        if self.repeats > MAX_SUBSAMPLE_REPEATS {
+            return Err(Error::bad_input(format!(
+                "--subsample-repeats must be at most {MAX_SUBSAMPLE_REPEATS} (each repeat solves two exact \
+                 transports; the estimate's spread falls as 1/sqrt(repeats)), got {}",
+                self.repeats
+            )));
+        }
         if self.rows == 0 || self.rows > MAX_SUBSAMPLE_ROWS {
             return Err(Error::bad_input(format!(
                 "--subsample-rows must be between 1 and {MAX_SUBSAMPLE_ROWS} (exact transport between m \

@@ -25,9 +25,7 @@ impl<'a> NamedPath<'a> {
 /// anywhere inside an input directory: a dataset's next run would read it), or that are another output.
 pub fn check_output_paths(inputs: &[NamedPath], outputs: &[NamedPath]) -> Result<()> {
     for output in outputs {
-        if output.path.is_dir() {
-            return Err(Error::in_file(output.path, format!("{} is a directory; give a file path", output.role)));
-        }
+        refuse_special_file(output.path, output.role)?;
         if output.path.file_name().is_none() {
             return Err(Error::in_file(output.path, format!("{} needs a file name", output.role)));
         }
@@ -48,8 +46,8 @@ pub fn check_output_paths(inputs: &[NamedPath], outputs: &[NamedPath]) -> Result
         let matched = |input: &NamedPath| {
             same_file(output.path, input.path)
                 || (!input.path.exists()
-                    && expand_input(input.path)
-                        .is_ok_and(|files| files.iter().any(|file| same_file(output.path, file))))
+                    && (expand_input(input.path).is_ok_and(|files| files.iter().any(|file| same_file(output.path, file)))
+                        || glob_would_match(input.path, output.path)))
         };
         if let Some(input) = inputs.iter().find(|input| matched(input)) {
             return Err(Error::in_file(
@@ -74,12 +72,46 @@ pub fn check_output_paths(inputs: &[NamedPath], outputs: &[NamedPath]) -> Result
     Ok(())
 }
 
+/// Refuses an output path where something other than a regular file stands: a directory, or a FIFO, a
+/// device (`/dev/null`) or a socket, which the output's rename would replace with a regular file. A link is
+/// followed; a path where nothing stands is fine.
+pub fn refuse_special_file(path: &Path, role: &str) -> Result<()> {
+    match std::fs::metadata(path) {
+        Ok(metadata) if metadata.is_dir() => {
+            Err(Error::in_file(path, format!("{role} is a directory; give a file path")))
+        }
+        Ok(metadata) if !metadata.is_file() => Err(Error::in_file(
+            path,
+            format!(
+                "{role} is not a regular file (a FIFO, a device or a socket): writing it would replace that with a \
+                 regular file; give another path"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Whether `path` is (or, once written, would be) somewhere under the directory `directory`.
 pub fn is_inside_directory(path: &Path, directory: &Path) -> bool {
     let Ok(directory) = directory.canonicalize() else {
         return false;
     };
     directory.is_dir() && FileIdentity::of(path).canonical.is_some_and(|canonical| canonical.starts_with(&directory))
+}
+
+/// Whether the glob `pattern` (an input not yet expanded) would match `path` once it is written: a later
+/// run with the same input would read it. Compared as given and with both made absolute.
+fn glob_would_match(pattern: &Path, path: &Path) -> bool {
+    let Ok(glob) = glob::Pattern::new(&pattern.to_string_lossy()) else {
+        return false;
+    };
+    let absolute_pattern = std::path::absolute(pattern).ok().and_then(|absolute| glob::Pattern::new(&absolute.to_string_lossy()).ok());
+    let canonical = FileIdentity::of(path).canonical;
+    glob.matches_path(path)
+        || absolute_pattern.is_some_and(|absolute| {
+            std::path::absolute(path).is_ok_and(|path| absolute.matches_path(&path))
+                || canonical.is_some_and(|canonical| absolute.matches_path(&canonical))
+        })
 }
 
 /// Whether `a` and `b` are (or, once written, would be) the same file.

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::error::{Error, Result};
+use crate::io::paths::refuse_special_file;
 
 /// Temporary files of this process that still exist: what a signal handler must remove.
 static LIVE_TEMPORARIES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
@@ -51,9 +52,7 @@ impl StagedFile {
     /// Reserves the temporary path of `target` (creating nothing), after removing the temporaries that
     /// dead dpsynth processes left beside it.
     pub fn new(target: &Path) -> Result<Self> {
-        if target.is_dir() {
-            return Err(Error::in_file(target, "is a directory; give a file path"));
-        }
+        refuse_special_file(target, "the output")?;
         remove_stale_temporaries(target);
         let temporary = sibling(target, std::process::id(), TEMPORARY_SUFFIX)?;
         register(&temporary);
@@ -246,8 +245,14 @@ fn process_is_gone(pid: u32) -> bool {
 /// Installs the SIGINT/SIGTERM handler of the CLI: it removes this process's temporary files, then exits
 /// with 128 + the signal's number (130, 143), as a shell does. Without it the default action would leave
 /// a partly written table of any size behind.
+///
+/// SIGXFSZ (a write past `ulimit -f`) is caught and does nothing, so the write fails with EFBIG instead of
+/// killing the process: the error path then removes the temporaries and exits 2 with the file's name.
 pub fn remove_temporaries_on_signal() -> Result<()> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
+    use signal_hook::consts::{SIGINT, SIGTERM, SIGXFSZ};
+    let file_size_limit_reached = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    signal_hook::flag::register(SIGXFSZ, file_size_limit_reached)
+        .map_err(|error| Error::internal(format!("cannot install the SIGXFSZ handler: {error}")))?;
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
         .map_err(|error| Error::internal(format!("cannot install the signal handler: {error}")))?;
     std::thread::Builder::new()

@@ -1,6 +1,7 @@
 //! What files an INPUT names: a Parquet file; a directory, whose `*.parquet` files are found recursively
 //! and read in path order (hidden entries, such as dpsynth's own temporaries `.NAME.dpsynth-PID.tmp`,
-//! skipped); or a glob (`*`, `?`, `[...]`), whose matches are read in path order.
+//! skipped, and so is anything but a regular file); or a glob (`*`, `?`, `[...]`), whose matches (regular
+//! files) are read in path order.
 
 use std::path::{Path, PathBuf};
 
@@ -13,8 +14,15 @@ pub fn expand_input(input: &Path) -> Result<Vec<PathBuf>> {
         return expand_glob(input, &text);
     }
     let metadata = std::fs::metadata(input).map_err(|error| Error::in_file(input, format!("cannot open: {error}")))?;
-    if !metadata.is_dir() {
+    if metadata.is_file() {
         return Ok(vec![input.to_path_buf()]);
+    }
+    if !metadata.is_dir() {
+        return Err(Error::in_file(
+            input,
+            "is not a regular file (a FIFO, a device or a socket): Parquet is read by position, so give a file, \
+             a directory of them or a glob",
+        ));
     }
     let mut files = Vec::new();
     let mut visited = Vec::new();
@@ -49,7 +57,8 @@ fn collect_parquet_files(directory: &Path, files: &mut Vec<PathBuf>, visited: &m
         let kind = std::fs::metadata(&path).map_err(|error| Error::in_file(&path, format!("cannot open: {error}")))?;
         if kind.is_dir() {
             collect_parquet_files(&path, files, visited)?;
-        } else if path.extension().is_some_and(|extension| extension == "parquet") {
+        } else if kind.is_file() && path.extension().is_some_and(|extension| extension == "parquet") {
+            // A FIFO or a device named *.parquet is skipped, as a glob skips it: reading it would block.
             files.push(path);
         }
     }
@@ -115,6 +124,21 @@ mod tests {
         let relative: Vec<String> =
             files.iter().map(|path| path.strip_prefix(root).unwrap().to_string_lossy().into_owned()).collect();
         assert_eq!(relative, ["a/10.parquet", "a/2.parquet", "b.parquet", "year=2024/x.parquet"]);
+    }
+
+    /// A FIFO named *.parquet would block the run that opened it: a directory input skips it, as a glob does.
+    #[cfg(unix)]
+    #[test]
+    fn special_files_in_a_directory_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        touch(&root.join("a.parquet"));
+        let made = std::process::Command::new("mkfifo").arg(root.join("b.parquet")).status().unwrap();
+        assert!(made.success());
+        let files = expand_input(root).unwrap();
+        assert_eq!(files, [root.join("a.parquet")]);
+        let pattern = root.join("*.parquet");
+        assert_eq!(expand_input(&pattern).unwrap(), [root.join("a.parquet")]);
     }
 
     #[cfg(unix)]
