@@ -5,6 +5,7 @@
 //! parsed, validated and documented once; an option given on the command line wins over the file's.
 
 use std::ffi::OsString;
+use std::io::Read;
 use std::path::Path;
 
 use clap::parser::ValueSource;
@@ -24,13 +25,15 @@ pub fn config_arguments(
     given: &ArgMatches,
     tolerated: Option<&Command>,
 ) -> Result<Vec<OsString>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|error| Error::in_file(path, format!("cannot read the config file: {error}")))?;
-    let table: toml::Table =
-        toml::from_str(&text).map_err(|error| Error::in_file(path, format!("invalid config file: {error}")))?;
+    let text = read_config_text(path)?;
+    let table: toml::Table = toml::from_str(&text)
+        .map_err(|error| Error::in_file(path, format!("invalid config file: {}", describe_toml_error(&text, &error))))?;
     let invalid = |key: &str, reason: &str| Error::in_file(path, format!("invalid config file: key '{key}': {reason}"));
     let mut arguments = Vec::new();
     for (key, value) in &table {
+        if NOT_CONFIG_KEYS.contains(&key.as_str()) {
+            return Err(invalid(key, "not a setting of a run: the command-line flag of that name has no config key"));
+        }
         let (key, value) = match key.as_str() {
             DEPRECATED_MEMORY_LIMIT => {
                 let bytes = value
@@ -47,7 +50,7 @@ pub fn config_arguments(
             }
             _ => (key.as_str(), value.clone()),
         };
-        let Some(arg) = target.get_arguments().find(|arg| arg.get_long() == Some(key) && key != "config") else {
+        let Some(arg) = target.get_arguments().find(|arg| arg.get_long() == Some(key)) else {
             let known_elsewhere =
                 tolerated.is_some_and(|other| other.get_arguments().any(|arg| arg.get_long() == Some(key)));
             if known_elsewhere {
@@ -90,14 +93,10 @@ pub fn config_arguments(
             }
             continue;
         }
-        if given.value_source(arg.get_id().as_str()) == Some(ValueSource::CommandLine) {
-            continue;
-        }
         if !arg.get_action().takes_values() {
-            match value.as_bool() {
-                Some(true) => arguments.push(flag.into()),
-                Some(false) => {}
-                None => return Err(invalid(key, "expected true or false")),
+            let set = value.as_bool().ok_or_else(|| invalid(key, "expected true or false"))?;
+            if set && given.value_source(arg.get_id().as_str()) != Some(ValueSource::CommandLine) {
+                arguments.push(flag.into());
             }
             continue;
         }
@@ -115,10 +114,67 @@ pub fn config_arguments(
                 .join(","),
             _ => return Err(invalid(key, "expected a string, a number or a list")),
         };
+        // Checked even where the command line sets the option too: a file with a bad value is a bad file,
+        // whichever value wins this run.
+        let alone = Command::new("config").no_binary_name(true).arg(arg.clone().required(false));
+        alone.try_get_matches_from([format!("--{key}={text}")]).map_err(|error| {
+            let reason = error.to_string();
+            invalid(key, reason.lines().next().unwrap_or_default().trim_start_matches("error: "))
+        })?;
+        if given.value_source(arg.get_id().as_str()) == Some(ValueSource::CommandLine) {
+            continue;
+        }
         arguments.push(flag.into());
         arguments.push(text.into());
     }
     Ok(arguments)
+}
+
+/// Flags that are not settings of a run, so not config keys: the file itself, and clap's own.
+const NOT_CONFIG_KEYS: [&str; 3] = ["config", "help", "version"];
+
+/// Most bytes a config file may hold: a file of options is a few KiB; reading `/dev/zero` or a huge file
+/// by mistake must end with a message, not with the machine's memory.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Characters of a bad line quoted in a message.
+const QUOTED_CHARACTERS: usize = 80;
+
+/// The config file's text, at most [`MAX_CONFIG_BYTES`].
+fn read_config_text(path: &Path) -> Result<String> {
+    let cannot = |error: std::io::Error| Error::in_file(path, format!("cannot read the config file: {error}"));
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes).map_err(cannot)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(Error::in_file(
+            path,
+            format!("the config file is larger than {} KiB: is it the right file?", MAX_CONFIG_BYTES >> 10),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| Error::in_file(path, "the config file is not UTF-8 text (TOML is)"))
+}
+
+/// A TOML error in a few words: its reason, line and column, and at most [`QUOTED_CHARACTERS`] of the
+/// line (toml's own message quotes the whole line, however long).
+fn describe_toml_error(text: &str, error: &toml::de::Error) -> String {
+    let Some(span) = error.span() else {
+        return error.message().to_string();
+    };
+    let before = &text[..span.start.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |at| at + 1);
+    let column = before[line_start..].chars().count() + 1;
+    let line_text = text[line_start..].lines().next().unwrap_or_default();
+    let skipped = column.saturating_sub(QUOTED_CHARACTERS / 2);
+    let excerpt: String = line_text.chars().skip(skipped).take(QUOTED_CHARACTERS).collect();
+    let cut = line_text.chars().count() > skipped + QUOTED_CHARACTERS;
+    format!(
+        "line {line}, column {column}: {} (the line reads: {}{excerpt}{})",
+        error.message().trim_end(),
+        if skipped > 0 { "..." } else { "" },
+        if cut { "..." } else { "" },
+    )
 }
 
 fn number(value: &toml::Value) -> Option<f64> {
@@ -136,6 +192,7 @@ mod tests {
             .arg(Arg::new("bounds").long("bounds").action(ArgAction::Append))
             .arg(Arg::new("columns").long("columns"))
             .arg(Arg::new("memory_limit_mib").long("memory-limit-mib"))
+            .arg(Arg::new("depth").long("depth").value_parser(clap::value_parser!(u32)))
             .arg(Arg::new("quiet").long("quiet").action(ArgAction::SetTrue))
             .arg(Arg::new("config").long("config"))
     }
@@ -173,6 +230,28 @@ mod tests {
         let error = arguments("[bounds]\na = [1]\n", &["synth"]).unwrap_err().to_string();
         assert!(error.contains("'a'"), "{error}");
         assert!(arguments("config = \"x.toml\"\n", &["synth"]).is_err());
+    }
+
+    #[test]
+    fn every_value_is_checked_and_named_even_where_the_command_line_wins() {
+        let error = arguments("depth = \"abc\"\n", &["synth", "--depth", "3"]).unwrap_err().to_string();
+        assert!(error.contains("key 'depth'") && error.contains("abc"), "{error}");
+        let error = arguments("depth = -1\n", &["synth"]).unwrap_err().to_string();
+        assert!(error.contains("key 'depth'") && error.contains("-1"), "{error}");
+        assert_eq!(arguments("depth = 7\n", &["synth"]).unwrap(), ["--depth", "7"]);
+        let error = arguments("help = true\n", &["synth"]).unwrap_err().to_string();
+        assert!(error.contains("key 'help'") && error.contains("not a setting"), "{error}");
+    }
+
+    #[test]
+    fn a_huge_file_or_line_is_refused_in_a_short_message() {
+        let huge = "x".repeat(MAX_CONFIG_BYTES as usize + 1);
+        let error = arguments(&huge, &["synth"]).unwrap_err().to_string();
+        assert!(error.contains("larger than 1024 KiB"), "{error}");
+        let garbage = format!("epsilon = 1\n{}\n", "é".repeat(100_000));
+        let error = arguments(&garbage, &["synth"]).unwrap_err().to_string();
+        assert!(error.contains("line 2"), "{error}");
+        assert!(error.len() < 1000, "the message quotes a short excerpt: {} bytes", error.len());
     }
 
     #[test]
