@@ -28,7 +28,7 @@ use crate::mechanism::{Plan, PublicInputs, Release, ReleasedMeasure};
 use crate::options::{check_output_rows, CovlossOptions, MechanismOptions, MicroaggOptions, SynthOptions};
 use crate::progress::{PhaseTiming, Progress, Timings};
 use crate::sampler::{Placement, RowGenerator, SAMPLE_BLOCK_ROWS};
-use memory::{peak_memory_bytes, physical_memory_bytes};
+use memory::{peak_memory_bytes, usable_memory_bytes};
 use report::*;
 
 /// Rows generated and written per output batch (a whole number of sampler blocks).
@@ -371,7 +371,7 @@ pub(crate) fn public_inputs<'a>(
         file_rows: source.row_count(),
         memory_limit: options
             .memory_limit
-            .unwrap_or_else(|| physical_memory_bytes().map_or(FALLBACK_MEMORY_LIMIT, |bytes| bytes / 2)),
+            .unwrap_or_else(|| usable_memory_bytes().map_or(FALLBACK_MEMORY_LIMIT, |bytes| bytes / 2)),
         threads,
         placement: options.placement,
         encoding,
