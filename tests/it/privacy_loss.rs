@@ -191,6 +191,45 @@ fn covloss_releases_stay_within_their_shares_of_epsilon() {
     assert!(loss > claimed[1] + SLACK, "a halved weight scale went unnoticed: log ratio {loss}");
 }
 
+/// covloss with one cell (t = 0): a replaced row cannot leave it, so the damped centroid's noise follows one
+/// cell's change, a quarter of the two-cell bound. One bit, b = n = 6, rows 1,0,0,0,0,0 against all zeros:
+/// the centroid moves by 2^g/6 grid units, nearly its sensitivity. Its loss must reach its share (noise four
+/// times what one cell needs is caught) and stay within it (a halved scale is caught).
+#[test]
+fn covloss_one_cell_centroids_spend_their_share_and_no_more() {
+    let settings =
+        CovlossSettings { alpha: Some(1.0), t: Some(0), damping: Damping::Fixed(6.0), shares: [1.0, 1.0, 1.0] };
+    let plan = CovlossPlan::new(6, 1, 4.5, &settings).unwrap();
+    assert_eq!(plan.net.len(), 1);
+    let claimed = plan.parameters.epsilon_spent[2];
+    let one_row = BitRows::from_rows(1, &[vec![1], vec![0], vec![0], vec![0], vec![0], vec![0]], 64);
+    let no_row = BitRows::from_rows(1, &vec![vec![0]; 6], 64);
+    // The noisy centroid in buckets of half a noise scale: beyond both means every bucket's ratio is
+    // e^(shift/scale), the loss the plan claims.
+    let loss = |plan: &CovlossPlan| {
+        let width = plan.centroid_scale.to_f64() / 2.0;
+        let frequencies = |rows: &BitRows, seed_base: u64| {
+            let exact = pair_counts(rows);
+            let mut counts: HashMap<i64, u64> = HashMap::new();
+            for run in 0..RUNS {
+                let key = NoiseKey::from_user_seed(seed_base + run);
+                let noisy = plan.noisy_release(rows, &exact, &key, &|_| ()).unwrap();
+                let bucket = ((noisy.centroids[0] as f64 / width).floor() as i64).clamp(-8, 8);
+                *counts.entry(bucket).or_insert(0) += 1;
+            }
+            counts
+        };
+        max_log_frequency_ratio(&frequencies(&one_row, 0), &frequencies(&no_row, 1 << 40), MIN_COUNT)
+    };
+    let measured = loss(&plan);
+    assert!(measured <= claimed + SLACK, "log ratio {measured} exceeds the centroids' share ε = {claimed}");
+    assert!(measured >= claimed - SLACK, "log ratio {measured} far below the share {claimed}: noise above one cell's need");
+    let mut halved = plan.clone();
+    halved.centroid_scale = RationalScale::new(plan.centroid_scale.num(), 2 * plan.centroid_scale.den()).unwrap();
+    let halved_loss = loss(&halved);
+    assert!(halved_loss > claimed + SLACK, "a halved centroid scale went unnoticed: log ratio {halved_loss}");
+}
+
 /// The public inputs of a small release under replace (n public), one thread.
 fn replace_inputs(dims: usize, epsilon: f64, rows: u64) -> dpsynth::mechanism::PublicInputs<'static> {
     dpsynth::mechanism::PublicInputs {

@@ -91,10 +91,16 @@ pub fn moment_sensitivity(bits: usize) -> f64 {
 pub const WEIGHT_SENSITIVITY: f64 = 2.0;
 
 /// Δ_y in grid units: 2^g·4p/b (Lemmas 5.6–5.7 over two cells) plus one unit of rounding on each of the
-/// 2p entries of the two cells.
-pub fn centroid_sensitivity(bits: usize, damping: u64, grid_bits: u32) -> f64 {
+/// 2p entries of the two cells. With one cell (t = 0) a replaced row cannot move: the cell holds all n rows
+/// (public under replace), its sums change by at most p, so Δ_y = 2^g·p/max(n, b) + p ≤ 2^g·p/b + p, a
+/// quarter of the two-cell bound.
+pub fn centroid_sensitivity(bits: usize, damping: u64, grid_bits: u32, cells: usize) -> f64 {
     let p = bits as f64;
-    4.0 * p * (grid_bits as f64).exp2() / damping as f64 + 2.0 * p
+    let grid = (grid_bits as f64).exp2();
+    match cells {
+        1 => p * grid / damping as f64 + p,
+        _ => 4.0 * p * grid / damping as f64 + 2.0 * p,
+    }
 }
 
 /// The centroid grid's bits for damping b: ⌈log2 b⌉ + [`CENTROID_GRID_FINE_BITS`].
@@ -152,11 +158,11 @@ impl CovlossPlan {
         let moment_scale = scale_at_least(moment_sensitivity(bits) / shares[0], "second-moment")?;
         let weight_scale = scale_at_least(WEIGHT_SENSITIVITY / shares[1], "weight")?;
         let centroid_scale =
-            scale_at_least(centroid_sensitivity(bits, damping, grid_bits) / shares[2], "centroid")?;
+            scale_at_least(centroid_sensitivity(bits, damping, grid_bits, cells) / shares[2], "centroid")?;
         let spent = [
             moment_sensitivity(bits) / moment_scale.to_f64(),
             WEIGHT_SENSITIVITY / weight_scale.to_f64(),
-            centroid_sensitivity(bits, damping, grid_bits) / centroid_scale.to_f64(),
+            centroid_sensitivity(bits, damping, grid_bits, cells) / centroid_scale.to_f64(),
         ];
         let parameters = CovlossParameters {
             rows,
@@ -182,7 +188,7 @@ impl CovlossPlan {
             weight_sensitivity_counts: WEIGHT_SENSITIVITY,
             weight_scale_counts: weight_scale.to_f64(),
             centroid_grid_bits: grid_bits,
-            centroid_sensitivity_grid: centroid_sensitivity(bits, damping, grid_bits),
+            centroid_sensitivity_grid: centroid_sensitivity(bits, damping, grid_bits, cells),
             centroid_scale_grid: centroid_scale.to_f64(),
             noise_formulas: "second moment: Lap_Z(2p^2/eps_S) on the pair counts (a ≤ b), S = C/(np); weights: \
                 Lap_Z(2/eps_w) on the s cell counts; centroids: Lap_Z((4p 2^g/b + 2p)/eps_y) on round(2^g T/max(|F|, b)); \

@@ -337,16 +337,17 @@ fn sensitivities_hold_on_adversarial_neighbours_and_are_reached_within_a_small_f
         assert_eq!(moment, (p * (p + 1) / 2) as u64, "every pair count of the all-ones row moves by one");
         assert!(moment as f64 <= moment_sensitivity(p));
         assert_eq!(weights, 0);
-        let bound = centroid_sensitivity(p, plan.damping, plan.grid_bits);
+        let bound = centroid_sensitivity(p, plan.damping, plan.grid_bits, 1);
         assert!(centroids as f64 <= bound, "b = {b}: {centroids} > {bound}");
         // The change is p·2^g/max(n, b), up to one grid unit per coordinate: the damping divides by
-        // max(|F|, b), and with b ≥ |F| the paper's bound is reached within its factor 4 (two cells),
-        // so a bound that lost a factor (p, or b for |F|) fails here.
+        // max(|F|, b), so a bound that lost a factor (p, or b for |F|) fails here.
         let grid = (plan.grid_bits as f64).exp2();
         let exact = p as f64 * grid / (n as f64).max(plan.damping as f64);
         assert!((centroids as f64 - exact).abs() <= p as f64, "b = {b}: {centroids} vs {exact}");
+        // With b ≥ n the one-cell bound is reached within the rounding allowance: a bound that kept the
+        // two-cell factor 4 here (noise four times what the sensitivity needs) fails.
         if plan.damping >= n as u64 {
-            assert!(bound <= 4.0 * centroids as f64 + 2.0 * p as f64 + 4.0 * p as f64, "b = {b}: {bound} vs {centroids}");
+            assert!(bound <= centroids as f64 + 2.0 * p as f64, "b = {b}: {bound} vs {centroids}");
         }
     }
     // A point moved across a cell boundary (t = 1, three cells): two cells change.
@@ -360,7 +361,7 @@ fn sensitivities_hold_on_adversarial_neighbours_and_are_reached_within_a_small_f
         let (moment, weights, centroids) = neighbour_statistics(&plan, &partition, &rows, 0, &rows[target]);
         assert!(moment as f64 <= moment_sensitivity(p));
         assert_eq!(weights as f64, WEIGHT_SENSITIVITY, "one row leaves a cell and joins another");
-        assert!(centroids as f64 <= centroid_sensitivity(p, plan.damping, plan.grid_bits));
+        assert!(centroids as f64 <= centroid_sensitivity(p, plan.damping, plan.grid_bits, 3));
     }
 }
 
