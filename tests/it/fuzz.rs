@@ -181,6 +181,42 @@ fn parquet_reader_and_synth_on_mutated_files() {
     });
 }
 
+/// The stream's state reader on mutated states: a state of a real stream (made by the binary), with a few
+/// bytes flipped, cut or added, either reads back or is refused as bad input; it never panics, and a
+/// corrupt length never makes it allocate more than the file could hold (an abort ends the test binary).
+#[test]
+fn stream_state_reader_on_mutated_states() {
+    use dpsynth::mechanism::online::state::OnlineState;
+    let dir = tempfile::tempdir().unwrap();
+    let table = small_table(dir.path());
+    let state = dir.path().join("made.state");
+    let releases = dir.path().join("releases");
+    let made = dpsynth(&[
+        "stream",
+        table.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+        "--epsilon",
+        "1",
+        "--bounds",
+        "a=0:1",
+        "--bounds",
+        "b=0:10",
+        "--output-dir",
+        releases.to_str().unwrap(),
+        "--release-at-end",
+        "--quiet",
+    ]);
+    assert_eq!(made.status.code(), Some(0), "{}", stderr(&made));
+    let valid = std::fs::read(&state).unwrap();
+    assert!(check_library("state", || OnlineState::load(&state)).unwrap().is_some());
+    let mutated = dir.path().join("mutated.state");
+    fuzz("stream-state", runner(6, 384), prop::collection::vec(mutation(), 1..4), |mutations| {
+        std::fs::write(&mutated, mutate(valid.clone(), &mutations)).unwrap();
+        check_library("state", || OnlineState::load(&mutated)).map(|_| ())
+    });
+}
+
 /// A small table for the binary targets: float `a` in [0, 1], integer `b` in [0, 10).
 fn small_table(dir: &Path) -> PathBuf {
     let path = dir.join("real.parquet");
