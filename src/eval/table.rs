@@ -94,7 +94,7 @@ pub fn load_source(source: &Source, bounds: &[ColumnBounds], nulls: NullPolicy) 
     let parts: Vec<PartStats> = slices
         .into_par_iter()
         .enumerate()
-        .map(|(row_group, out)| load_row_group(&source, row_group, &columns, &batch_position, bounds, nulls, out))
+        .map(|(row_group, out)| load_row_group(source, row_group, &columns, &batch_position, bounds, nulls, out))
         .collect::<Result<_>>()?;
     let mut table = Table {
         file: path.to_path_buf(),

@@ -111,7 +111,8 @@ impl LazyUniform {
             if self.prefix >= high {
                 return true;
             }
-            if &self.prefix + 1u32 <= low {
+            // prefix + 1 <= low: on integers, prefix < low.
+            if self.prefix < low {
                 return false;
             }
             self.prefix = (std::mem::take(&mut self.prefix) << 64u32) + rng.next_u64();

@@ -194,7 +194,8 @@ fn uniform_exceeds_threshold<R: Rng + ?Sized>(
         if prefix >= high {
             return true;
         }
-        if &prefix + 1u32 <= low {
+        // prefix + 1 <= low: on integers, prefix < low.
+        if prefix < low {
             return false;
         }
     }

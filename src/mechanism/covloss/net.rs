@@ -79,6 +79,11 @@ impl LatticeNet {
         self.points.len()
     }
 
+    /// Never: a net covers the ball with at least its centre.
+    pub fn is_empty(&self) -> bool {
+        self.points.is_empty()
+    }
+
     /// The net point c_j ∈ R^t.
     #[cfg(test)]
     pub fn point(&self, j: usize) -> Vec<f64> {

@@ -35,6 +35,10 @@ impl WeightedPoints {
         self.weights.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.weights.is_empty()
+    }
+
     pub fn point(&self, j: usize) -> &[f64] {
         &self.points[j * self.bits..(j + 1) * self.bits]
     }
