@@ -26,8 +26,9 @@ pub fn config_arguments(
     tolerated: Option<&Command>,
 ) -> Result<Vec<OsString>> {
     let text = read_config_text(path)?;
-    let table: toml::Table = toml::from_str(&text)
-        .map_err(|error| Error::in_file(path, format!("invalid config file: {}", describe_toml_error(&text, &error))))?;
+    let table: toml::Table = toml::from_str(&text).map_err(|error| {
+        Error::in_file(path, format!("invalid config file: {}", describe_toml_error(&text, &error)))
+    })?;
     let invalid = |key: &str, reason: &str| Error::in_file(path, format!("invalid config file: key '{key}': {reason}"));
     let mut arguments = Vec::new();
     for (key, value) in &table {

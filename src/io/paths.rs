@@ -46,7 +46,8 @@ pub fn check_output_paths(inputs: &[NamedPath], outputs: &[NamedPath]) -> Result
         let matched = |input: &NamedPath| {
             same_file(output.path, input.path)
                 || (!input.path.exists()
-                    && (expand_input(input.path).is_ok_and(|files| files.iter().any(|file| same_file(output.path, file)))
+                    && (expand_input(input.path)
+                        .is_ok_and(|files| files.iter().any(|file| same_file(output.path, file)))
                         || glob_would_match(input.path, output.path)))
         };
         if let Some(input) = inputs.iter().find(|input| matched(input)) {
@@ -105,7 +106,8 @@ fn glob_would_match(pattern: &Path, path: &Path) -> bool {
     let Ok(glob) = glob::Pattern::new(&pattern.to_string_lossy()) else {
         return false;
     };
-    let absolute_pattern = std::path::absolute(pattern).ok().and_then(|absolute| glob::Pattern::new(&absolute.to_string_lossy()).ok());
+    let absolute_pattern =
+        std::path::absolute(pattern).ok().and_then(|absolute| glob::Pattern::new(&absolute.to_string_lossy()).ok());
     let canonical = FileIdentity::of(path).canonical;
     glob.matches_path(path)
         || absolute_pattern.is_some_and(|absolute| {

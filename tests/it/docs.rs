@@ -73,7 +73,10 @@ fn folded(path: &Path) -> PathBuf {
 fn the_readme_starts_small() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
     let lines = readme.lines().count();
-    assert!(lines <= README_MAX_LINES, "README.md has {lines} lines; move detail into docs/ (at most {README_MAX_LINES})");
+    assert!(
+        lines <= README_MAX_LINES,
+        "README.md has {lines} lines; move detail into docs/ (at most {README_MAX_LINES})"
+    );
     for command in ["cargo run --release -- synth datasets/flights.parquet", "scripts/test.sh"] {
         assert!(readme.contains(command), "README.md gives the quick-start command '{command}'");
     }

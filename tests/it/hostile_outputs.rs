@@ -133,7 +133,8 @@ fn an_output_that_a_glob_input_would_match_is_refused() {
     assert!(!output.exists());
     // Elsewhere the same glob runs.
     let elsewhere = dir.path().join("b.parquet");
-    let result = dpsynth(&["synth", &pattern, "--output", text(&elsewhere), "--epsilon", "1", "--bounds", "a=0:1", "--quiet"]);
+    let result =
+        dpsynth(&["synth", &pattern, "--output", text(&elsewhere), "--epsilon", "1", "--bounds", "a=0:1", "--quiet"]);
     assert_eq!(result.status.code(), Some(0), "{}", stderr(&result));
 }
 
@@ -152,7 +153,10 @@ fn generate_refuses_what_it_could_not_hold_and_replaces_nothing_when_an_output_f
     let output = dir.path().join("g.parquet");
     let base = ["generate", text(&output), "--rows", "10"];
     let generate = |extra: &[&'static str]| words(&[&base, extra]);
-    assert_refused(&generate(&["--dims", "2", "--law", "latent-class:1000000000000"]), &["latent-class", "fewer classes"]);
+    assert_refused(
+        &generate(&["--dims", "2", "--law", "latent-class:1000000000000"]),
+        &["latent-class", "fewer classes"],
+    );
     assert_refused(&generate(&["--dims", "100000000"]), &["dims must be at most"]);
     assert_refused(&generate(&["--dims", "1000"]), &["lower --row-group-rows"]);
     assert!(!output.exists());
@@ -220,7 +224,10 @@ fn the_stream_keeps_its_inputs_and_state_apart_from_its_releases() {
     }
     // Named as a kind that is published, anywhere.
     let json_state = dir.path().join("state.json");
-    assert_refused(&stream_args(text(&input), text(&json_state), text(&releases)), &["--state names a .parquet or .json"]);
+    assert_refused(
+        &stream_args(text(&input), text(&json_state), text(&releases)),
+        &["--state names a .parquet or .json"],
+    );
     let result = dpsynth(&stream_args(text(&input), text(&state), text(&releases)));
     assert_eq!(result.status.code(), Some(0), "{}", stderr(&result));
     assert!(releases.join("release-1000.parquet").exists() && releases.join("release-1000.json").exists());
@@ -235,7 +242,10 @@ fn a_second_run_on_a_state_in_use_is_refused() {
     // This test holds the lock as a running stream would.
     let lock = std::fs::File::create(dir.path().join(".s.state.lock")).unwrap();
     lock.lock().unwrap();
-    assert_refused(&stream_args(text(&input), text(&state), text(&releases)), &["another dpsynth stream run is using this state"]);
+    assert_refused(
+        &stream_args(text(&input), text(&state), text(&releases)),
+        &["another dpsynth stream run is using this state"],
+    );
     assert!(!state.exists() && !releases.exists(), "nothing is written");
     drop(lock);
     let result = dpsynth(&stream_args(text(&input), text(&state), text(&releases)));

@@ -48,7 +48,8 @@ fn rust_files(folder: &Path, files: &mut Vec<PathBuf>) {
 /// The source without comments and without the items under `#[cfg(test)]` (a test module's braces, or
 /// the one item a test-only attribute stands on).
 fn code_outside_tests(source: &str) -> String {
-    let without_comments: String = source.lines().map(|line| format!("{}\n", line.split("//").next().unwrap())).collect();
+    let without_comments: String =
+        source.lines().map(|line| format!("{}\n", line.split("//").next().unwrap())).collect();
     let mut code = String::new();
     let mut rest = without_comments.as_str();
     while let Some(at) = rest.find("#[cfg(test)]") {

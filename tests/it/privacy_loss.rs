@@ -223,7 +223,10 @@ fn covloss_one_cell_centroids_spend_their_share_and_no_more() {
     };
     let measured = loss(&plan);
     assert!(measured <= claimed + SLACK, "log ratio {measured} exceeds the centroids' share ε = {claimed}");
-    assert!(measured >= claimed - SLACK, "log ratio {measured} far below the share {claimed}: noise above one cell's need");
+    assert!(
+        measured >= claimed - SLACK,
+        "log ratio {measured} far below the share {claimed}: noise above one cell's need"
+    );
     let mut halved = plan.clone();
     halved.centroid_scale = RationalScale::new(plan.centroid_scale.num(), 2 * plan.centroid_scale.den()).unwrap();
     let halved_loss = loss(&halved);
