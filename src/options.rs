@@ -24,12 +24,12 @@ pub use crate::privacy::Neighbours;
 pub use crate::sampler::Placement;
 
 use crate::error::{Error, Result};
+use crate::io::paths::OutputPaths;
 pub use crate::mechanism::pmm::averaging::BottomUp;
 use crate::mechanism::pmm::averaging::{AUTO_BOTTOM_UP, PMM_BOTTOM_UP};
 use crate::mechanism::pmm::consistency::{Consistency, DEFAULT_CONSISTENCY, DEFAULT_PRUNE_SIGMAS};
 use crate::mechanism::pmm::marginals::DEFAULT_QUANTILE_MARGINAL_SHARE;
 use crate::privacy::{check_epsilon, DEFAULT_NOISY_N_SHARE};
-use crate::synth::OutputPaths;
 
 /// The name the command line uses for an option's value (for messages and reports).
 pub fn value_name<T: clap::ValueEnum>(value: &T) -> String {

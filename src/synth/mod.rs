@@ -8,10 +8,13 @@
 pub mod memory;
 pub mod report;
 
+// Declared with the output checks (io::paths), below the options that name it.
+pub use crate::io::paths::OutputPaths;
+
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use rayon::prelude::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::binner::pass::DataPass;
 use crate::encoding::{decode, ColumnEncoding, EncodedColumn, Encoding};
@@ -36,24 +39,6 @@ pub const OUTPUT_BATCH_ROWS: usize = 256 * SAMPLE_BLOCK_ROWS;
 
 /// Cell-array memory when the machine's size is unknown.
 const FALLBACK_MEMORY_LIMIT: u64 = 4 << 30;
-
-/// Where a run writes. The table, the report and the diagnostics appear together or not at all.
-#[derive(Clone, Debug)]
-pub struct OutputPaths {
-    pub table: PathBuf,
-    pub report: Option<PathBuf>,
-    pub diagnostics: Option<PathBuf>,
-}
-
-impl OutputPaths {
-    /// Each output with its flag, for [`check_output_paths`].
-    pub fn named(&self) -> Vec<NamedPath<'_>> {
-        let mut named = vec![NamedPath::new("--output", &self.table)];
-        named.extend(self.report.as_deref().map(|path| NamedPath::new("--report", path)));
-        named.extend(self.diagnostics.as_deref().map(|path| NamedPath::new("--diagnostics", path)));
-        named
-    }
-}
 
 pub struct SynthOutcome {
     pub report: RunReport,
