@@ -28,7 +28,7 @@ use crate::io::source::{ColumnKind, NumericColumn, Source};
 use crate::io::staging::{commit_all, StagedFile};
 use crate::mechanism::covloss::points::{WeightedPoints, BATCH_ROWS as ENCODED_BATCH_ROWS};
 use crate::mechanism::{Plan, PublicInputs, Release, ReleasedMeasure};
-use crate::options::{check_output_rows, CovlossOptions, MechanismOptions, MicroaggOptions, SynthOptions};
+use crate::options::{check_output_rows, SynthOptions};
 use crate::progress::{PhaseTiming, Progress, Timings};
 use crate::sampler::{Placement, RowGenerator, SAMPLE_BLOCK_ROWS};
 use memory::{peak_memory_bytes, physical_memory_bytes};
@@ -246,12 +246,9 @@ impl RunColumns {
     /// The columns `options` use on `source`, each checked against its bounds or its encoding (the
     /// schema only, never values).
     pub fn of(source: &Source, options: &SynthOptions) -> Result<RunColumns> {
-        match &options.mechanism {
-            MechanismOptions::Covloss(CovlossOptions { encoding, .. })
-            | MechanismOptions::Microagg(MicroaggOptions { encoding, .. }) => {
-                Ok(RunColumns::Encoded(Encoding::resolve(source, encoding)?))
-            }
-            _ => {
+        match options.mechanism.encoding() {
+            Some(encoding) => Ok(RunColumns::Encoded(Encoding::resolve(source, encoding)?)),
+            None => {
                 let (columns, bounds) = used_columns(source, options)?;
                 Ok(RunColumns::Numeric { columns, bounds })
             }
