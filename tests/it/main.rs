@@ -14,6 +14,7 @@ mod dataset;
 mod eval_cli;
 mod fuzz;
 mod hostile;
+mod layout;
 mod library;
 mod lowdim;
 mod pe;
