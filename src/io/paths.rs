@@ -21,6 +21,24 @@ impl<'a> NamedPath<'a> {
     }
 }
 
+/// Where a run writes. The table, the report and the diagnostics appear together or not at all.
+#[derive(Clone, Debug)]
+pub struct OutputPaths {
+    pub table: PathBuf,
+    pub report: Option<PathBuf>,
+    pub diagnostics: Option<PathBuf>,
+}
+
+impl OutputPaths {
+    /// Each output with its flag, for [`check_output_paths`].
+    pub fn named(&self) -> Vec<NamedPath<'_>> {
+        let mut named = vec![NamedPath::new("--output", &self.table)];
+        named.extend(self.report.as_deref().map(|path| NamedPath::new("--report", path)));
+        named.extend(self.diagnostics.as_deref().map(|path| NamedPath::new("--diagnostics", path)));
+        named
+    }
+}
+
 /// Refuses outputs that are directories, that are an input (a file, a file a glob matches, or a file
 /// anywhere inside an input directory: a dataset's next run would read it), or that are another output.
 pub fn check_output_paths(inputs: &[NamedPath], outputs: &[NamedPath]) -> Result<()> {

@@ -8,14 +8,22 @@
 //!   parameters.
 //!
 //! The synth driver then checks the budget (one place for every mechanism), samples the released
-//! measure, writes the table and the reports. A new mechanism is a folder here and one arm of [`Plan`].
+//! measure, writes the table and the reports.
+//!
+//! Each mechanism's folder also holds its typed options (`options.rs`, gathered in [`MechanismOptions`]) and
+//! its flags (`args.rs`, on the common ones of [`args`]). The files a new mechanism touches outside its folder
+//! are listed in docs/design.md, "How to add a mechanism".
 
+pub mod args;
 pub mod covloss;
 pub mod lowdim;
+pub mod options;
 pub mod pe;
 pub mod online;
 pub mod pmm;
 pub mod psmm;
+
+pub use options::MechanismOptions;
 
 use serde::Serialize;
 
@@ -25,7 +33,6 @@ use crate::encoding::Encoding;
 use crate::error::{Error, Result};
 use crate::geometry::grid::RegularGrid;
 use crate::geometry::partition::CellGeometry;
-use crate::options::MechanismOptions;
 use crate::privacy::{Budget, Neighbours, RunSeeds};
 use crate::progress::Timings;
 use crate::sampler::{allocate_rows, LeafSampler, Placement, RowGenerator};

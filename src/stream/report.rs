@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::mechanism::online::plan::ScheduleDescription;
 use crate::mechanism::online::state::OnlineState;
-use crate::options::value_name;
+use crate::mechanism::options::value_name;
 use crate::synth::report::{ColumnInfo, ToolInfo};
 
 use super::StreamRequest;

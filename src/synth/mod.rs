@@ -8,10 +8,13 @@
 pub mod memory;
 pub mod report;
 
+// Declared with the output checks (io::paths), below the options that name it.
+pub use crate::io::paths::OutputPaths;
+
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use rayon::prelude::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::binner::pass::DataPass;
 use crate::encoding::{decode, ColumnEncoding, EncodedColumn, Encoding};
@@ -25,7 +28,7 @@ use crate::io::source::{ColumnKind, NumericColumn, Source};
 use crate::io::staging::{commit_all, StagedFile};
 use crate::mechanism::covloss::points::{WeightedPoints, BATCH_ROWS as ENCODED_BATCH_ROWS};
 use crate::mechanism::{Plan, PublicInputs, Release, ReleasedMeasure};
-use crate::options::{check_output_rows, CovlossOptions, MechanismOptions, MicroaggOptions, SynthOptions};
+use crate::options::{check_output_rows, SynthOptions};
 use crate::progress::{PhaseTiming, Progress, Timings};
 use crate::sampler::{Placement, RowGenerator, SAMPLE_BLOCK_ROWS};
 use memory::{peak_memory_bytes, usable_memory_bytes};
@@ -36,24 +39,6 @@ pub const OUTPUT_BATCH_ROWS: usize = 256 * SAMPLE_BLOCK_ROWS;
 
 /// Cell-array memory when the machine's size is unknown.
 const FALLBACK_MEMORY_LIMIT: u64 = 4 << 30;
-
-/// Where a run writes. The table, the report and the diagnostics appear together or not at all.
-#[derive(Clone, Debug)]
-pub struct OutputPaths {
-    pub table: PathBuf,
-    pub report: Option<PathBuf>,
-    pub diagnostics: Option<PathBuf>,
-}
-
-impl OutputPaths {
-    /// Each output with its flag, for [`check_output_paths`].
-    pub fn named(&self) -> Vec<NamedPath<'_>> {
-        let mut named = vec![NamedPath::new("--output", &self.table)];
-        named.extend(self.report.as_deref().map(|path| NamedPath::new("--report", path)));
-        named.extend(self.diagnostics.as_deref().map(|path| NamedPath::new("--diagnostics", path)));
-        named
-    }
-}
 
 pub struct SynthOutcome {
     pub report: RunReport,
@@ -261,12 +246,9 @@ impl RunColumns {
     /// The columns `options` use on `source`, each checked against its bounds or its encoding (the
     /// schema only, never values).
     pub fn of(source: &Source, options: &SynthOptions) -> Result<RunColumns> {
-        match &options.mechanism {
-            MechanismOptions::Covloss(CovlossOptions { encoding, .. })
-            | MechanismOptions::Microagg(MicroaggOptions { encoding, .. }) => {
-                Ok(RunColumns::Encoded(Encoding::resolve(source, encoding)?))
-            }
-            _ => {
+        match options.mechanism.encoding() {
+            Some(encoding) => Ok(RunColumns::Encoded(Encoding::resolve(source, encoding)?)),
+            None => {
                 let (columns, bounds) = used_columns(source, options)?;
                 Ok(RunColumns::Numeric { columns, bounds })
             }

@@ -17,6 +17,7 @@ mod fuzz;
 mod hostile;
 mod hostile_outputs;
 mod layers;
+mod layout;
 mod library;
 mod lowdim;
 mod pe;

@@ -8,17 +8,21 @@
 //!
 //! Shared pieces: [`moments`] (exact pair counts by AND + popcount, projections, group sums), [`net`] (the
 //! lattice α-net and its nearest point), [`partition`] (the spectral net partition) and [`points`] (the
-//! released weighted points and their synthetic rows); [`plan`] makes both arms of the shared plan.
+//! released weighted points and their synthetic rows); [`plan`] makes both arms of the shared plan;
+//! [`options`] holds their typed options and [`args`] their flags.
 
+pub mod args;
 pub mod microagg;
 pub mod moments;
 pub mod net;
+pub mod options;
 pub mod partition;
 pub mod plan;
 pub mod points;
 pub mod private;
 
 pub use microagg::{CellsFrom, MicroaggParameters, MicroaggPlan};
+pub use options::{CovlossOptions, MicroaggOptions};
 pub use plan::EncodedPlan;
 pub use private::{CovlossParameters, CovlossPlan};
 

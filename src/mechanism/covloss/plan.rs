@@ -12,8 +12,7 @@ use crate::binner::ScanStats;
 use crate::encoding::decode::valid_under_independent_rounding;
 use crate::encoding::Encoding;
 use crate::error::{Error, Result};
-use crate::mechanism::{AccuracyBound, MechanismParameters, PublicInputs, Release, ReleasedMeasure};
-use crate::options::MechanismOptions;
+use crate::mechanism::{AccuracyBound, MechanismOptions, MechanismParameters, PublicInputs, Release, ReleasedMeasure};
 use crate::privacy::{Budget, RunSeeds};
 use crate::progress::Timings;
 

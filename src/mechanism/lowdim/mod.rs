@@ -8,16 +8,20 @@
 //! - [`projection`]: the map between data space and the subroutine's unit cube, both ways.
 //!
 //! - [`plan`]: the mechanism's entry, its plan and its release (composing PMM's or PSMM's plan);
-//! - [`report`]: what the run report says about a lowdim release.
+//! - [`report`]: what the run report says about a lowdim release;
+//! - [`options`]: its typed options; [`args`]: its flags.
 //!
 //! This module also splits ε between the stages ([`LowdimBudget`]).
 
+pub mod args;
 pub mod basis;
 pub mod covariance;
+pub mod options;
 pub mod plan;
 pub mod projection;
 pub mod report;
 
+pub use options::LowdimOptions;
 pub use plan::LowdimPlan;
 
 use crate::error::{Error, Result};

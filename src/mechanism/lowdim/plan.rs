@@ -6,6 +6,7 @@
 
 use super::basis::{choose_target_dim, RateTerms, Spectrum};
 use super::covariance::{release_moments, GramAccumulator, GramSums, GridRelease, VALUE_CELL_BITS};
+use super::options::{InnerOptions, LowdimOptions, TargetDim};
 use super::projection::{leaf_cells_per_axis, ProjectingWorker, Projection};
 use super::report::{GridNoiseInfo, InnerParameters, LowdimParameters, LowdimShares, RateTermsInfo};
 use super::LowdimBudget;
@@ -16,13 +17,12 @@ use crate::binner::{AxisPlan, Binner};
 use crate::error::{Error, Result};
 use crate::geometry::grid::RegularGrid;
 use crate::mechanism::pmm::plan::{check_depth_fits, root_count_is, TreeSize};
-use crate::mechanism::pmm::PmmPlan;
+use crate::mechanism::pmm::{PmmOptions, PmmPlan};
 use crate::mechanism::psmm::plan::{default_cells, grid_for, BINNING, DEFAULT_MAX_CELLS};
 use crate::mechanism::psmm::{Normaliser, PsmmPlan};
 use crate::mechanism::{
     AccuracyBound, MechanismParameters, PublicInputs, Release, ReleasedMeasure, NORMALISED_UNITS,
 };
-use crate::options::{InnerOptions, LowdimOptions, PmmOptions, TargetDim};
 use crate::privacy::{Budget, Neighbours, NoisyRowCount, RunSeeds};
 use crate::progress::Timings;
 

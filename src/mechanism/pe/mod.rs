@@ -11,10 +11,12 @@
 //! [`plan::LaplaceStep`]). Everything else (variations, thresholds, the D_BL projection, resampling)
 //! is post-processing.
 
+pub mod args;
 pub mod histogram;
 pub mod nearest;
 #[cfg(feature = "gpu")]
 pub mod nearest_gpu;
+pub mod options;
 pub mod plan;
 pub mod report;
 pub mod search;
@@ -24,6 +26,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+pub use options::PeOptions;
 pub use plan::PePlan;
 pub use variation::PeDomain;
 

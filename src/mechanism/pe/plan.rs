@@ -16,17 +16,18 @@ use super::histogram::{
 use super::report::{PeParameters, PePrivacy, PeStep};
 use super::search::{read_rows, NearestSearch};
 use super::variation::{resample, step_rng, variation_sigmas, variations, PeDomain};
+use super::options::PeOptions;
 use super::{PeInit, PeVariant};
 use crate::binner::device::DeviceChoice;
 use crate::binner::pass::DataPass;
 use crate::error::{Error, Result};
 use crate::io::source::Source;
+use crate::mechanism::options::value_name;
 use crate::mechanism::{
     AccuracyBound, MechanismParameters, PublicInputs, Release, ReleasedMeasure, NORMALISED_UNITS,
 };
 use crate::noise::discrete_gaussian::{round_up_variance, MAX_VARIANCE};
 use crate::noise::discrete_laplace::RationalScale;
-use crate::options::{value_name, PeOptions};
 use crate::privacy::{noise_scale, zcdp, Budget, Neighbours, RunSeeds, SCALE_SAFETY_MARGIN};
 use crate::progress::Timings;
 

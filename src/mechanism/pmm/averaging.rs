@@ -34,12 +34,9 @@ pub enum BottomUp {
     Average,
 }
 
-/// `--mechanism pmm`'s pass: none, so that it stays the textbook mechanism others compare with.
+/// `--mechanism pmm`'s pass: none, so that it stays the textbook mechanism others compare with (auto's is
+/// [`super::auto::AUTO_BOTTOM_UP`]).
 pub const PMM_BOTTOM_UP: BottomUp = BottomUp::None;
-
-/// `--mechanism auto`'s pass. Measured against none (docs/mechanisms/pmm.md, "Averaging the
-/// levels bottom-up"): the pairwise 2-D W1, the 2-way TV and the correlation error all fell.
-pub const AUTO_BOTTOM_UP: BottomUp = BottomUp::Average;
 
 /// Per level: the weight of a cell's own noisy count in its estimate, and the estimate's variance.
 #[derive(Clone, Debug, PartialEq)]

@@ -14,6 +14,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::coarsen_leaves;
+use super::options::PmmOptions;
 use super::pairs::PAIR_CELLS;
 use super::plan::{PmmPlan, TreeSize};
 use super::schedule::LevelSchedule;
@@ -24,7 +25,6 @@ use crate::geometry::partition::{CellGeometry, LeafDecoder};
 use crate::mechanism::PublicInputs;
 use crate::noise::discrete_laplace::RationalScale;
 use crate::noise::laplace_table::ScaleSampler;
-use crate::options::PmmOptions;
 use crate::privacy::{noise_scale, Budget, Neighbours, NoiseKey, NoiseStream, NoisyRowCount, RunSeeds};
 use crate::progress::Timings;
 use crate::sampler::RowGenerator;

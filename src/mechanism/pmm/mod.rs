@@ -2,6 +2,7 @@
 //! partition, made consistent top-down. The leaf histogram is the only private input.
 //!
 //! - [`plan`]: the plan from public inputs and the release from the data (the mechanism's one entry);
+//! - [`options`]: its typed options; [`args`]: its flags; [`auto`]: `--mechanism auto`'s rule and constants;
 //! - [`schedule`]: the per-level noise scales, the depth rule and the accuracy bound;
 //! - [`noise`]: noise on every cell of every noised level; [`averaging`]: the optional bottom-up pass;
 //!   [`consistency`]: the top-down step;
@@ -9,16 +10,20 @@
 //! - [`refine`]: the dense leaves cut finer (`--refine-share`);
 //! - [`report`]: what the run report says about a PMM release.
 
+pub mod args;
+pub mod auto;
 pub mod averaging;
 pub mod consistency;
 pub mod marginals;
 pub mod noise;
+pub mod options;
 pub mod pairs;
 pub mod plan;
 pub mod refine;
 pub mod report;
 pub mod schedule;
 
+pub use options::PmmOptions;
 pub use plan::PmmPlan;
 
 use crate::geometry::tree::CountTree;

@@ -11,9 +11,11 @@
 
 use std::sync::Arc;
 
+use super::auto::AutoPick;
 use super::averaging::BottomUp;
 use super::consistency::Consistency;
 use super::marginals::{BinnedMarginals, MarginalPlan, MonotoneMap, Partition, ReleasedMarginals};
+use super::options::PmmOptions;
 use super::pairs::{candidate_pairs, PairMap, PairParameters, PairPlan, PAIR_BITS};
 use super::refine::{
     binned_with_the_tree, AxisShapes, FinerCounts, LeafRefinement, LeafRefinementParameters, SparseLeaves,
@@ -29,10 +31,10 @@ use crate::binner::ScanStats;
 use crate::error::{Error, Result};
 use crate::geometry::cdf::CellCdf;
 use crate::geometry::partition::{CellGeometry, MAX_DEPTH};
+use crate::mechanism::options::value_name;
 use crate::mechanism::{
     AccuracyBound, MechanismParameters, PublicInputs, Release, ReleasedMeasure, NORMALISED_UNITS,
 };
-use crate::options::{value_name, PmmOptions};
 use crate::privacy::{Budget, Neighbours, NoisyRowCount, RunSeeds};
 use crate::progress::Timings;
 use crate::sampler::Placement;
@@ -159,27 +161,6 @@ pub struct PmmPlan {
 /// A joint release, the plan that made it, and the data's histograms of [`candidate_pairs`] where the
 /// marginals' pass binned them ([`DataPass::marginal_and_pair_counts`]).
 type JointRelease<'p> = (Release, &'p PmmPlan, Option<Vec<Vec<u64>>>);
-
-/// Which of `--mechanism auto`'s settings run at an ε·n.
-#[derive(Clone, Copy, Debug)]
-enum AutoPick {
-    Smaller,
-    Own,
-    Larger,
-    Largest,
-}
-
-impl AutoThresholds {
-    fn pick(&self, epsilon_n: f64) -> AutoPick {
-        let reaches = |from: Option<f64>| from.is_some_and(|from| epsilon_n >= from);
-        match self.plain_below_epsilon_n {
-            Some(below) if epsilon_n < below => AutoPick::Smaller,
-            _ if reaches(self.largest_table_from_epsilon_n) => AutoPick::Largest,
-            _ if reaches(self.larger_table_from_epsilon_n) => AutoPick::Larger,
-            _ => AutoPick::Own,
-        }
-    }
-}
 
 impl PmmPlan {
     /// PMM on the input's columns: the public inputs and `--root-share` decide the size it plans from.
@@ -1019,7 +1000,7 @@ fn depth_within_memory(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::options::SmallerTable;
+    use crate::mechanism::pmm::options::SmallerTable;
 
     /// auto's switch to plain PMM ([`SmallerTable`]) is taken exactly where the marginals the run would
     /// release are shallower than its depth: read off n̂ under add-remove, off the public n under replace.

@@ -5,11 +5,15 @@
 //!
 //! The projection works on any integer count vector over a [`RegularGrid`] (the low-dimensional mechanism
 //! calls it on projected coordinates), see [`project_to_probability`]. [`plan`] is the mechanism's entry:
-//! its plan from public inputs and its release from the data; [`report`] what the run report says.
+//! its plan from public inputs and its release from the data; [`report`] what the run report says;
+//! [`options`] its typed options and [`args`] its flag.
 
+pub mod args;
+pub mod options;
 pub mod plan;
 pub mod report;
 
+pub use options::PsmmOptions;
 pub use plan::PsmmPlan;
 
 use rayon::prelude::*;

@@ -3,6 +3,7 @@
 //! add-remove), the grid or the rule that picks it from n̂, and the normaliser M; the release bins the
 //! data on the grid, noises every cell and projects the noisy counts onto the probability measures.
 
+use super::options::PsmmOptions;
 use super::report::PsmmParameters;
 use super::{
     accuracy_bound, check_projection_fits, noisy_cell_counts, project_to_probability, Normaliser,
@@ -11,10 +12,10 @@ use super::{
 use crate::binner::pass::DataPass;
 use crate::error::{Error, Result};
 use crate::geometry::grid::RegularGrid;
+use crate::mechanism::options::value_name;
 use crate::mechanism::{
     AccuracyBound, MechanismParameters, PublicInputs, Release, ReleasedMeasure, NORMALISED_UNITS,
 };
-use crate::options::{value_name, PsmmOptions};
 use crate::privacy::{Budget, Neighbours, NoiseStream, RunSeeds};
 use crate::progress::Timings;
 use crate::sampler::Placement;
