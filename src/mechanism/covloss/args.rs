@@ -108,7 +108,7 @@ pub struct CovlossArgs {
     /// covloss: dimension t of the spectral subspace [default: ⌊ln √n / ln(7/α)⌋, at most p].
     #[arg(long)]
     pub covloss_t: Option<usize>,
-    /// covloss: damping threshold b, `paper` ((p√n/ε)^(1/2)), `cells` (n/(2s)) or a number [default: paper].
+    /// covloss: damping threshold b, `paper` ((p√n/ε)^(1/2)), `cells` (n/(2s)) or a number [default: cells].
     #[arg(long, value_name = "paper|cells|B")]
     pub damping: Option<Damping>,
     /// covloss: relative ε shares of the second moment, the weights and the centroids [default: 1,1,1].
@@ -143,7 +143,7 @@ impl CovlossArgs {
         let settings = CovlossSettings {
             alpha: self.covloss_alpha,
             t: self.covloss_t,
-            damping: self.damping.unwrap_or(Damping::Paper),
+            damping: self.damping.unwrap_or(CovlossSettings::DEFAULT.damping),
             shares,
         };
         Ok(CovlossOptions { encoding, settings })
