@@ -2,6 +2,7 @@
 //! partition, made consistent top-down. The leaf histogram is the only private input.
 //!
 //! - [`plan`]: the plan from public inputs and the release from the data (the mechanism's one entry);
+//! - [`release`]: the release's one control flow, on one machine or on a rank of many (a [`release::Backend`]);
 //! - [`schedule`]: the per-level noise scales, the depth rule and the accuracy bound;
 //! - [`noise`]: noise on every cell of every noised level; [`averaging`]: the optional bottom-up pass;
 //!   [`consistency`]: the top-down step;
@@ -16,6 +17,7 @@ pub mod noise;
 pub mod pairs;
 pub mod plan;
 pub mod refine;
+pub mod release;
 pub mod report;
 pub mod schedule;
 
