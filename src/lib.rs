@@ -4,8 +4,8 @@
 //! A run is a chain of phases, each a module tested alone (docs/design.md). The library's API is the
 //! public modules (`synth`, `options`, `eval`, `generate`, `inspect`, `io`, `stream`, `cluster`, `cli`,
 //! `config`, `progress`, `error`); the engine rooms (`geometry`, `binner`, `encoding`, `noise`,
-//! `privacy`, `mechanism`, `transport`, `sampler`) are crate-private, and `options` re-exports the types
-//! an option names. The crate's own tests and benches reach the engine rooms through the `internals`
+//! `privacy`, `ranks`, `mechanism`, `transport`, `sampler`) are crate-private, and `options` re-exports
+//! the types an option names. The crate's own tests and benches reach the engine rooms through the `internals`
 //! feature, which carries no stability promise.
 //!
 //! | phase | module |
@@ -21,6 +21,7 @@
 //! | synthetic points from released cell counts | `sampler` |
 //! | the driver (plan → release → budget check → sample → write → commit) and the reports | [`synth`] |
 //! | continual release over a growing table, resumable (`dpsynth stream`) | [`stream`] |
+//! | the ranks of a run as the engine sees them: sums over them, agreement, shares | `ranks` |
 //! | PMM across ranks (MPI with the `mpi` feature, threads in tests), bit-identical to one machine | [`cluster`] |
 //! | owner-side evaluation: W1 estimates, moments, marginals, plots (`dpsynth eval`) | [`eval`] |
 //! | options declared once, config files, the CLI | [`options`], [`config`], [`cli`] |
@@ -54,7 +55,7 @@ macro_rules! engine_modules {
     )*};
 }
 
-engine_modules!(binner, encoding, geometry, mechanism, noise, privacy, sampler, transport);
+engine_modules!(binner, encoding, geometry, mechanism, noise, privacy, ranks, sampler, transport);
 
 #[cfg(test)]
 mod testing;

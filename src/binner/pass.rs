@@ -14,7 +14,6 @@ use super::device::{ChosenBinner, DeviceChoice};
 use super::grid::GridBinner;
 use super::histogram::SpillingHistogram;
 use super::{scan_leaf_counts, scan_quantised_rows, AxisPlan, BinnerWorker, NullPolicy, ScanStats};
-use crate::cluster::{agree, RankSums};
 use crate::encoding::read::{read_bits, BitRows};
 use crate::encoding::Encoding;
 use crate::error::{Error, Result};
@@ -24,6 +23,7 @@ use crate::geometry::grid::RegularGrid;
 use crate::geometry::partition::CellGeometry;
 use crate::io::source::{NumericColumn, Source};
 use crate::progress::{Progress, Timings};
+use crate::ranks::{agree, RankSums};
 
 /// The input as a mechanism may read it.
 pub struct DataPass<'a> {
@@ -36,7 +36,7 @@ pub struct DataPass<'a> {
     /// `Some` for a release replicated across ranks (`source` is this rank's share of the row groups): every
     /// rank's pass ends in the same sums, so its histograms and scan statistics are the whole table's and
     /// the release is the single machine's; a rank that fails a pass fails it on every rank. `None` on one
-    /// machine, and for PMM's split release, whose ranks exchange their own counts (`crate::cluster`).
+    /// machine, and for PMM's split release, whose ranks exchange their own counts (`pmm::release::Backend`).
     pub ranks: Option<&'a (dyn RankSums + Sync)>,
 }
 

@@ -9,9 +9,9 @@ use arrow::record_batch::RecordBatch;
 use super::{
     quantize_values, AxisPlan, Binner, BinnerWorker, NullPolicy, ROW_CLAMPED, ROW_INVALID,
 };
-use crate::cluster::RankSums;
 use crate::error::{Error, Result};
 use crate::progress::{PhaseBar, Timings};
+use crate::ranks::RankSums;
 use crate::io::source::column::NumericValues;
 use crate::io::source::{NumericColumn, Source};
 

@@ -68,12 +68,13 @@ impl LocalCounts {
         axes: &[AxisPlan],
         device: DeviceChoice,
         exchange: Exchange,
+        timings: &mut Timings,
     ) -> Result<(LocalCounts, ScanStats, String)> {
         if exchange == Exchange::Dense {
-            let (leaves, scan, binning) = data.leaf_counts_on(geometry, axes, device, &mut Timings::default())?;
+            let (leaves, scan, binning) = data.leaf_counts_on(geometry, axes, device, timings)?;
             return Ok((LocalCounts::Dense(leaves), scan, binning));
         }
-        let (codes, scan, binning) = data.sorted_leaf_codes(geometry, axes)?;
+        let (codes, scan, binning) = timings.time("read and sort", || data.sorted_leaf_codes(geometry, axes))?;
         let (codes, counts) = runs(codes.into_iter().map(|code| (code, 1)));
         Ok((LocalCounts::Sparse { codes, counts }, scan, format!("{binning}, sent to their owners")))
     }

@@ -258,20 +258,6 @@ impl MarginalPlan {
         Ok(planned.max(planned.min(FLAT_MARGINAL_MAX_DEPTH) + FLAT_REFINE_LEVELS))
     }
 
-    /// Each column's leaves at the tree's depth, coarsened from `binned` where that pass went as deep
-    /// (else binned again, every column in one pass), released by [`MarginalPlan::release_leaves`].
-    pub fn release(
-        &self,
-        data: &DataPass,
-        row_count: Option<(u64, NoisyRowCount)>,
-        binned: Option<BinnedMarginals>,
-        seeds: &RunSeeds,
-    ) -> Result<ReleasedMarginals> {
-        let tree = self.tree(row_count)?;
-        let leaves = Self::leaves(&tree, data, binned)?;
-        self.release_leaves(&tree, leaves, seeds)
-    }
-
     /// Each column's true leaf counts at `tree`'s leaf depth: `binned` coarsened where that pass went as
     /// deep, else a pass of their own (every column in one pass).
     pub fn leaves(tree: &MarginalTree, data: &DataPass, binned: Option<BinnedMarginals>) -> Result<Vec<Vec<u64>>> {
@@ -569,14 +555,8 @@ impl ReleasedMarginals {
         maps.iter().zip(&self.parameters.depths).map(|(map, &depth)| map.as_ref().map(|_| 1u64 << depth)).collect()
     }
 
-    /// The maps x ↦ G⁻¹(F(x)) of each column, F from the joint release's (leaf code, count) `cells` on
-    /// `geometry` (the identity where either side released nothing).
-    pub fn maps(&self, geometry: &CellGeometry, cells: impl Iterator<Item = (usize, u64)>) -> Vec<Option<MonotoneMap>> {
-        self.maps_from(&axis_counts(geometry, cells))
-    }
-
     /// The maps x ↦ G⁻¹(F(x)) of each column, F from the joint release's counts along each axis
-    /// ([`axis_counts`]).
+    /// ([`axis_counts`]; the identity where either side released nothing).
     pub fn maps_from(&self, axes: &[Vec<u64>]) -> Vec<Option<MonotoneMap>> {
         axes.iter()
             .zip(&self.counts)

@@ -2,6 +2,7 @@
 //! partition, made consistent top-down. The leaf histogram is the only private input.
 //!
 //! - [`plan`]: the plan from public inputs and the release from the data (the mechanism's one entry);
+//! - [`release`]: the release's one control flow, on one machine or on a rank of many (a [`release::Backend`]);
 //! - [`options`]: its typed options; [`args`]: its flags; [`auto`]: `--mechanism auto`'s rule and constants;
 //! - [`schedule`]: the per-level noise scales, the depth rule and the accuracy bound;
 //! - [`noise`]: noise on every cell of every noised level; [`averaging`]: the optional bottom-up pass;
@@ -20,6 +21,7 @@ pub mod options;
 pub mod pairs;
 pub mod plan;
 pub mod refine;
+pub mod release;
 pub mod report;
 pub mod schedule;
 

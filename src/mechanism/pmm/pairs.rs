@@ -18,14 +18,14 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::marginals::MonotoneMap;
-use crate::binner::pass::DataPass;
 use crate::error::{Error, Result};
 use crate::geometry::cdf::CellCdf;
-use crate::mechanism::{PublicInputs, ReleasedMeasure};
+use crate::mechanism::PublicInputs;
 use crate::noise::discrete_laplace::RationalScale;
 use crate::noise::laplace_table::ScaleSampler;
 use crate::privacy::{noise_scale, Budget, NoiseKey, NoiseStream, RunSeeds};
-use crate::sampler::{Placement, RowGenerator};
+use crate::ranks::RankSums;
+use crate::sampler::RowGenerator;
 
 /// log2 of the cells per axis of each pair histogram: 32 did best on flights' 2-way TV at every width
 /// and ε tried against 8, 16 and 64 (docs/mechanisms/pmm.md).
@@ -180,33 +180,10 @@ impl PairPlan {
         (released_rows as usize).clamp(PAIR_SAMPLE_MIN_ROWS, most)
     }
 
-    /// Releases the pair histograms of the tree chosen from `joint` (drawn with `placement`) and fits
-    /// the maps of the pairs the gate lets through; the maps come back in the order they apply. The data's
-    /// histograms of [`candidate_pairs`] are `counted` where an earlier pass binned them, else binned here.
-    pub fn release(
-        &self,
-        joint: &ReleasedMeasure,
-        (data, counted): (&DataPass, Option<Vec<Vec<u64>>>),
-        seeds: &RunSeeds,
-        placement: Placement,
-    ) -> Result<(Vec<PairMap>, PairParameters)> {
-        let mut columns = vec![Vec::new(); self.dims];
-        if joint.total() > 0 {
-            let drawn_rows = self.drawn_rows(joint.total());
-            let rows = joint.rows(Some(drawn_rows as u64), placement, seeds.pair_sample())?;
-            rows.sample_rows(0, drawn_rows, &mut columns);
-        }
-        let drawn = DrawnRows { columns, released_rows: joint.total(), sum: &on_one_machine };
-        let pair_counts = |pairs: &[(usize, usize)]| match counted {
-            Some(counts) => Ok(counts),
-            None => Ok(data.pair_counts(pairs, PAIR_BITS)?.0),
-        };
-        self.release_on(drawn, pair_counts, seeds)
-    }
-
-    /// [`release`](Self::release) from the rows drawn from the joint release (`drawn`, seeded by
-    /// [`RunSeeds::pair_sample`]) and the data's histograms of the pairs it is given (`pair_counts`; it is
-    /// given [`candidate_pairs`]).
+    /// Releases the pair histograms of the tree chosen from the rows drawn from the joint release (`drawn`,
+    /// seeded by [`RunSeeds::pair_sample`]) and the data's histograms of the pairs it is given (`pair_counts`;
+    /// it is given [`candidate_pairs`]), and fits the maps of the pairs the gate lets through; the maps come
+    /// back in the order they apply.
     pub fn release_on(
         &self,
         mut drawn: DrawnRows,
@@ -280,25 +257,22 @@ impl PairPlan {
 }
 
 /// The rows drawn from the joint release that the pairs are chosen and fitted on: all of them on one
-/// machine; across ranks each rank's share, whose histograms `sum` adds up over the ranks (in place), so
-/// that every rank chooses, gates and fits from the same counts as one machine would.
+/// machine; across ranks each rank's share, whose histograms are summed over the `ranks`, so that every
+/// rank chooses, gates and fits from the same counts as one machine would.
 pub struct DrawnRows<'a> {
     pub columns: Vec<Vec<f64>>,
     /// The joint release's total (released, so the scores may scale the drawn rows to it).
     pub released_rows: u64,
-    pub sum: &'a dyn Fn(&mut [u64]),
+    pub ranks: &'a dyn RankSums,
 }
 
 impl DrawnRows<'_> {
     /// `counts` of these rows summed with the other ranks' (as they are on one machine).
     fn histogram(&self, mut counts: Vec<u64>) -> Vec<u64> {
-        (self.sum)(&mut counts);
+        self.ranks.sum(&mut counts);
         counts
     }
 }
-
-/// [`DrawnRows::sum`] on one machine: its rows are all of them.
-pub fn on_one_machine(_: &mut [u64]) {}
 
 impl PairParameters {
     /// Adds the scores and every pair histogram to `budget`, mapped or not: all of them were released.
@@ -619,6 +593,7 @@ fn weighted_median(values: &mut [(f64, u64)]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ranks::OneRank;
     use crate::testing::case_rng;
     use rand::RngExt;
 
@@ -725,7 +700,7 @@ mod tests {
         let (parent, child) = (uniform(&mut rng, rows), uniform(&mut rng, rows));
         let released = own_histogram(&parent, &parent);
         let columns = vec![parent.clone(), child.clone()];
-        let mut drawn = DrawnRows { columns, released_rows: rows as u64, sum: &on_one_machine };
+        let mut drawn = DrawnRows { columns, released_rows: rows as u64, ranks: &OneRank };
         let map = PairMap::fit((0, 1), &pair_cells(&parent), &drawn, &released);
         map.apply(&mut drawn.columns);
         let mapped = &drawn.columns[1];
@@ -777,7 +752,7 @@ mod tests {
         // but the order within each parent cell, and each value keeps its share.
         let released = own_histogram(&parent, &child);
         let columns = vec![parent.clone(), child.clone()];
-        let mut drawn = DrawnRows { columns, released_rows: rows as u64, sum: &on_one_machine };
+        let mut drawn = DrawnRows { columns, released_rows: rows as u64, ranks: &OneRank };
         let map = PairMap::fit((0, 1), &pair_cells(&parent), &drawn, &released);
         map.apply(&mut drawn.columns);
         let (before, after) = (shares(&child), shares(&drawn.columns[1]));
@@ -806,7 +781,7 @@ mod tests {
         let up = |cell: usize| cell - cell % PAIR_CELLS + (cell + PAIR_CELLS - 1) % PAIR_CELLS;
         let released: Vec<u64> = (0..PAIR_CELLS * PAIR_CELLS).map(|cell| synthetic[up(cell)]).collect();
         let columns = vec![parent.clone(), child];
-        let mut drawn = DrawnRows { columns, released_rows: rows as u64, sum: &on_one_machine };
+        let mut drawn = DrawnRows { columns, released_rows: rows as u64, ranks: &OneRank };
         let map = PairMap::fit((0, 1), &pair_cells(&parent), &drawn, &released);
         map.apply(&mut drawn.columns);
         let mapped = &drawn.columns[1];

@@ -7,29 +7,25 @@
 //! and half with equal widths). With `--pair-share` a share of ε is set aside first for the pair
 //! histograms, which the release then maps the joint release's column pairs onto (pairs.rs). With
 //! `--refine-share` the tree's dense leaves are cut finer, their sub-cells released from the tree's share
-//! (refine.rs).
-
-use std::sync::Arc;
+//! (refine.rs). The release's steps are written once, for one machine and for a rank of many (release.rs).
 
 use super::auto::AutoPick;
 use super::averaging::BottomUp;
 use super::consistency::Consistency;
-use super::marginals::{BinnedMarginals, MarginalPlan, MonotoneMap, Partition, ReleasedMarginals};
+use super::marginals::{MarginalPlan, MonotoneMap, Partition, ReleasedMarginals};
 use super::options::PmmOptions;
-use super::pairs::{candidate_pairs, PairMap, PairParameters, PairPlan, PAIR_BITS};
-use super::refine::{
-    binned_with_the_tree, AxisShapes, FinerCounts, LeafRefinement, LeafRefinementParameters, SparseLeaves,
-};
+use super::pairs::{PairMap, PairParameters, PairPlan};
+use super::refine::{LeafRefinement, LeafRefinementParameters};
 use super::report::{AutoSwitch, AutoThresholds, LevelInfo, PmmParameters};
+use super::release::OneMachine;
 use super::schedule::{
     cell_memory_bytes, choose_depth, max_depth_for_memory, LevelSchedule, RootNoise,
 };
-use super::{coarsen_leaves, release_leaf_counts};
+use super::release_leaf_counts;
 use crate::binner::device::DeviceChoice;
 use crate::binner::pass::DataPass;
 use crate::binner::ScanStats;
 use crate::error::{Error, Result};
-use crate::geometry::cdf::CellCdf;
 use crate::geometry::partition::{CellGeometry, MAX_DEPTH};
 use crate::mechanism::options::value_name;
 use crate::mechanism::{
@@ -158,9 +154,6 @@ pub struct PmmPlan {
     smaller: Option<Box<PmmPlan>>,
 }
 
-/// A joint release, the plan that made it, and the data's histograms of [`candidate_pairs`] where the
-/// marginals' pass binned them ([`DataPass::marginal_and_pair_counts`]).
-type JointRelease<'p> = (Release, &'p PmmPlan, Option<Vec<Vec<u64>>>);
 
 impl PmmPlan {
     /// PMM on the input's columns: the public inputs and `--root-share` decide the size it plans from.
@@ -279,7 +272,7 @@ impl PmmPlan {
 
     /// The plan the release runs once n̂ is known: the smaller table's while ε·n̂ is below its threshold,
     /// the larger (largest) table's from its threshold on, else this one. Reads the released n̂ only.
-    pub fn for_n_hat(&self, n_hat: u64) -> &PmmPlan {
+    pub(super) fn for_n_hat(&self, n_hat: u64) -> &PmmPlan {
         let pick = self.auto_thresholds.map(|thresholds| thresholds.pick(self.epsilon * n_hat as f64));
         let switch = match pick {
             Some(AutoPick::Smaller) => &self.smaller,
@@ -301,7 +294,7 @@ impl PmmPlan {
 
     /// The depth the count-and-marginals pass bins the marginals at before n̂ is released (add-remove,
     /// quantile partition): deep enough for whichever plan n̂ then picks.
-    pub fn marginal_pass_depth(&self, marginals: &MarginalPlan, row_count: NoisyRowCount) -> Result<u32> {
+    pub(super) fn marginal_pass_depth(&self, marginals: &MarginalPlan, row_count: NoisyRowCount) -> Result<u32> {
         let mut depth = marginals.planned_depth(row_count)?;
         for switch in self.larger.iter().chain(self.largest.iter()) {
             if let Some(marginals) = switch.marginals.as_ref() {
@@ -421,30 +414,14 @@ impl PmmPlan {
     }
 
     /// Bins the data, releases n̂ when the plan says so, noises the tree and makes it consistent; then
-    /// the marginals and the pairs the plan has.
+    /// the marginals and the pairs the plan has: the one release ([`Self::release_on`]) on one machine.
     pub fn release(&self, data: &DataPass, seeds: &RunSeeds, timings: &mut Timings) -> Result<Release> {
-        let (release, plan, pair_counts) = self.release_joint(data, seeds, timings)?;
-        match &plan.pairs {
-            None => Ok(release),
-            Some(pairs) => timings.time("pairs", || plan.pair_mapped(pairs, release, (data, pair_counts), seeds)),
-        }
-    }
-
-    /// `release` with each gated pair's child mapped onto its released pair histogram (the data's histograms of
-    /// the candidate pairs: `pair_counts` where a pass counted them already, else a pass of their own).
-    fn pair_mapped(
-        &self,
-        pairs: &PairPlan,
-        release: Release,
-        (data, pair_counts): (&DataPass, Option<Vec<Vec<u64>>>),
-        seeds: &RunSeeds,
-    ) -> Result<Release> {
-        let (maps, parameters) = pairs.release(&release.measure, (data, pair_counts), seeds, self.placement)?;
-        Ok(self.with_pair_maps(release, maps, parameters))
+        let one_machine = OneMachine { data };
+        Ok(self.release_on(&one_machine, seeds, timings)?.into_release(&one_machine))
     }
 
     /// `release` with the pair `maps` after it: their budget, parameters and the bound's words join it.
-    pub fn with_pair_maps(&self, mut release: Release, maps: Vec<PairMap>, parameters: PairParameters) -> Release {
+    pub(super) fn with_pair_maps(&self, mut release: Release, maps: Vec<PairMap>, parameters: PairParameters) -> Release {
         parameters.spend(&mut release.budget);
         release.measure = ReleasedMeasure::PairMapped { inner: Box::new(release.measure), maps };
         release.accuracy.formula = PAIR_MAPPED_ACCURACY_FORMULA.for_counts(self.consistency.bottom_up);
@@ -454,218 +431,35 @@ impl PmmPlan {
         release
     }
 
-    /// The joint tree, with the marginals' maps when the plan has them; the plan that released it (this
-    /// one, or the one n̂ picked: [`Self::for_n_hat`]); and the data's histograms of the candidate pairs
-    /// where the marginals' pass counted them.
-    fn release_joint(&self, data: &DataPass, seeds: &RunSeeds, timings: &mut Timings) -> Result<JointRelease<'_>> {
-        if let Some(marginals) = self.quantile_marginals() {
-            return self.release_on_quantiles(marginals, data, seeds, timings);
-        }
-        let planned = self.planned_depth();
-        let (mut leaves, scan, binning) = timings.time_in_parts("bin", |parts| {
-            data.leaf_counts(CellGeometry::new(self.dims, planned), self.device, parts)
-        })?;
-        let (plan, counts, schedule, n_hat) = timings.time_in_parts("noise and consistency", |parts| {
-            let (plan, schedule, n_hat) = self.plan_for_rows(scan.rows_binned, seeds)?;
-            if schedule.depth <= planned {
-                leaves = parts.time("coarsen", || coarsen_leaves(std::mem::take(&mut leaves), planned, schedule.depth));
-            } else {
-                let geometry = CellGeometry::new(self.dims, schedule.depth);
-                leaves = data.leaf_counts(geometry, self.device, parts)?.0;
-            }
-            let counts = plan.release_with(&schedule, std::mem::take(&mut leaves), n_hat, seeds, parts);
-            Ok((plan, counts, schedule, n_hat))
-        })?;
-        let marginals = plan.released_marginals(data, n_hat, None, seeds, timings)?;
-        let refined = plan.refined(&schedule, counts, (data, None), (None, marginals.as_ref()), seeds, timings)?;
-        Ok((plan.leaves_release(&schedule, refined, marginals, scan, binning), plan, None))
-    }
-
-    /// The quantile partition (`--partition quantile`): n̂ first when the plan releases it (from a pass
-    /// that only counts), then the marginals, then the joint tree binned with each axis cut at its
-    /// released marginal's quantiles and noised as usual, mapped back through the marginals. Returns the
-    /// plan n̂ picked with the release.
-    fn release_on_quantiles(
-        &self,
-        marginals: &MarginalPlan,
-        data: &DataPass,
-        seeds: &RunSeeds,
-        timings: &mut Timings,
-    ) -> Result<JointRelease<'_>> {
-        let mut pass = |depth, pairs: &[(usize, usize)]| {
-            timings.time("count and marginals", || data.marginal_and_pair_counts(depth, pairs, PAIR_BITS))
-        };
-        let (plan, schedule, n_hat, binned, pair_counts) = match self.releases_n_hat() {
-            None => {
-                let schedule = self.schedule().ok_or_else(|| Error::internal("a plan without n̂ knows its depth"))?;
-                let first = self.marginals_first_at(marginals)?;
-                let binned = first.map(|depth| self.binned_marginals(depth, |pairs| pass(depth, pairs))).transpose()?;
-                let (binned, pair_counts) = binned.map_or((None, None), |(binned, pairs, _)| (Some(binned), pairs));
-                (self, schedule.clone(), None, binned, pair_counts)
-            }
-            Some(row_count) => {
-                // One pass counts the rows for n̂ and bins the marginals at the depth planned for n̂'s
-                // headroom; once n̂ fixes the trees' depth, their leaves are coarsened to it. Where a plan n̂
-                // may pick maps pairs, the same pass bins the data's histograms of the pairs.
-                let planned = self.marginal_pass_depth(marginals, row_count)?;
-                let (binned, pair_counts, scan) = self.binned_marginals(planned, |pairs| pass(planned, pairs))?;
-                let n_hat = row_count.release(scan.rows_binned, &seeds.noise);
-                let plan = self.for_n_hat(n_hat);
-                let schedule = plan.schedule_for_n_hat(n_hat, row_count)?;
-                (plan, schedule, Some(n_hat), Some(binned), pair_counts)
-            }
-        };
-        // The plan n̂ picked may cut its tree at midpoints: the smaller table's (no marginals) and, at d = 3,
-        // the larger table's (marginals on midpoint cells).
-        let marginals = plan.released_marginals(data, n_hat, binned, seeds, timings)?;
-        let geometry = CellGeometry::new(plan.dims, schedule.depth);
-        let warps = marginals.as_ref().filter(|_| plan.cuts_at_quantiles()).map(|released| released.warps(&geometry));
-        // With --refine-share the tree's depth is known before its pass, so one pass bins the finer leaves and
-        // the tree's leaves are summed from them.
-        let (leaves, finer, scan, binning) = match plan.refinement(schedule.depth) {
-            None => {
-                let axes = data.axes(&geometry, warps.as_deref());
-                let (leaves, scan, binning) =
-                    timings.time_in_parts("bin", |parts| data.leaf_counts_on(geometry, &axes, plan.device, parts))?;
-                (leaves, None, scan, binning)
-            }
-            Some((_, levels)) => {
-                let finer = CellGeometry::new(plan.dims, schedule.depth + levels);
-                let (leaves, truth, scan, binning) = timings.time_in_parts("bin", |parts| {
-                    let (truth, scan, binning) = plan.finer_counts(finer, data, warps.as_deref(), parts)?;
-                    let tree_leaves = || truth.tree_leaves(levels, geometry.leaf_count());
-                    let leaves = parts.time("sum the tree's leaves", tree_leaves);
-                    Ok::<_, Error>((leaves, truth, scan, binning))
-                })?;
-                (leaves, Some(truth), scan, binned_with_the_tree(&binning, levels))
-            }
-        };
-        let counts = timings
-            .time_in_parts("noise and consistency", |parts| plan.release_with(&schedule, leaves, n_hat, seeds, parts));
-        let warps_and_marginals = (warps.as_deref(), marginals.as_ref());
-        let refined = plan.refined(&schedule, counts, (data, finer), warps_and_marginals, seeds, timings)?;
-        Ok((plan.leaves_release(&schedule, refined, marginals, scan, binning), plan, pair_counts))
-    }
-
-    /// Each column's marginal leaves at `depth` and, where pairs may be mapped and `depth` is as fine as their
-    /// cells, the data's histograms of [`candidate_pairs`], from one `pass(pairs)`:
-    /// [`DataPass::marginal_and_pair_counts`] on one machine or on a rank.
-    pub fn binned_marginals(
-        &self,
-        depth: u32,
-        pass: impl FnOnce(&[(usize, usize)]) -> Result<(Vec<Vec<u64>>, Vec<Vec<u64>>, ScanStats)>,
-    ) -> Result<(BinnedMarginals, Option<Vec<Vec<u64>>>, ScanStats)> {
-        let pairs = if self.may_map_pairs() && depth >= PAIR_BITS { candidate_pairs(self.dims) } else { Vec::new() };
-        let (leaves, pair_counts, scan) = pass(&pairs)?;
-        Ok((BinnedMarginals { depth, leaves }, (!pairs.is_empty()).then_some(pair_counts), scan))
-    }
-
-    /// Without n̂ (replace), the depth the marginals' own pass bins at when it runs before the joint tree's so
-    /// as to bin the pairs' data histograms too: where pairs are mapped; else `None` (the marginals bin later).
-    pub fn marginals_first_at(&self, marginals: &MarginalPlan) -> Result<Option<u32>> {
-        if !self.may_map_pairs() {
-            return Ok(None);
-        }
-        Ok(Some(marginals.tree(None)?.leaf_depth()))
-    }
-
     /// Whether this plan, or one n̂ may pick instead ([`Self::for_n_hat`]), maps pairs.
-    fn may_map_pairs(&self) -> bool {
+    pub(super) fn may_map_pairs(&self) -> bool {
         let mut switches = [&self.smaller, &self.larger, &self.largest].into_iter().flatten();
         self.pairs.is_some() || switches.any(|plan| plan.pairs.is_some())
     }
 
-    /// The released leaf `counts` with the dense leaves cut finer when the plan has `--refine-share`: from the
-    /// finer leaves' true counts when they were binned with the tree's, else from a pass binning the data that
-    /// much deeper, on the same axes (`warps`: the quantile partition's, so that the finer cells nest in the
-    /// leaves). On midpoint cells the rows no sub-cell places follow the released `marginals` inside their cells
-    /// when there are some.
-    fn refined(
-        &self,
-        schedule: &LevelSchedule,
-        counts: Vec<u64>,
-        (data, binned): (&DataPass, Option<FinerCounts>),
-        (warps, marginals): (Option<&[Arc<CellCdf>]>, Option<&ReleasedMarginals>),
-        seeds: &RunSeeds,
-        timings: &mut Timings,
-    ) -> Result<JointLeaves> {
-        let Some((refinement, levels)) = self.refinement(schedule.depth) else {
-            return Ok(JointLeaves::Tree(counts));
-        };
-        let geometry = CellGeometry::new(self.dims, schedule.depth + levels);
-        let truth = match binned {
-            Some(truth) => truth,
-            None => {
-                let bin = |parts: &mut Timings| self.finer_counts(geometry, data, warps, parts);
-                timings.time_in_parts("bin the refined leaves", bin)?.0
-            }
-        };
-        let shapes = AxisShapes::of_run(&geometry, marginals, warps.is_some());
-        let coins = (&seeds.noise, seeds.placement());
-        let (leaves, parameters) = timings.time("refine the dense leaves", || {
-            refinement.refine((0, &counts), (geometry, &truth), levels, coins, shapes.as_ref())
-        });
-        Ok(JointLeaves::Refined { geometry, leaves, parameters })
-    }
-
-    /// The true counts of the finer leaves of `geometry` (axes cut as `warps` say), what the pass saw and the
-    /// binner's words: a histogram, or the rows' sorted codes where the leaves outnumber the rows.
-    fn finer_counts(
-        &self,
-        geometry: CellGeometry,
-        data: &DataPass,
-        warps: Option<&[Arc<CellCdf>]>,
-        timings: &mut Timings,
-    ) -> Result<(FinerCounts, ScanStats, String)> {
-        let axes = data.axes(&geometry, warps);
-        if geometry.leaf_count() as u64 <= data.file_rows() {
-            let (counts, scan, binning) = data.leaf_counts_on(geometry, &axes, self.device, timings)?;
-            return Ok((FinerCounts::Histogram(counts), scan, binning));
-        }
-        timings.time("read and sort", || {
-            let (codes, scan, binning) = data.sorted_leaf_codes(geometry, &axes)?;
-            Ok((FinerCounts::SortedCodes(codes), scan, binning))
-        })
-    }
-
-    /// The marginals' release when the plan has them (from leaves already `binned`, or a pass of their
-    /// own), sized by n̂ when this plan released it.
-    fn released_marginals(
-        &self,
-        data: &DataPass,
-        n_hat: Option<u64>,
-        binned: Option<BinnedMarginals>,
-        seeds: &RunSeeds,
-        timings: &mut Timings,
-    ) -> Result<Option<ReleasedMarginals>> {
-        let row_count = self.released_row_count(n_hat);
-        let release = |marginals: &MarginalPlan| marginals.release(data, row_count, binned, seeds);
-        self.marginals.as_ref().map(|m| timings.time("marginals", || release(m))).transpose()
-    }
-
     /// `--pair-share`'s histograms, when the plan has them.
-    pub fn pairs(&self) -> Option<&PairPlan> {
+    pub(super) fn pairs(&self) -> Option<&PairPlan> {
         self.pairs.as_ref()
     }
 
     /// `--marginal-share`'s trees, when the plan has them.
-    pub fn marginals(&self) -> Option<&MarginalPlan> {
+    pub(super) fn marginals(&self) -> Option<&MarginalPlan> {
         self.marginals.as_ref()
     }
 
     /// The marginals whose released quantiles cut the joint tree's cells (`--partition quantile`), when
     /// the plan has them.
-    pub fn quantile_marginals(&self) -> Option<&MarginalPlan> {
+    pub(super) fn quantile_marginals(&self) -> Option<&MarginalPlan> {
         self.marginals.as_ref().filter(|marginals| marginals.partition() == Partition::Quantile)
     }
 
     /// Whether the joint tree is cut at its released marginals' quantiles.
-    pub fn cuts_at_quantiles(&self) -> bool {
+    pub(super) fn cuts_at_quantiles(&self) -> bool {
         self.quantile_marginals().is_some()
     }
 
     /// n̂'s noise when this plan releases n̂ first (add-remove, the depth rule).
-    pub fn releases_n_hat(&self) -> Option<NoisyRowCount> {
+    pub(super) fn releases_n_hat(&self) -> Option<NoisyRowCount> {
         match (&self.depth, self.size) {
             (Depth::FromReleasedNHat { .. }, TreeSize::ReleasedFirst(row_count)) => Some(row_count),
             _ => None,
@@ -673,54 +467,22 @@ impl PmmPlan {
     }
 
     /// n̂ and its noise when this plan released it (the marginal trees' root under add-remove).
-    pub fn released_row_count(&self, n_hat: Option<u64>) -> Option<(u64, NoisyRowCount)> {
+    pub(super) fn released_row_count(&self, n_hat: Option<u64>) -> Option<(u64, NoisyRowCount)> {
         match (n_hat, self.size) {
             (Some(n_hat), TreeSize::ReleasedFirst(row_count)) => Some((n_hat, row_count)),
             _ => None,
         }
     }
 
-    /// The release of the noised joint leaf `counts`, with each column mapped onto its released marginal
-    /// when there are `marginals`.
-    fn leaves_release(
-        &self,
-        schedule: &LevelSchedule,
-        leaves: JointLeaves,
-        marginals: Option<ReleasedMarginals>,
-        scan: ScanStats,
-        binning: String,
-    ) -> Release {
-        let (joint, maps, refined) = match leaves {
-            JointLeaves::Tree(counts) => {
-                let geometry = CellGeometry::new(self.dims, schedule.depth);
-                let maps = marginals.as_ref().map(|m| m.maps(&geometry, (0..).zip(counts.iter().copied())));
-                (ReleasedMeasure::Leaves { geometry, counts }, maps, None)
-            }
-            JointLeaves::Refined { geometry, leaves, parameters } => {
-                let maps = marginals.as_ref().map(|m| m.maps(&geometry, leaves.cells()));
-                (ReleasedMeasure::SparseLeaves { geometry, leaves }, maps, Some(parameters))
-            }
-        };
-        let root_count = joint.total();
-        let mut release = match marginals.zip(maps) {
-            None => self.finish(schedule, joint, root_count, scan, binning),
-            Some((marginals, maps)) => {
-                self.finish_calibrated(schedule, joint, maps, marginals, root_count, scan, binning)
-            }
-        };
-        self.with_refined_leaves(&mut release, refined);
-        release
-    }
-
     /// `--refine-share`: the refinement and how many levels below a tree of `depth` it cuts the leaves, when
     /// the plan has it.
-    pub fn refinement(&self, depth: u32) -> Option<(&LeafRefinement, u32)> {
+    pub(super) fn refinement(&self, depth: u32) -> Option<(&LeafRefinement, u32)> {
         let levels = LeafRefinement::max_levels(depth, self.memory_depth);
         self.refinement.as_ref().map(|refinement| (refinement, levels))
     }
 
     /// `release` with the refinement's budget and its report `parameters` (`None` without `--refine-share`).
-    pub fn with_refined_leaves(&self, release: &mut Release, parameters: Option<LeafRefinementParameters>) {
+    pub(super) fn with_refined_leaves(&self, release: &mut Release, parameters: Option<LeafRefinementParameters>) {
         if let Some(refinement) = &self.refinement {
             refinement.spend(&mut release.budget);
         }
@@ -732,7 +494,7 @@ impl PmmPlan {
     /// [`finish`](Self::finish) for the `joint` release (total `root_count`) with each column mapped by
     /// `maps` onto `marginals`: their budget, parameters and the bound's words join the release's.
     #[allow(clippy::too_many_arguments)]
-    pub fn finish_calibrated(
+    pub(super) fn finish_calibrated(
         &self,
         schedule: &LevelSchedule,
         joint: ReleasedMeasure,
@@ -767,7 +529,7 @@ impl PmmPlan {
 
     /// The schedule of the release, and n̂ when this plan releases it first from `rows_binned` (the true
     /// number of rows binned; the depth then follows from n̂).
-    pub fn schedule_for(&self, rows_binned: u64, seeds: &RunSeeds) -> Result<(LevelSchedule, Option<u64>)> {
+    fn schedule_for(&self, rows_binned: u64, seeds: &RunSeeds) -> Result<(LevelSchedule, Option<u64>)> {
         match (&self.depth, self.size) {
             (Depth::Known(schedule), _) => Ok((schedule.clone(), None)),
             (Depth::FromReleasedNHat { .. }, TreeSize::ReleasedFirst(row_count)) => {
@@ -780,7 +542,7 @@ impl PmmPlan {
 
     /// [`Self::schedule_for`], and the plan that then runs: the one n̂ picks ([`Self::for_n_hat`]) where this
     /// plan releases n̂, else this one.
-    pub fn plan_for_rows(&self, rows_binned: u64, seeds: &RunSeeds) -> Result<(&Self, LevelSchedule, Option<u64>)> {
+    pub(super) fn plan_for_rows(&self, rows_binned: u64, seeds: &RunSeeds) -> Result<(&Self, LevelSchedule, Option<u64>)> {
         match self.releases_n_hat() {
             Some(row_count) => {
                 let n_hat = row_count.release(rows_binned, &seeds.noise);
@@ -795,7 +557,7 @@ impl PmmPlan {
     }
 
     /// The schedule for the released `n_hat` (released with `row_count`'s noise): the depth follows it.
-    pub fn schedule_for_n_hat(&self, n_hat: u64, row_count: NoisyRowCount) -> Result<LevelSchedule> {
+    pub(super) fn schedule_for_n_hat(&self, n_hat: u64, row_count: NoisyRowCount) -> Result<LevelSchedule> {
         let depth = depth_within_memory(
             Neighbours::AddRemove,
             self.level_epsilon,
@@ -808,12 +570,16 @@ impl PmmPlan {
         LevelSchedule::new(Neighbours::AddRemove, self.level_epsilon, self.dims, depth, root)
     }
 
-    pub fn dims(&self) -> usize {
+    pub(super) fn dims(&self) -> usize {
         self.dims
     }
 
-    pub fn consistency(&self) -> Consistency {
+    pub(super) fn consistency(&self) -> Consistency {
         self.consistency
+    }
+
+    pub(super) fn placement(&self) -> Placement {
+        self.placement
     }
 
     /// Theorem 3.9 for `schedule` with this plan's pruning floors, for n (or n̂) rows.
@@ -823,7 +589,7 @@ impl PmmPlan {
 
     /// The release of `measure` (whose total is `root_count`) under `schedule`: its budget, report
     /// parameters and accuracy bound.
-    pub fn finish(
+    pub(super) fn finish(
         &self,
         schedule: &LevelSchedule,
         measure: ReleasedMeasure,
@@ -865,26 +631,8 @@ impl PmmPlan {
             TreeSize::AlreadyReleased { n_hat, .. } => Some(n_hat),
             _ => None,
         };
-        Ok(self.release_with(schedule, leaves, n_hat, seeds, timings))
-    }
-
-    fn release_with(
-        &self,
-        schedule: &LevelSchedule,
-        leaves: Vec<u64>,
-        n_hat: Option<u64>,
-        seeds: &RunSeeds,
-        timings: &mut Timings,
-    ) -> Vec<u64> {
-        release_leaf_counts(
-            leaves,
-            schedule,
-            n_hat,
-            &seeds.noise,
-            self.consistency,
-            seeds.consistency(),
-            timings,
-        )
+        let coins = seeds.consistency();
+        Ok(release_leaf_counts(leaves, schedule, n_hat, &seeds.noise, self.consistency, coins, timings))
     }
 
     /// The known schedule (lowdim's subroutine).
@@ -937,13 +685,6 @@ impl PmmPlan {
             auto_switch: None,
         }
     }
-}
-
-/// The joint tree's released leaf counts: its own, or with `--refine-share` those of its leaves cut finer
-/// (listed where they hold rows), with the report's words.
-enum JointLeaves {
-    Tree(Vec<u64>),
-    Refined { geometry: CellGeometry, leaves: SparseLeaves, parameters: LeafRefinementParameters },
 }
 
 /// Refuses a `--depth` whose cell arrays would not fit in the run's memory limit.
