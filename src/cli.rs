@@ -16,7 +16,9 @@ use crate::geometry::bounds::ColumnBounds;
 use crate::io::paths::{check_output_paths, NamedPath};
 use crate::io::staging::{commit_all, write_file_atomically, StagedFile};
 use crate::mechanism::MechanismParameters;
-use crate::options::{bounds_for_columns, check_output_rows, check_threads, last_bounds_per_column, SynthArgs};
+use crate::options::{
+    bounds_for_columns, check_output_rows, check_threads, last_bounds_per_column, worker_pool, SynthArgs,
+};
 use crate::progress::Progress;
 use crate::synth::synthesize;
 
@@ -317,10 +319,7 @@ fn run_eval(args: EvalArgs) -> Result<()> {
         return run_eval_marginals(args);
     }
     let (request, threads, quiet) = eval_request(args)?;
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|error| Error::internal(format!("cannot start {threads} threads: {error}")))?;
+    let pool = worker_pool(threads)?;
     pool.install(|| {
         let done = crate::eval::command::run(&request)?;
         if let Some(text) = done.stdout {
@@ -395,10 +394,7 @@ fn run_eval_marginals(args: EvalArgs) -> Result<()> {
     check_output_paths(&inputs, &outputs)?;
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     check_threads(threads)?;
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|error| Error::internal(format!("cannot start {threads} threads: {error}")))?;
+    let pool = worker_pool(threads)?;
     let progress = Progress::hidden();
     pool.install(|| {
         let read = |path: &std::path::Path, hive_columns: bool| -> Result<_> {

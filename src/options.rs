@@ -357,6 +357,17 @@ pub fn check_threads(threads: usize) -> Result<()> {
     Ok(())
 }
 
+/// The pool of `threads` workers a run computes on. The OS refusing them is the environment's limit (`ulimit
+/// -u`, `ulimit -v`, a control group), not a defect: exit 2, saying so.
+pub fn worker_pool(threads: usize) -> Result<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|error| {
+        Error::bad_input(format!(
+            "cannot start {threads} worker threads ({error}): the process's limits (ulimit -u, ulimit -v or its \
+             control group) leave too little; raise them or give fewer --threads"
+        ))
+    })
+}
+
 /// The most rows `synth --rows` and `generate --rows` write (10^12). dpsynth does not check free disk
 /// space: a table this size takes terabytes, and the file system's own error stops a run that does not fit.
 pub const MAX_OUTPUT_ROWS: u64 = 1_000_000_000_000;

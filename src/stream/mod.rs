@@ -30,7 +30,7 @@ use crate::mechanism::online::state::{
 };
 use crate::mechanism::online::{OnlinePlan, OnlineTree, MAX_ONLINE_DEPTH};
 use crate::mechanism::ReleasedMeasure;
-use crate::options::{bounds_for_columns, check_threads, last_bounds_per_column};
+use crate::options::{bounds_for_columns, check_threads, last_bounds_per_column, worker_pool};
 use crate::privacy::{check_epsilon, Budget, NoiseKey, RunSeeds};
 use crate::progress::{Progress, Timings};
 use crate::sampler::Placement;
@@ -119,10 +119,7 @@ pub fn run_command(args: StreamArgs) -> Result<()> {
         }
         None => std::thread::available_parallelism().map_or(1, usize::from),
     };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|error| Error::internal(format!("cannot start {threads} threads: {error}")))?;
+    let pool = worker_pool(threads)?;
     let state_path = args.state.clone();
     let release_at_end = args.release_at_end;
     let outcome = pool.install(|| run(args))?;

@@ -28,7 +28,7 @@ use crate::io::source::{ColumnKind, NumericColumn, Source};
 use crate::io::staging::{commit_all, StagedFile};
 use crate::mechanism::covloss::points::{WeightedPoints, BATCH_ROWS as ENCODED_BATCH_ROWS};
 use crate::mechanism::{Plan, PublicInputs, Release, ReleasedMeasure};
-use crate::options::{check_output_rows, SynthOptions};
+use crate::options::{check_output_rows, worker_pool, SynthOptions};
 use crate::progress::{PhaseTiming, Progress, Timings};
 use crate::sampler::{Placement, RowGenerator, SAMPLE_BLOCK_ROWS};
 use memory::{peak_memory_bytes, usable_memory_bytes};
@@ -363,11 +363,7 @@ pub(crate) fn public_inputs<'a>(
 /// The run's worker threads and their pool.
 pub(crate) fn thread_pool(options: &SynthOptions) -> Result<(usize, rayon::ThreadPool)> {
     let threads = options.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|error| Error::internal(format!("cannot start {threads} threads: {error}")))?;
-    Ok((threads, pool))
+    Ok((threads, worker_pool(threads)?))
 }
 
 /// The public facts of a run that its report states.

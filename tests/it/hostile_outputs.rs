@@ -199,6 +199,41 @@ fn a_file_size_limit_is_an_error_with_nothing_left_behind() {
     assert_no_temporaries(dir.path());
 }
 
+#[test]
+fn a_depth_past_the_deepest_tree_is_refused_in_its_own_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = table(&dir.path().join("in.parquet"));
+    let output = dir.path().join("out.parquet");
+    let args = ["synth", text(&input), "--output", text(&output), "--epsilon", "1", "--bounds", "a=0:1", "--quiet"];
+    let refused = dpsynth(&words(&[&args, &["--mechanism", "pmm", "--depth", "4000000000"]]));
+    let message = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{message}");
+    assert!(message.contains("at most 30 levels"), "{message}");
+    assert!(!message.contains("bytes"), "no overflowed memory figure: {message}");
+}
+
+/// Worker threads the OS will not start (here: too little address space for their stacks) are the
+/// environment's limit: exit 2 with what to change, not an internal error.
+#[cfg(unix)]
+#[test]
+fn threads_the_system_refuses_are_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = table(&dir.path().join("in.parquet"));
+    let output = dir.path().join("out.parquet");
+    let result = Command::new("bash")
+        .arg("-c")
+        .arg("ulimit -v 100000 && exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_dpsynth"))
+        .args(["synth", text(&input), "--output", text(&output), "--epsilon", "1", "--bounds", "a=0:1"])
+        .args(["--threads", "64", "--quiet"])
+        .output()
+        .expect("bash runs");
+    let message = stderr(&result);
+    assert_eq!(result.status.code(), Some(2), "{message}");
+    assert!(message.contains("worker threads") && message.contains("--threads"), "{message}");
+    assert!(!output.exists());
+}
+
 fn stream_args<'a>(input: &'a str, state: &'a str, output_dir: &'a str) -> Vec<&'a str> {
     let release = ["--epsilon", "1", "--bounds", "a=0:1", "--bounds", "b=0:50", "--release-at-end", "--quiet"];
     words(&[&["stream", input, "--state", state, "--output-dir", output_dir], &release])

@@ -75,13 +75,10 @@ impl LatticeNet {
     }
 
     /// s, the number of net points (cells).
+    // A net is never empty (it holds the ball's centre), so it has no `is_empty`.
+    #[allow(clippy::len_without_is_empty)]
     pub fn len(&self) -> usize {
         self.points.len()
-    }
-
-    /// Never: a net covers the ball with at least its centre.
-    pub fn is_empty(&self) -> bool {
-        self.points.is_empty()
     }
 
     /// The net point c_j ∈ R^t.

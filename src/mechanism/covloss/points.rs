@@ -31,12 +31,10 @@ pub struct WeightedPoints {
 }
 
 impl WeightedPoints {
+    // One point per cell of a net, which is never empty: no `is_empty`.
+    #[allow(clippy::len_without_is_empty)]
     pub fn len(&self) -> usize {
         self.weights.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.weights.is_empty()
     }
 
     pub fn point(&self, j: usize) -> &[f64] {

@@ -21,7 +21,6 @@ pub mod plan;
 pub mod projection;
 pub mod report;
 
-pub use options::LowdimOptions;
 pub use plan::LowdimPlan;
 
 use crate::error::{Error, Result};

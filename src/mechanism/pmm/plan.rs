@@ -689,8 +689,14 @@ impl PmmPlan {
 
 /// Refuses a `--depth` whose cell arrays would not fit in the run's memory limit.
 pub fn check_depth_fits(public: &PublicInputs, depth: u32) -> Result<()> {
+    if depth > MAX_DEPTH {
+        return Err(Error::bad_input(format!(
+            "--depth {depth} is too large: the tree is at most {MAX_DEPTH} levels deep (its cells are numbered by \
+             32-bit codes)"
+        )));
+    }
     let memory_depth = max_depth_for_memory(public.memory_limit, public.threads);
-    if depth > MAX_DEPTH || depth > memory_depth {
+    if depth > memory_depth {
         return Err(Error::bad_input(format!(
             "--depth {depth} is too large: this machine's memory allows at most {} (cells need {} bytes at depth {depth})",
             memory_depth.min(MAX_DEPTH),
