@@ -411,6 +411,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::identity_op)] // the cells summed, listed as they are, cell 0 too
     fn coarsening_sums_blocks_and_correlations_match_their_definition() {
         // side 4 → 2 in k = 2: cell (i, j) goes to (i / 2, j / 2).
         let hist: Vec<u64> = (0..16).collect();

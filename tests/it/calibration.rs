@@ -223,7 +223,7 @@ fn marginal_and_pair_shares_are_refused_where_they_cannot_apply() {
 fn clustered_columns(seed: u64) -> Vec<Vec<f64>> {
     let mut fixture = Fixture::new(seed);
     let centres = [[10.0, 0.0, 100.0, -20.0], [12.0, 30.0, 120.0, 10.0], [60.0, 200.0, 700.0, 50.0]];
-    let mut columns = vec![Vec::with_capacity(ROWS); 4];
+    let mut columns: Vec<Vec<f64>> = (0..4).map(|_| Vec::with_capacity(ROWS)).collect();
     for row in 0..ROWS {
         // Half the rows in the first cluster, a third in the second, a sixth in the third.
         let centre = centres[[0, 0, 0, 1, 1, 2][row % 6]];

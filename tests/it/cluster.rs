@@ -135,7 +135,7 @@ fn parts_in_rank_order_are_the_single_machine_table_for_any_rank_count() {
             diagnostics: None,
         };
         synthesize(&input, &single, &options(neighbours, 2), &progress).unwrap();
-        let expected = rows_of(&[single.table.clone()]);
+        let expected = rows_of(std::slice::from_ref(&single.table));
         let expected_report = report_json(single.report.as_ref().unwrap());
         for (ranks, threads) in [(1, 1), (2, 1), (3, 2), (4, 1), (7, 1)] {
             let outputs = PartsOutput {
@@ -221,7 +221,7 @@ fn rows_across_ranks_are_the_single_machine_rows() {
         let single =
             OutputPaths { table: dir.path().join(format!("single-{rows}.parquet")), report: None, diagnostics: None };
         synthesize(&input, &single, &with_rows, &progress).unwrap();
-        let expected = rows_of(&[single.table.clone()]);
+        let expected = rows_of(std::slice::from_ref(&single.table));
         assert_eq!(expected[0].len(), rows as usize);
         for ranks in [2, 3] {
             let (parts, report) = run_across(dir.path(), &format!("parts-{rows}-{ranks}"), ranks, &input, &with_rows);
@@ -298,7 +298,7 @@ fn lowdim_psmm_and_pe_across_ranks_give_the_single_machine_table() {
             assert_eq!(report_json(&report), report_json(&single_report), "{label}");
             let device = report_json(&report)["device"].as_str().unwrap_or_default().to_string();
             assert_eq!(name == "pe, rows read at every step", device.contains("read again at every step"), "{device}");
-            let written: Vec<usize> = parts.iter().map(|part| rows_of(&[part.clone()])[0].len()).collect();
+            let written: Vec<usize> = parts.iter().map(|part| rows_of(std::slice::from_ref(part))[0].len()).collect();
             let even = expected[0].len() / ranks;
             assert!(written.iter().all(|&rows| rows == even || rows == even + 1), "{label}: {written:?}");
         }
@@ -345,7 +345,7 @@ fn covloss_across_ranks_gives_the_single_machine_table() {
             let (parts, report) = run_across(dir.path(), &label, ranks, &input, &run);
             assert!(rows_of(&parts) == expected, "{label}: the parts differ from one machine's table");
             assert_eq!(report_json(&report), report_json(&single_report), "{label}");
-            let written: Vec<usize> = parts.iter().map(|part| rows_of(&[part.clone()])[0].len()).collect();
+            let written: Vec<usize> = parts.iter().map(|part| rows_of(std::slice::from_ref(part))[0].len()).collect();
             if rows.is_some() {
                 assert!(written.iter().all(|&rows| rows > 0), "{label}: {written:?}");
             }
@@ -577,7 +577,7 @@ fn sparse_exchange_gives_the_single_machine_table_too() {
     deep.mechanism = MechanismOptions::Pmm(PmmOptions { depth: Some(20), ..PmmOptions::DEFAULT });
     let single = OutputPaths { table: dir.path().join("single.parquet"), report: None, diagnostics: None };
     synthesize(&input, &single, &deep, &progress).unwrap();
-    let expected = rows_of(&[single.table.clone()]);
+    let expected = rows_of(std::slice::from_ref(&single.table));
     for ranks in [2, 3] {
         let outputs = PartsOutput {
             directory: dir.path().join(format!("parts-{ranks}")),
@@ -625,7 +625,7 @@ fn the_depth_cap_grows_with_the_ranks() {
     synthesize(&input, &single, &roomy, &progress).unwrap();
     let parts: Vec<PathBuf> = (0..4).map(|rank| part_path(&outputs.directory, rank)).collect();
     assert!(
-        rows_of(&parts) == rows_of(&[single.table.clone()]),
+        rows_of(&parts) == rows_of(std::slice::from_ref(&single.table)),
         "the deeper distributed tree is not the depth-15 release"
     );
 }

@@ -210,13 +210,13 @@ mod tests {
     #[test]
     fn the_paper_sizes_come_out_of_the_formulas() {
         // The note's §3.5 table (natural log): n → (t, s).
-        for (n, t, s) in [(1e3, 1, 3), (1e5, 2, 21), (1e7, 3, 179), (1e10, 4, 1897)] {
+        for (n, t, s) in [(1e3f64, 1, 3), (1e5, 2, 21), (1e7, 3, 179), (1e10, 4, 1897)] {
             let (alpha, got_t) = private_net_parameters(n as u64, 100);
             assert_eq!(got_t, t, "t at n = {n}");
             let net = LatticeNet::new(got_t, alpha).unwrap();
             assert_eq!(net.len(), s, "s at n = {n}");
             assert!((net.len() as f64) <= (7.0 / alpha).powi(t as i32), "s ≤ (7/α)^t");
-            assert!((net.len() as f64) <= (n as f64).sqrt(), "s ≤ √n");
+            assert!((net.len() as f64) <= n.sqrt(), "s ≤ √n");
         }
         // Algorithm 1 with k' = ⌊√k⌋ vs k (§3.5): k = 1000 → (31: t = 1, s = 3) and (1000: t = 3, s = 57).
         let (alpha, t) = anonymity_net_parameters(31, 100);

@@ -148,7 +148,7 @@ mod tests {
         // Measured: 0.85x at d = 1 (σ_j equal on every level, so the children measure a cell less well),
         // 0.45x at d = 3.
         for (dims, depth, at_most) in [(1, 12, 0.92), (3, 15, 0.6)] {
-            let leaves: Vec<u64> = (0..1u64 << depth).map(|cell| (cell * 2654435761 >> 7) % 5 + cell % 3).collect();
+            let leaves: Vec<u64> = (0..1u64 << depth).map(|cell| ((cell * 2654435761) >> 7) % 5 + cell % 3).collect();
             let row_count = NoisyRowCount::plan(1.0 / 16.0).unwrap();
             let root = RootNoise::Released(row_count.scale);
             let schedule = LevelSchedule::new(Neighbours::AddRemove, 0.5, dims, depth, root).unwrap();
