@@ -386,6 +386,12 @@ fn run_eval_marginals(args: EvalArgs) -> Result<()> {
         bounds: last_bounds_per_column(args.bounds.clone()),
         unlisted: args.unlisted.unwrap_or(Unlisted::Error),
     };
+    if args.pairs.is_some() {
+        return Err(Error::bad_input(
+            "--pairs chooses the column pairs of the W1 comparison; eval --marginals compares the encoded \
+             columns' marginals and has no pairs to choose",
+        ));
+    }
     if args.report_dir.is_some() {
         return Err(Error::bad_input(
             "--report-dir writes the page of the W1 comparison; eval --marginals writes its errors as JSON \
