@@ -15,7 +15,7 @@ use arrow::datatypes::Float64Type;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use dpsynth::binner::NullPolicy;
 use dpsynth::eval::distance::distances;
-use dpsynth::eval::pairwise::pairwise_w1;
+use dpsynth::eval::pairwise::{pairwise_w1, PairSelection};
 use dpsynth::eval::subsample::{subsample_transport, SubsampleOptions};
 use dpsynth::eval::summary::Moments;
 use dpsynth::eval::w1::{w1_exact_small, w1_marginal, Sample};
@@ -141,7 +141,10 @@ fn eval(c: &mut Criterion) {
     let identity = [1.0, 0.0, 0.0, 1.0];
     group.bench_function("pairwise-2d-w1", |b| {
         b.iter(|| {
-            black_box(pairwise_w1(&real.points, &synth.points, DIMS, &names, &identity, &identity).expect("valid"))
+            black_box(
+                pairwise_w1(&real.points, &synth.points, DIMS, &names, &identity, &identity, PairSelection::All, 0)
+                    .expect("valid"),
+            )
         })
     });
     group.finish();

@@ -35,7 +35,7 @@ use crate::error::Result;
 use crate::geometry::bounds::ColumnBounds;
 
 pub use distance::{Distances, GridEstimate, Sandwich, W1Estimate, W1Method};
-pub use pairwise::{PairW1, PairwiseW1};
+pub use pairwise::{PairSelection, PairW1, PairwiseW1};
 pub use run_report::{read_run_report, RunSummary};
 pub use subsample::{Spread, SubsampleOptions, SubsampleTransport};
 pub use summary::MarginalErrors;
@@ -56,6 +56,9 @@ pub struct EvalOptions {
     pub subsample: SubsampleOptions,
     /// Read the real input's Hive-style key=value folders as columns (a directory input).
     pub real_hive_columns: bool,
+    /// Column pairs of the pairwise 2-D W1, drawn with `subsample.seed` when sampled; `None` (the
+    /// default) picks [`PairSelection::default_for`] the table's d.
+    pub pairs: Option<PairSelection>,
 }
 
 impl EvalOptions {
@@ -66,6 +69,7 @@ impl EvalOptions {
             grid_side: None,
             subsample: SubsampleOptions::default(),
             real_hive_columns: false,
+            pairs: None,
         }
     }
 }
@@ -261,8 +265,16 @@ fn compare(
 
     let started = Instant::now();
     let (correlation_real, correlation_synth) = (moments_real.correlation(), moments_synth.correlation());
-    let pairwise_w1 =
-        pairwise::pairwise_w1(&real.points, &synth.points, dims, &names, &correlation_real, &correlation_synth)?;
+    let pairwise_w1 = pairwise::pairwise_w1(
+        &real.points,
+        &synth.points,
+        dims,
+        &names,
+        &correlation_real,
+        &correlation_synth,
+        options.pairs.unwrap_or_else(|| PairSelection::default_for(dims)),
+        options.subsample.seed,
+    )?;
     timings.push(PhaseTiming { phase: "pairwise_w1", seconds: started.elapsed().as_secs_f64() });
 
     let (std_real, std_synth) = (moments_real.std(), moments_synth.std());
@@ -456,11 +468,12 @@ impl EvalReport {
         }
         if let Some(pairs) = &self.pairwise_w1 {
             text += &format!(
-                "pairwise 2-D W1 (grid side {}): mean {}, max {} ({})\n",
+                "pairwise 2-D W1 (grid side {}): mean {}, max {} ({}){}\n",
                 pairs.side,
                 format::sig(pairs.mean),
                 format::sig(pairs.max),
-                pairs.worst_columns.join(", ")
+                pairs.worst_columns.join(", "),
+                pairs.coverage()
             );
         }
         for marginal in &self.marginals_equal_grid {

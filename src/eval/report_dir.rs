@@ -278,9 +278,13 @@ fn headline(output: &EvalOutput) -> Vec<Block> {
             "Mean 2-D W1 over column pairs",
             &format!(
                 "W1 between the tables' 2-column marginals (grid of {} cells per axis, or exact), averaged \
-                 over the {} pairs: how well relations between two columns are kept.",
+                 over {}: how well relations between two columns are kept.",
                 pairs.side,
-                pairs.pairs.len()
+                if pairs.pairs_compared < pairs.pairs_total {
+                    pairs.coverage().trim_start().to_string()
+                } else {
+                    format!("the {} pairs", pairs.pairs_total)
+                }
             ),
             &reports
                 .iter()
@@ -536,11 +540,10 @@ fn densities(output: &EvalOutput, real: &Table, synths: &[Table], windows: &[Win
     let mut order: Vec<usize> = (0..pairwise.pairs.len()).collect();
     order.sort_by(|&a, &b| pairwise.pairs[b].w1.total_cmp(&pairwise.pairs[a].w1));
     let chosen = &order[..order.len().min(MAX_DENSITY_PAIRS)];
-    let all_pairs = super::summary::subsets(real.dims(), 2);
     let bounds = &real.bounds;
     let mut figures = Vec::new();
     for &p in chosen {
-        let (i, j) = (all_pairs[p][0], all_pairs[p][1]);
+        let [i, j] = pairwise.pairs[p].axes;
         let views = [windows[i], windows[j]];
         let real_shares = window_shares(real, &[i, j], &views, DENSITY_SIDE);
         let axis = |k: usize, view: &Window| Axis {

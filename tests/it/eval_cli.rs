@@ -554,3 +554,53 @@ fn the_report_page_renders_in_a_headless_browser() {
     assert!(ink * 20 > total, "only {ink} of {total} pixels are not blank");
     assert!(coloured * 100 > total, "only {coloured} of {total} pixels are coloured");
 }
+
+#[test]
+fn pairs_none_leaves_the_pairwise_w1_out_and_a_sample_says_how_many_of_how_many() {
+    let dir = tempfile::tempdir().unwrap();
+    let (real, synth) = (dir.path().join("real.parquet"), dir.path().join("synth.parquet"));
+    for (path, seed, scale) in [(&real, 11, 1.0), (&synth, 12, 0.8)] {
+        let mut fixture = Fixture::new(seed);
+        let rows: Vec<[f64; 3]> = (0..120).map(|_| [0; 3].map(|_| fixture.unit() * scale)).collect();
+        let columns =
+            ["a", "b", "c"].iter().enumerate().map(|(k, name)| (*name, floats(rows.iter().map(|row| row[k]))));
+        write_parquet(path, columns.collect(), 64);
+    }
+    let mut args = vec!["--real", path_str(&real), "--synth", path_str(&synth)];
+    args.extend_from_slice(&["--bounds", "a=0:1", "--bounds", "b=0:1", "--bounds", "c=0:1"]);
+
+    let everything = eval_json(dir.path(), &args);
+    assert_eq!(number(&everything, &["pairwise_w1", "pairs_compared"]), 3.0);
+    assert_eq!(number(&everything, &["pairwise_w1", "pairs_total"]), 3.0);
+    let none = eval_json(dir.path(), &[&args[..], &["--pairs", "none"]].concat());
+    assert!(none["pairwise_w1"].is_null(), "{}", none["pairwise_w1"]);
+    assert_eq!(none["w1"], everything["w1"]);
+
+    let report = dir.path().join("report");
+    let sampled_args = [&args[..], &["--pairs", "sample:1", "--seed", "3", "--report-dir", path_str(&report)]].concat();
+    let sampled = eval_json(dir.path(), &sampled_args);
+    let pairwise = &sampled["pairwise_w1"];
+    assert_eq!(number(pairwise, &["pairs_compared"]), 1.0);
+    assert_eq!(number(pairwise, &["pairs_total"]), 3.0);
+    let pairs = pairwise["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 1);
+    // The sampled pair's numbers are those of the same pair in the full run, and its density plot is of it.
+    let full = everything["pairwise_w1"]["pairs"].as_array().unwrap();
+    let p = full.iter().position(|pair| pair["columns"] == pairs[0]["columns"]).expect("one of the three pairs");
+    assert_eq!(pairs[0], full[p]);
+    let (i, j) = [(0, 1), (0, 2), (1, 2)][p];
+    let density = format!("density-{i}-{j}-{}-{}.svg", ["a", "b", "c"][i], ["a", "b", "c"][j]);
+    assert!(report.join(&density).exists(), "{density} in {:?}", files_in(&report));
+    let html = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(html.contains("over 1 of 3 pairs (a seeded sample)"), "the page says it was sampled");
+    assert_eq!(eval_json(dir.path(), &sampled_args)["pairwise_w1"], *pairwise, "the same seed, the same pair");
+
+    let output = dpsynth(&[&["eval", "--quiet"], &args[..], &["--pairs", "sample:1"]].concat());
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("over 1 of 3 pairs (a seeded sample)"), "{text}");
+
+    let output = dpsynth(&[&["eval", "--quiet"], &args[..], &["--pairs", "some"]].concat());
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("--pairs") && stderr(&output).contains("sample:K"), "{}", stderr(&output));
+}

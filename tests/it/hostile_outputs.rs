@@ -105,6 +105,7 @@ fn eval_marginals_checks_its_outputs_threads_and_options() {
     assert_refused(&marginals(&["--threads", "100000"]), &["--threads 100000 is above the limit"]);
     let pages = dir.path().join("pages");
     assert_refused(&words(&[&base, &tables, &["--report-dir", text(&pages)]]), &["--report-dir", "--marginals"]);
+    assert_refused(&words(&[&base, &tables, &["--pairs", "all"]]), &["--pairs", "--marginals"]);
     assert!(!pages.exists());
     let json = dir.path().join("errors.json");
     let result = dpsynth(&words(&[&base, &tables, &["--json", text(&json)]]));
