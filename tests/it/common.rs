@@ -42,6 +42,17 @@ pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// Runs dpsynth and asserts exit 2 (bad input) with every fragment in stderr, and no panic.
+pub fn assert_refused(args: &[&str], fragments: &[&str]) {
+    let result = dpsynth(args);
+    let message = stderr(&result);
+    assert_eq!(result.status.code(), Some(2), "{args:?}: {message}");
+    for fragment in fragments {
+        assert!(message.contains(fragment), "{args:?}: '{fragment}' missing from: {message}");
+    }
+    assert!(!message.contains("panicked"), "{message}");
+}
+
 /// Reads every column of a Parquet file: names, types, and values as f64.
 pub fn read_parquet(path: &Path) -> (Vec<(String, DataType)>, Vec<Vec<f64>>) {
     let file = std::fs::File::open(path).unwrap();

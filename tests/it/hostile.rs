@@ -31,17 +31,6 @@ fn path_str(path: &Path) -> &str {
     path.to_str().unwrap()
 }
 
-/// Runs dpsynth, asserts exit 2 with every fragment in stderr, no panic.
-fn assert_refused(args: &[&str], fragments: &[&str]) {
-    let result = dpsynth(args);
-    let message = stderr(&result);
-    assert_eq!(result.status.code(), Some(2), "{args:?}: {message}");
-    for fragment in fragments {
-        assert!(message.contains(fragment), "{args:?}: '{fragment}' missing from: {message}");
-    }
-    assert!(!message.contains("panicked"), "{message}");
-}
-
 fn synth_args<'a>(input: &'a Path, output: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args =
         vec!["synth", path_str(input), "--output", path_str(output), "--epsilon", "1", "--bounds", "a=0:1", "--quiet"];

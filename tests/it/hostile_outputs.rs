@@ -28,17 +28,6 @@ fn text(path: &Path) -> &str {
     path.to_str().unwrap()
 }
 
-/// Runs dpsynth and asserts exit 2 with every fragment in stderr, and no panic.
-fn assert_refused(args: &[&str], fragments: &[&str]) {
-    let result = dpsynth(args);
-    let message = stderr(&result);
-    assert_eq!(result.status.code(), Some(2), "{args:?}: {message}");
-    for fragment in fragments {
-        assert!(message.contains(fragment), "{args:?}: '{fragment}' missing from: {message}");
-    }
-    assert!(!message.contains("panicked"), "{message}");
-}
-
 /// The words of a command line, from its parts.
 fn words<'a>(parts: &[&[&'a str]]) -> Vec<&'a str> {
     parts.concat()
