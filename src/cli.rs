@@ -35,7 +35,7 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Make an ε-DP synthetic copy of numeric Parquet columns.
+    /// Make an ε-DP synthetic copy of a Parquet table: numbers, dates, timestamps, categories, Booleans, nulls.
     Synth(SynthArgs),
     /// Compare a synthetic table with the real one: W1 and friends (owner only: reads the real data).
     Eval(EvalArgs),
@@ -349,6 +349,12 @@ fn eval_request(args: EvalArgs) -> Result<(crate::eval::command::EvalRequest, us
     if options.bounds.is_empty() {
         return Err(Error::bad_input(
             "no columns to compare: give --bounds COLUMN=LO:HI for each (or a config file with [bounds])",
+        ));
+    }
+    if args.nulls == Some(NullPolicy::Keep) {
+        return Err(Error::bad_input(
+            "eval --nulls keep: eval compares numbers and reads null as an error or drops its row (--nulls drop \
+             compares the rows without nulls); --nulls keep applies to synth",
         ));
     }
     options.nulls = args.nulls.unwrap_or(options.nulls);

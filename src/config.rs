@@ -67,10 +67,15 @@ pub fn config_arguments(
                 let pair = range
                     .as_array()
                     .filter(|pair| pair.len() == 2)
-                    .and_then(|pair| Some((number(&pair[0])?, number(&pair[1])?)))
-                    .ok_or_else(|| invalid(key, &format!("column '{column}': expected [lo, hi] (two numbers)")))?;
+                    .and_then(|pair| Some((bound(&pair[0])?, bound(&pair[1])?)))
+                    .ok_or_else(|| {
+                        invalid(key, &format!("column '{column}': expected [lo, hi] (two numbers, or two dates)"))
+                    })?;
+                let text = format!("{column}={}:{}", pair.0, pair.1);
+                text.parse::<crate::geometry::bounds::ColumnBounds>()
+                    .map_err(|error| invalid(key, &format!("column '{column}': {error}")))?;
                 arguments.push(flag.clone().into());
-                arguments.push(format!("{column}={}:{}", pair.0, pair.1).into());
+                arguments.push(text.into());
             }
             continue;
         }
@@ -178,8 +183,16 @@ fn describe_toml_error(text: &str, error: &toml::de::Error) -> String {
     )
 }
 
-fn number(value: &toml::Value) -> Option<f64> {
-    value.as_float().or_else(|| value.as_integer().map(|integer| integer as f64))
+/// One end of a `[bounds]` pair as `--bounds` reads it: a number, or a date or timestamp in a string
+/// (`"2024-01-01"`); a TOML date-time value is read as its text.
+fn bound(value: &toml::Value) -> Option<String> {
+    match value {
+        toml::Value::Float(number) => Some(number.to_string()),
+        toml::Value::Integer(number) => Some(number.to_string()),
+        toml::Value::String(text) => crate::geometry::bounds::parse_instant(text).map(|_| text.clone()),
+        toml::Value::Datetime(instant) => Some(instant.to_string()),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

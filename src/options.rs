@@ -42,6 +42,7 @@ pub use crate::mechanism::psmm::args::PsmmArgs;
 
 use crate::error::{Error, Result};
 use crate::io::paths::OutputPaths;
+use crate::io::source::Source;
 use crate::mechanism::args::{ChosenMechanism, CommonFlags};
 use crate::privacy::check_epsilon;
 
@@ -60,12 +61,28 @@ pub struct SynthArgs {
     /// Privacy budget ε (> 0).
     #[arg(long, allow_negative_numbers = true)]
     pub epsilon: Option<f64>,
-    /// Columns to use (default: every column given public bounds).
+    /// Columns to use [default: every column of the input, each of which needs a public domain].
     #[arg(long, value_delimiter = ',')]
     pub columns: Option<Vec<String>>,
-    /// Public bounds COLUMN=LO:HI, repeatable. Never derived from the data.
+    /// Columns to leave out on purpose (the report lists them); instead of --columns.
+    #[arg(long, value_delimiter = ',', value_name = "COLUMN,...")]
+    pub exclude: Vec<String>,
+    /// `columns` came from the input's schema ([`SynthArgs::default_columns`]), not the command line.
+    #[arg(skip)]
+    pub columns_from_input: bool,
+    /// Public bounds COLUMN=LO:HI of a number, date or timestamp column (day=2024-01-01:2025-01-01),
+    /// repeatable. Never derived from the data.
     #[arg(long = "bounds", value_name = "COLUMN=LO:HI")]
     pub bounds: Vec<ColumnBounds>,
+    /// Public category list of a categorical column (string, dictionary or integer), COLUMN=V1,V2,...
+    /// (repeatable; or a `[categories]` table in the config). Never read from the data. Boolean columns need
+    /// no domain.
+    #[arg(long = "categories", value_name = "COLUMN=V1,V2,...")]
+    pub categories: Vec<CategoryList>,
+    /// A value outside its column's category list: an error, or one more category, 'other', which comes
+    /// back as null [default: error].
+    #[arg(long, value_enum)]
+    pub unlisted: Option<Unlisted>,
     /// A TOML file with any of these options, each under its flag's name (the command line wins).
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -89,7 +106,9 @@ pub struct SynthArgs {
     /// Reproducible run; the report then says it is not fit for release.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Rows with null/NaN/inf values: error or drop [default: error].
+    /// Null values: keep (null is a value of each nullable column's domain, its share released like any
+    /// cell's), error or drop the row (NaN and infinities: error or drop) [default: keep for auto, pmm and
+    /// psmm; error for the others].
     #[arg(long, value_enum)]
     pub nulls: Option<NullPolicy>,
     /// Where points go in their cell [default: uniform].
@@ -133,8 +152,16 @@ pub struct SynthArgs {
 #[derive(Clone, Debug)]
 pub struct SynthOptions {
     pub epsilon: f64,
-    /// Public bounds, one per column used; the columns are those named here.
+    /// The input columns used (the output keeps the input's order); `None`: every column of the input but
+    /// `exclude`. Each needs a public domain: bounds, a category list, or a Boolean type.
+    pub columns: Option<Vec<String>>,
+    /// Columns left out on purpose, named in the report.
+    pub exclude: Vec<String>,
+    /// Public bounds (of the used columns that are numbers, dates or timestamps; others are not read).
     pub bounds: Vec<ColumnBounds>,
+    /// Public category lists.
+    pub categories: Vec<CategoryList>,
+    pub unlisted: Unlisted,
     pub neighbours: Neighbours,
     pub mechanism: MechanismOptions,
     /// Output rows; `None` gives the released (consistent) root count.
@@ -152,21 +179,32 @@ pub struct SynthOptions {
 }
 
 impl SynthOptions {
-    /// PMM as `--mechanism pmm` runs it (no calibration), every default, for ε and the public bounds.
+    /// PMM as `--mechanism pmm` runs it (no calibration), every default, on the columns of the public bounds.
+    /// Nulls are kept (a mechanism that reads numbers only reads `keep` as `error`).
     pub fn new(epsilon: f64, bounds: Vec<ColumnBounds>) -> Self {
         SynthOptions {
             epsilon,
+            columns: Some(bounds.iter().map(|bounds| bounds.column.clone()).collect()),
+            exclude: Vec::new(),
             bounds,
+            categories: Vec::new(),
+            unlisted: Unlisted::DEFAULT,
             neighbours: Neighbours::DEFAULT,
             mechanism: MechanismOptions::Pmm(PmmOptions::DEFAULT),
             rows: None,
             seed: None,
-            nulls: NullPolicy::DEFAULT,
+            nulls: NullPolicy::Keep,
             placement: Placement::DEFAULT,
             threads: None,
             memory_limit: None,
             hive_columns: false,
         }
+    }
+
+    /// Whether null is a value of the nullable columns' domains: `--nulls keep` with a mechanism that reads
+    /// coded columns (the others read keep as error).
+    pub fn keeps_nulls(&self) -> bool {
+        self.nulls == NullPolicy::Keep && self.mechanism.reads_mixed_columns()
     }
 
     /// The checks that need no data: the mechanism's own ([`MechanismOptions::validate`]) and the run's.
@@ -179,9 +217,9 @@ impl SynthOptions {
             self.mechanism.validate(self.neighbours, self.placement)?;
             return self.validate_encoded();
         }
-        if self.bounds.is_empty() {
+        if self.columns.as_ref().is_some_and(Vec::is_empty) {
             return Err(Error::bad_input(
-                "no columns: give --columns with --bounds for each (or a config file with [bounds])",
+                "no columns: give --columns, each with a public domain (--bounds, --categories, or a Boolean type)",
             ));
         }
         self.mechanism.validate(self.neighbours, self.placement)?;
@@ -228,6 +266,11 @@ impl SynthArgs {
     /// it belongs to.
     pub fn resolve(mut self) -> Result<SynthRequest> {
         let input = std::mem::take(&mut self.input);
+        // An input that cannot be opened is reported where the run opens it, after the options' own checks.
+        if let (None, Ok(source)) = (&self.columns, Source::open_with(&input, self.hive_columns)) {
+            let names: Vec<String> = source.schema().fields().iter().map(|field| field.name().clone()).collect();
+            self.default_columns(&names)?;
+        }
         let (table, report, diagnostics) = (self.output.take(), self.report.take(), self.diagnostics.take());
         let quiet = self.quiet;
         let options = self.resolve_options()?;
@@ -241,6 +284,26 @@ impl SynthArgs {
             options,
             quiet,
         })
+    }
+
+    /// `--columns` from the input's columns (`input_columns`, in schema order) where it is not given: every
+    /// one but `--exclude`'s. The mechanism's settings (auto's choice among them) then know how many columns
+    /// run; without it, the columns with a domain on the command line are counted.
+    pub fn default_columns(&mut self, input_columns: &[String]) -> Result<()> {
+        if self.columns.is_some() {
+            return Ok(());
+        }
+        let unknown: Vec<&String> = self.exclude.iter().filter(|name| !input_columns.contains(name)).collect();
+        if !unknown.is_empty() {
+            return Err(Error::bad_input(format!(
+                "--exclude names {} that the input does not have (it has: {})",
+                quoted_list(&unknown),
+                input_columns.join(", ")
+            )));
+        }
+        self.columns = Some(input_columns.iter().filter(|name| !self.exclude.contains(name)).cloned().collect());
+        self.columns_from_input = true;
+        Ok(())
     }
 
     /// The typed options alone (input and outputs aside): what a library caller with its own input and
@@ -270,13 +333,14 @@ impl SynthArgs {
             (Mechanism::Microagg, None) => f64::INFINITY,
             (_, epsilon) => epsilon.ok_or_else(|| Error::bad_input("--epsilon is required"))?,
         };
-        let all_bounds = last_bounds_per_column(self.bounds);
-        // The encoded mechanisms take every column's bounds: they bin the numeric columns among --columns.
-        let bounds = if chosen.runs.is_encoded() {
-            all_bounds
-        } else {
-            bounds_for_columns(self.columns.as_deref(), &all_bounds)?
-        };
+        let bounds = last_bounds_per_column(self.bounds);
+        let categories = last_list_per_column(self.categories);
+        if self.columns.is_some() && !self.columns_from_input && !self.exclude.is_empty() {
+            return Err(Error::bad_input(
+                "--exclude leaves columns out of every input column: give --columns or --exclude, not both",
+            ));
+        }
+        let dims = self.columns.as_ref().map_or(bounds.len() + categories.len(), Vec::len);
         let (neighbours, placement) =
             (self.neighbours.unwrap_or(Neighbours::DEFAULT), self.placement.unwrap_or(Placement::DEFAULT));
         let common = CommonFlags {
@@ -287,6 +351,7 @@ impl SynthArgs {
             placement,
             columns: self.columns.as_deref(),
             bounds: &bounds,
+            dims,
         };
         // Each mechanism's part of the refusal table, all before any mechanism's options: a flag of a
         // mechanism that does not run is refused by name, and so is a common flag the running one cannot use.
@@ -297,6 +362,7 @@ impl SynthArgs {
         self.covloss.check(&common)?;
         self.encoding.check(&common)?;
         self.pe.check(&common)?;
+        let unlisted = self.unlisted.unwrap_or(Unlisted::DEFAULT);
         let mechanism = match chosen.runs {
             // `auto` is PMM with the settings auto chooses.
             Mechanism::Pmm | Mechanism::Auto => MechanismOptions::Pmm(self.pmm.options(&common)?),
@@ -309,8 +375,14 @@ impl SynthArgs {
                 MechanismOptions::Lowdim(self.lowdim.options(&common, inner))
             }
             Mechanism::Pe => MechanismOptions::Pe(self.pe.options(&common)),
-            Mechanism::Microagg => MechanismOptions::Microagg(self.microagg.options(self.encoding.options(&common))),
-            Mechanism::Covloss => MechanismOptions::Covloss(self.covloss.options(self.encoding.options(&common))?),
+            Mechanism::Microagg => {
+                MechanismOptions::Microagg(self.microagg.options(self.encoding.options(&common, &categories, unlisted)))
+            }
+            Mechanism::Covloss => MechanismOptions::Covloss(self.covloss.options(self.encoding.options(
+                &common,
+                &categories,
+                unlisted,
+            ))?),
         };
         let memory_limit = match self.memory_limit_mib {
             Some(mib) => Some(
@@ -319,14 +391,27 @@ impl SynthArgs {
             ),
             None => None,
         };
+        if self.nulls == Some(NullPolicy::Keep) && !mechanism.reads_mixed_columns() {
+            return Err(Error::bad_input(format!(
+                "--nulls keep applies to --mechanism auto, pmm and psmm; {} reads numbers only: give --nulls error \
+                 or drop",
+                mechanism.name()
+            )));
+        }
+        // keep is read as error by the mechanisms that read numbers only (a library caller's default).
+        let nulls = self.nulls.unwrap_or(NullPolicy::Keep);
         Ok(SynthOptions {
             epsilon,
+            columns: self.columns,
+            exclude: self.exclude,
             bounds,
+            categories,
+            unlisted,
             neighbours,
             mechanism,
             rows: self.rows,
             seed: self.seed,
-            nulls: self.nulls.unwrap_or(NullPolicy::DEFAULT),
+            nulls,
             placement,
             threads: self.threads,
             memory_limit,
@@ -389,6 +474,27 @@ pub fn last_bounds_per_column(given: Vec<ColumnBounds>) -> Vec<ColumnBounds> {
         bounds.push(next);
     }
     bounds
+}
+
+/// Category lists given more than once for a column (a config file's, then the command line's): the last
+/// wins.
+pub fn last_list_per_column(given: Vec<CategoryList>) -> Vec<CategoryList> {
+    let mut lists: Vec<CategoryList> = Vec::new();
+    for next in given {
+        lists.retain(|existing| existing.column != next.column);
+        lists.push(next);
+    }
+    lists
+}
+
+/// Names as a message lists them: 'a', 'b' and 'c'.
+pub fn quoted_list(names: &[impl AsRef<str>]) -> String {
+    let quoted: Vec<String> = names.iter().map(|name| format!("'{}'", name.as_ref())).collect();
+    match quoted.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
 }
 
 /// Chooses the bounds of the columns used: the `--columns` list (or every column with bounds when it
@@ -701,7 +807,7 @@ mod tests {
             (args.covloss.damping, args.covloss.covloss_shares),
             (Some(Damping::Cells), Some(vec![1.0, 2.0, 3.0]))
         );
-        assert_eq!((args.encoding.categories.len(), args.encoding.unlisted), (1, Some(Unlisted::Other)));
+        assert_eq!((args.categories.len(), args.unlisted), (1, Some(Unlisted::Other)));
     }
 
     /// `dpsynth synth --help` shows the common flags first, then each mechanism's under its heading.
@@ -713,6 +819,7 @@ mod tests {
         let at = |text: &str| help.find(text).unwrap_or_else(|| panic!("{text} missing from {help}"));
         let order = [
             "--epsilon",
+            "--categories",
             "--root-share",
             "PMM (",
             "--depth",
@@ -724,7 +831,7 @@ mod tests {
             "Private Evolution (",
             "--delta",
             "Encoded columns (",
-            "--categories",
+            "--bins",
             "microagg (",
             "--k ",
             "covloss (",

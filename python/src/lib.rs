@@ -23,7 +23,7 @@ use pyo3::types::PyCapsule;
 use dpsynth::error::Error;
 use dpsynth::eval::command::TableInput;
 use dpsynth::io::source::Source;
-use dpsynth::options::SynthOptions;
+use dpsynth::options::{SynthArgs, SynthOptions};
 use dpsynth::progress::{Progress, ProgressWatcher};
 use dpsynth::synth::{self, Fitted};
 
@@ -89,9 +89,8 @@ fn import_stream(data: &Bound<'_, PyAny>, name: &str) -> PyResult<(SchemaRef, Ve
     Ok((schema, batches))
 }
 
-/// `synth`'s options from the command line's words (input and outputs aside), and whether a directory
-/// input's key=value folders are columns.
-fn synth_options(words: Vec<String>) -> PyResult<(SynthOptions, bool)> {
+/// `synth`'s arguments from the command line's words (input and outputs aside).
+fn synth_args(words: Vec<String>) -> PyResult<SynthArgs> {
     // The input is the data argument, not a word: a placeholder fills the CLI's positional INPUT.
     let words = std::iter::once(OsString::from("data")).chain(words.into_iter().map(OsString::from)).collect();
     let args = dpsynth::cli::parse_synth(words).map_err(to_py)?;
@@ -106,8 +105,14 @@ fn synth_options(words: Vec<String>) -> PyResult<(SynthOptions, bool)> {
             )));
         }
     }
-    let hive_columns = args.hive_columns;
-    Ok((args.resolve_options().map_err(to_py)?, hive_columns))
+    Ok(args)
+}
+
+/// The typed options of `args` for `source`: `columns` defaults to every column of it, as on the command line.
+fn synth_options(mut args: SynthArgs, source: &Source) -> PyResult<SynthOptions> {
+    let names: Vec<String> = source.schema().fields().iter().map(|field| field.name().clone()).collect();
+    args.default_columns(&names).map_err(to_py)?;
+    args.resolve_options().map_err(to_py)
 }
 
 /// A run's progress as Python sees it: events queued by the worker threads and forwarded by the waiting
@@ -301,8 +306,9 @@ fn fit(
     words: Vec<String>,
     on_progress: Option<Bound<'_, PyAny>>,
 ) -> PyResult<Release> {
-    let (options, hive_columns) = synth_options(words)?;
-    let source = open_input(data, name, hive_columns)?;
+    let args = synth_args(words)?;
+    let source = open_input(data, name, args.hive_columns)?;
+    let options = synth_options(args, &source)?;
     let fitted = run_released(py, on_progress.as_ref(), |progress| synth::fit(&source, &options, progress))?;
     Ok(Release { fitted, next_draw: AtomicU64::new(0) })
 }
@@ -318,8 +324,9 @@ fn synthesize(
     words: Vec<String>,
     on_progress: Option<Bound<'_, PyAny>>,
 ) -> PyResult<(ArrowStream, String, String)> {
-    let (options, hive_columns) = synth_options(words)?;
-    let source = open_input(data, name, hive_columns)?;
+    let args = synth_args(words)?;
+    let source = open_input(data, name, args.hive_columns)?;
+    let options = synth_options(args, &source)?;
     let on_progress = on_progress.as_ref();
     let fitted = run_released(py, on_progress, |progress| synth::fit(&source, &options, progress))?;
     let batches = run_released(py, on_progress, |progress| fitted.sample(options.rows, 0, progress))?;

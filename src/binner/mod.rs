@@ -33,6 +33,9 @@ pub const ROW_INVALID: u8 = 2;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum NullPolicy {
+    /// Null is a value of every nullable column's domain: its share is released like any other cell's, so
+    /// the synthetic null rate follows the real one (a NaN or infinite value is still an error).
+    Keep,
     /// Stop with an error naming the column and row group.
     Error,
     /// Leave such rows out (their count goes to the diagnostics only).
@@ -40,6 +43,7 @@ pub enum NullPolicy {
 }
 
 impl NullPolicy {
+    /// Of the commands that read numbers only (eval, stream); synth keeps nulls where its mechanism can.
     pub const DEFAULT: NullPolicy = NullPolicy::Error;
 }
 

@@ -12,6 +12,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::progress::{PhaseBar, Timings};
 use crate::ranks::RankSums;
+use crate::io::domain::{code_values, Unreadable};
 use crate::io::source::column::NumericValues;
 use crate::io::source::{NumericColumn, Source};
 
@@ -163,7 +164,13 @@ fn scan_row_group<W: BinnerWorker>(
         scratch.flags.clear();
         scratch.flags.resize(rows, 0);
         for (axis, plan) in axes.iter().enumerate() {
-            let array = batch.column(axis);
+            let column = &columns[axis];
+            let array = if column.is_plain_number() {
+                batch.column(axis).clone()
+            } else {
+                code_values(&column.coding, column.nulls, batch.column(axis))
+                    .map_err(|unreadable| unreadable_error(source, row_group, first_row, column, unreadable))?
+            };
             let values = NumericValues::of(array.as_ref()).ok_or_else(|| {
                 Error::internal(format!(
                     "column '{}' decoded as {}",
@@ -189,7 +196,7 @@ fn scan_row_group<W: BinnerWorker>(
             .count();
         if invalid > 0 {
             match nulls {
-                NullPolicy::Error => {
+                NullPolicy::Error | NullPolicy::Keep => {
                     return Err(invalid_value_error(
                         source,
                         row_group,
@@ -233,6 +240,42 @@ fn drop_invalid_rows(scratch: &mut Scratch) {
     scratch.flags.retain(|&flag| flag & ROW_INVALID == 0);
 }
 
+/// Where a null stopped the run: the mechanisms that can keep it say so.
+fn keep_hint(what: &str) -> &'static str {
+    if what == "a null" {
+        " (--mechanism auto, pmm and psmm keep nulls as a value of the column's domain with --nulls keep)"
+    } else {
+        ""
+    }
+}
+
+/// A value the column's coding cannot read: file, column, row group and row, and what to do.
+fn unreadable_error(
+    source: &Source,
+    row_group: usize,
+    first_row: u64,
+    column: &NumericColumn,
+    unreadable: Unreadable,
+) -> Error {
+    match unreadable {
+        Unreadable::Unlisted { row, value } => {
+            let (file, place) = source.row_place(row_group, first_row + row as u64);
+            Error::in_column(
+                file,
+                &column.name,
+                format!(
+                    "value '{value}' in {place} is not in the public category list: add it to the list, or give \
+                     --unlisted other (category lists are never read from the data)"
+                ),
+            )
+        }
+        Unreadable::Cast(reason) => {
+            let (file, group) = source.row_group_place(row_group);
+            Error::in_column(file, &column.name, format!("row group {group} cannot be read: {reason}"))
+        }
+    }
+}
+
 /// Names the first bad value: file, column, row group, row and what is wrong with it.
 fn invalid_value_error(
     source: &Source,
@@ -264,7 +307,7 @@ fn invalid_value_error(
         return Error::in_column(
             file,
             &column.name,
-            format!("{what} in {place}; pass --nulls drop to leave such rows out"),
+            format!("{what} in {place}; pass --nulls drop to leave such rows out{}", keep_hint(what)),
         );
     }
     Error::internal("a row was flagged invalid but no column holds a bad value")

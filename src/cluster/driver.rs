@@ -58,7 +58,7 @@ pub fn synthesize_across(
     let started = Instant::now();
     options.validate()?;
     let split = match &options.mechanism {
-        MechanismOptions::Pmm(pmm) => Some(pmm),
+        MechanismOptions::Pmm(pmm) => Some(pmm.clone()),
         MechanismOptions::Lowdim(_)
         | MechanismOptions::Psmm(_)
         | MechanismOptions::Pe(_)
@@ -80,6 +80,7 @@ pub fn synthesize_across(
     let opened = agree(comm, open(input, &outputs.directory, options))?;
     let (source, run_columns) = opened;
     let (columns, bounds) = run_columns.numeric();
+    let split = split.map(|pmm| pmm.for_codes(run_columns.most_codes()));
     let (threads, pool) = thread_pool(options)?;
     let public = shared_public(comm, public_inputs(&source, &run_columns, options, threads));
     let weights: Vec<u64> = (0..source.row_group_count()).map(|group| source.row_group_bytes(group)).collect();
@@ -91,7 +92,7 @@ pub fn synthesize_across(
     let mut timings = Timings::default();
     let run = PartRun { comm, pool: &pool, part: &part, options, seeds: &seeds };
     let written = match split {
-        Some(pmm) => run.split(pmm, public, &data, &mut timings)?,
+        Some(pmm) => run.split(&pmm, public, &data, &mut timings)?,
         None => run.replicated(&public, &data, &mut timings)?,
     };
     let WrittenPart { whole, staged, rows_read, leaves_owned, rows_written } = written;

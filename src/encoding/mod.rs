@@ -22,46 +22,9 @@ use crate::error::{Error, Result};
 use crate::geometry::bounds::ColumnBounds;
 use crate::io::source::{ColumnKind, Source};
 
-/// What to do with a categorical value outside its public list.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum Unlisted {
-    /// Stop with an error naming the column, row group and value.
-    Error,
-    /// Give each categorical column an extra "other" bit; it decodes to a null.
-    Other,
-}
-
-/// A public category list for one column.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CategoryList {
-    pub column: String,
-    pub categories: Vec<String>,
-}
-
-impl std::str::FromStr for CategoryList {
-    type Err = String;
-
-    fn from_str(text: &str) -> std::result::Result<Self, String> {
-        let (column, list) = text
-            .split_once('=')
-            .ok_or_else(|| format!("expected COLUMN=V1,V2,..., got '{text}'"))?;
-        let categories: Vec<String> = list.split(',').map(str::to_string).collect();
-        if column.is_empty() || categories.iter().any(String::is_empty) {
-            return Err(format!("expected COLUMN=V1,V2,... with no empty name, got '{text}'"));
-        }
-        let mut sorted = categories.clone();
-        sorted.sort();
-        sorted.dedup();
-        if sorted.len() != categories.len() {
-            return Err(format!("column '{column}': a category is listed twice"));
-        }
-        Ok(CategoryList {
-            column: column.to_string(),
-            categories,
-        })
-    }
-}
+// The public category lists and the unlisted rule are the columns' domains (io::domain), which the
+// default mechanism reads too.
+pub use crate::io::domain::{CategoryList, Unlisted};
 
 /// `--bins COLUMN=K`: K equal bins of a numeric column's public bounds.
 #[derive(Clone, Debug, PartialEq)]
@@ -171,14 +134,6 @@ impl Encoding {
     pub fn resolve(source: &Source, spec: &EncodingSpec) -> Result<Encoding> {
         let schema = source.schema();
         let path = source.path();
-        for list in &spec.categories {
-            if !spec.columns.contains(&list.column) {
-                return Err(Error::bad_input(format!(
-                    "--categories names column '{}', which is not among the used --columns",
-                    list.column
-                )));
-            }
-        }
         for bins in &spec.bins {
             if !spec.columns.contains(&bins.column) {
                 return Err(Error::bad_input(format!(

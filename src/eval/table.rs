@@ -174,7 +174,7 @@ fn load_row_group(
             if !all_valid {
                 if let Some(axis) = units[values.clone()].iter().position(|unit| !unit.is_finite()) {
                     match nulls {
-                        NullPolicy::Error => {
+                        NullPolicy::Error | NullPolicy::Keep => {
                             return Err(invalid_value_error(
                                 source,
                                 row_group,

@@ -18,6 +18,7 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::geometry::bounds::ColumnBounds;
+use crate::io::domain::{decode_codes, with_nulls, Coding};
 use crate::io::integer_cells::IntegerCells;
 use crate::io::source::column::build_array;
 use crate::io::source::{ColumnKind, NumericColumn};
@@ -30,27 +31,43 @@ pub const OUTPUT_COMPRESSION: Compression = Compression::UNCOMPRESSED;
 /// Rows per output row group.
 pub const OUTPUT_ROW_GROUP_ROWS: usize = 1 << 20;
 
-/// The schema of a synthetic table of `columns`: the input's names and types, no nulls.
+/// The schema of a synthetic table of `columns`: the input's names and types, nullable where the column's
+/// domain has null (or "other", which comes back as null).
 pub fn output_schema(columns: &[NumericColumn]) -> SchemaRef {
     Arc::new(Schema::new(
         columns
             .iter()
-            .map(|column| Field::new(column.name.clone(), column.data_type.clone(), false))
+            .map(|column| {
+                let other = matches!(&column.coding, Coding::Categories(categories) if categories.other);
+                Field::new(column.name.clone(), column.data_type.clone(), column.nulls.is_some() || other)
+            })
             .collect::<Vec<_>>(),
     ))
 }
 
-/// Values in normalised units [0,1] mapped back to `column`'s bounds and type: an integer column with
-/// `integers` (its released cells) to integers inside each value's cell, otherwise rounded to nearest.
+/// Values in normalised units [0,1] mapped back to `column`'s axis `bounds` and type: an integer column with
+/// `integers` (its released cells) to integers inside each value's cell, otherwise rounded to nearest; a
+/// coded column's codes to its values, and a value in the null band to null.
 pub fn denormalised(
     column: &NumericColumn,
     bounds: &ColumnBounds,
     integers: Option<&IntegerCells>,
     unit: &[f64],
 ) -> ArrayRef {
-    match integers {
-        Some(integers) => build_array(&column.data_type, unit, |unit| integers.integer(unit)),
-        None => build_array(&column.data_type, unit, |unit| bounds.denormalise(unit)),
+    let on_axis = |unit: f64| match integers {
+        Some(integers) => integers.integer(unit),
+        None => bounds.denormalise(unit),
+    };
+    if column.is_plain_number() {
+        return build_array(&column.data_type, unit, on_axis);
+    }
+    let values: Vec<f64> = unit.iter().map(|&unit| on_axis(unit)).collect();
+    match (&column.coding, column.nulls) {
+        (Coding::Number, Some(slot)) => {
+            with_nulls(build_array(&column.data_type, &values, |value| value), slot, &values)
+        }
+        (Coding::Number, None) => build_array(&column.data_type, &values, |value| value),
+        (coding, _) => decode_codes(coding, &column.data_type, &values),
     }
 }
 
@@ -289,12 +306,8 @@ mod tests {
     use arrow::datatypes::{DataType, Float64Type, Int32Type};
 
     fn columns() -> (Vec<NumericColumn>, Vec<ColumnBounds>) {
-        let column = |name: &str, schema_index, kind, data_type| NumericColumn {
-            name: name.to_string(),
-            schema_index,
-            kind,
-            data_type,
-        };
+        let column =
+            |name: &str, schema_index, kind, data_type| NumericColumn::number(name, schema_index, kind, data_type);
         (
             vec![
                 column("x", 0, ColumnKind::Float, DataType::Float64),

@@ -96,8 +96,11 @@ pub struct CommonFlags<'a> {
     pub placement: Placement,
     /// `--columns`, as given.
     pub columns: Option<&'a [String]>,
-    /// The run's bounds: one per column used, or every column's given bounds for the encoded mechanisms.
+    /// Every column's given bounds (the used columns among them are numbers, dates or timestamps).
     pub bounds: &'a [ColumnBounds],
+    /// How many columns the run uses: `--columns` (every input column by default), or where the input's
+    /// columns are not known, the columns with a domain on the command line.
+    pub dims: usize,
 }
 
 /// A mechanism's part of the refusal table: each (refused, why) in order; the first refused one is the

@@ -42,6 +42,22 @@ impl MechanismOptions {
         }
     }
 
+    /// Whether the mechanism reads categorical, Boolean and null values coded on their axes (the partition
+    /// mechanisms, whose cells hold any value; docs/mechanisms/pmm.md, "Mixed columns"). The others read
+    /// numbers only.
+    pub fn reads_mixed_columns(&self) -> bool {
+        matches!(self, MechanismOptions::Pmm(_) | MechanismOptions::Psmm(_))
+    }
+
+    /// These options for a run whose categorical columns have at most `most_codes` codes (PMM's marginals
+    /// then get a cell per code; the other mechanisms are as they are).
+    pub fn for_codes(&self, most_codes: usize) -> MechanismOptions {
+        match self {
+            MechanismOptions::Pmm(pmm) => MechanismOptions::Pmm(pmm.for_codes(most_codes)),
+            other => other.clone(),
+        }
+    }
+
     /// The public encoding of the columns as bits, for the mechanisms that read one (covloss, microagg).
     pub fn encoding(&self) -> Option<&EncodingSpec> {
         match self {

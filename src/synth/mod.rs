@@ -5,6 +5,7 @@
 //! runs its release, checks what the release spent against ε ([`crate::privacy::Budget::check`], the
 //! one place), samples the released measure, writes the table and commits the outputs together.
 
+pub mod columns;
 pub mod memory;
 pub mod report;
 
@@ -18,13 +19,14 @@ use std::path::Path;
 
 use crate::binner::pass::DataPass;
 use crate::encoding::{decode, ColumnEncoding, EncodedColumn, Encoding};
-use crate::error::{compact_number, Error, Result};
+use crate::error::{Error, Result};
 use crate::geometry::bounds::ColumnBounds;
+use crate::io::domain::Coding;
 use crate::io::paths::{check_output_paths, NamedPath};
 use crate::io::sink::{
     denormalised, integer_cells, output_schema, EncodedRowGroup, ParquetSink, OUTPUT_ROW_GROUP_ROWS,
 };
-use crate::io::source::{ColumnKind, NumericColumn, Source};
+use crate::io::source::{NumericColumn, Source};
 use crate::io::staging::{commit_all, StagedFile};
 use crate::mechanism::covloss::points::{WeightedPoints, BATCH_ROWS as ENCODED_BATCH_ROWS};
 use crate::mechanism::{Plan, PublicInputs, Release, ReleasedMeasure};
@@ -81,7 +83,7 @@ pub fn fit(source: &Source, options: &SynthOptions, progress: &Progress) -> Resu
     let (numeric, bounds) = columns.numeric();
     let data = DataPass { source, columns: numeric, bounds, nulls: options.nulls, progress, ranks: None };
     let (release, epsilon_spent, seeds, timings) = pool.install(|| -> Result<_> {
-        let plan = Plan::new(&public, &options.mechanism)?;
+        let plan = Plan::new(&public, &options.mechanism.for_codes(columns.most_codes()))?;
         let seeds = crate::privacy::RunSeeds::new(options.seed)?;
         let mut timings = Timings::default();
         let release = plan.release(&data, &seeds, &mut timings)?;
@@ -249,7 +251,7 @@ impl RunColumns {
         match options.mechanism.encoding() {
             Some(encoding) => Ok(RunColumns::Encoded(Encoding::resolve(source, encoding)?)),
             None => {
-                let (columns, bounds) = used_columns(source, options)?;
+                let (columns, bounds) = columns::used_columns(source, options)?;
                 Ok(RunColumns::Numeric { columns, bounds })
             }
         }
@@ -261,6 +263,18 @@ impl RunColumns {
             RunColumns::Numeric { columns, bounds } => (columns, bounds),
             RunColumns::Encoded(_) => (&[], &[]),
         }
+    }
+
+    /// The most codes of a categorical or Boolean column (0 without one).
+    pub fn most_codes(&self) -> usize {
+        let (columns, bounds) = self.numeric();
+        columns
+            .iter()
+            .zip(bounds)
+            .filter(|(column, _)| column.coding != Coding::Number)
+            .map(|(_, axis)| (axis.hi - axis.lo).round() as usize)
+            .max()
+            .unwrap_or(0)
     }
 
     pub fn names(&self) -> Vec<String> {
@@ -281,20 +295,35 @@ impl RunColumns {
     /// The report's description of the columns: public bounds, and the encoding where there is one.
     fn infos(&self) -> Vec<ColumnInfo> {
         match self {
-            RunColumns::Numeric { columns, bounds } => columns
-                .iter()
-                .zip(bounds)
-                .map(|(column, bounds)| ColumnInfo {
-                    name: column.name.clone(),
-                    data_type: column.data_type.to_string(),
-                    lo: bounds.lo,
-                    hi: bounds.hi,
-                    encoding: None,
-                })
-                .collect(),
+            RunColumns::Numeric { columns, bounds } => columns.iter().zip(bounds).map(column_info).collect(),
             RunColumns::Encoded(encoding) => encoding.columns.iter().map(encoded_column_info).collect(),
         }
     }
+}
+
+/// A column in the report: its public bounds, or its codes' range (categories 0:K−1, Booleans 0:1) and
+/// what they code, and whether null is a value of its domain.
+fn column_info((column, axis): (&NumericColumn, &ColumnBounds)) -> ColumnInfo {
+    let nulls = if column.nulls.is_some() { "; null is a value of its domain" } else { "" };
+    let (lo, hi, coding) = match &column.coding {
+        Coding::Number => (column.nulls.map_or(axis.lo, |slot| slot.below), axis.hi, None),
+        Coding::Boolean => (0.0, 1.0, Some("Boolean: false 0, true 1".to_string())),
+        Coding::Categories(categories) => (
+            0.0,
+            (categories.codes() - 1) as f64,
+            Some(format!(
+                "categorical: the index in its public list of {} categories{}",
+                categories.names.len(),
+                if categories.other { " and 'other' (written as null)" } else { "" }
+            )),
+        ),
+    };
+    let encoding = match (coding, nulls.is_empty()) {
+        (Some(coding), _) => Some(format!("{coding}{nulls}")),
+        (None, false) => Some(format!("number{nulls}")),
+        (None, true) => None,
+    };
+    ColumnInfo { name: column.name.clone(), data_type: column.data_type.to_string(), lo, hi, encoding }
 }
 
 /// An encoded column in the report: its range of codes (bits 0:1, categories 0:K−1) or its bounds.
@@ -311,28 +340,6 @@ fn encoded_column_info(column: &EncodedColumn) -> ColumnInfo {
         hi,
         encoding: Some(column.encoding.describe()),
     }
-}
-
-/// The columns the options name (with bounds), in the input's order, each checked against its bounds; and
-/// their bounds in the same order.
-pub(crate) fn used_columns(source: &Source, options: &SynthOptions) -> Result<(Vec<NumericColumn>, Vec<ColumnBounds>)> {
-    let names: Vec<String> = options.bounds.iter().map(|bounds| bounds.column.clone()).collect();
-    let columns = source.numeric_columns(&names)?;
-    let bounds: Vec<ColumnBounds> = columns
-        .iter()
-        .map(|column| {
-            options
-                .bounds
-                .iter()
-                .find(|bounds| bounds.column == column.name)
-                .cloned()
-                .expect("columns come from the bounds")
-        })
-        .collect();
-    for (column, bounds) in columns.iter().zip(&bounds) {
-        check_bounds_fit_type(source, column, bounds)?;
-    }
-    Ok((columns, bounds))
 }
 
 /// What a plan may know: public facts of the input and the options.
@@ -384,6 +391,7 @@ impl RunFacts<'_> {
                 file: self.source.path().display().to_string(),
                 files: self.source.files().len(),
                 columns: self.columns.infos(),
+                excluded: self.options.exclude.clone(),
             },
             parameters: release.parameters.clone(),
             release: ReleaseInfo {
@@ -402,7 +410,7 @@ impl RunFacts<'_> {
         let options = self.options;
         let mut public_inputs = match self.columns {
             RunColumns::Numeric { .. } => vec![
-                "column names, types and bounds".to_string(),
+                "column names, types and nullability, the bounds and the category lists".to_string(),
                 "epsilon, depth rule and every other option".to_string(),
             ],
             RunColumns::Encoded(_) => vec![
@@ -418,6 +426,7 @@ impl RunFacts<'_> {
                 epsilon: f64::INFINITY,
                 delta: f64::INFINITY,
                 epsilon_spent: f64::INFINITY,
+                epsilon_breakdown: Vec::new(),
                 neighbours: "none: anonymity is not a guarantee about neighbouring datasets".to_string(),
                 public_inputs,
                 fit_for_release: false,
@@ -425,10 +434,19 @@ impl RunFacts<'_> {
                 anonymity: Some(anonymity.clone()),
             };
         }
+        let pure = release.budget.delta == 0.0;
+        let epsilon_breakdown = release
+            .budget
+            .spends
+            .iter()
+            .filter(|_| pure)
+            .map(|spend| EpsilonPart { release: spend.release.clone(), epsilon: spend.epsilon })
+            .collect();
         Guarantee {
             epsilon: options.epsilon,
             delta: release.budget.delta,
             epsilon_spent,
+            epsilon_breakdown,
             neighbours: options.neighbours.describe().to_string(),
             public_inputs,
             fit_for_release: options.seed.is_none(),
@@ -564,59 +582,4 @@ pub(crate) fn stage_reports(
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
     serde_json::to_string_pretty(value).map_err(|error| Error::internal(format!("serialising a report: {error}")))
-}
-
-/// Bounds must lie inside the column type's range (so no output value saturates or becomes infinite),
-/// and integer columns need an integer inside them.
-fn check_bounds_fit_type(source: &Source, column: &NumericColumn, bounds: &ColumnBounds) -> Result<()> {
-    if column.kind == ColumnKind::Integer && bounds.lo.ceil() > bounds.hi.floor() {
-        return Err(Error::in_column(
-            source.path(),
-            &column.name,
-            format!("bounds {}:{} hold no integer", bounds.lo, bounds.hi),
-        ));
-    }
-    use arrow::datatypes::DataType::*;
-    let range = match column.data_type {
-        Float32 => (f32::MIN as f64, f32::MAX as f64),
-        Float64 => return Ok(()),
-        Int8 => (i8::MIN as f64, i8::MAX as f64),
-        Int16 => (i16::MIN as f64, i16::MAX as f64),
-        Int32 | Date32 => (i32::MIN as f64, i32::MAX as f64),
-        UInt8 => (0.0, u8::MAX as f64),
-        UInt16 => (0.0, u16::MAX as f64),
-        UInt32 => (0.0, u32::MAX as f64),
-        UInt64 => (0.0, u64::MAX as f64),
-        // A time of day counts its unit from midnight, below a day.
-        Time32(unit) | Time64(unit) => (0.0, units_per_day(unit) - 1.0),
-        // Int64, Date64, timestamps and durations are stored as i64.
-        _ => (i64::MIN as f64, i64::MAX as f64),
-    };
-    let (min, max) = range;
-    if bounds.lo < min || bounds.hi > max {
-        return Err(Error::in_column(
-            source.path(),
-            &column.name,
-            format!(
-                "bounds {}:{} exceed the range of type {} ({}:{})",
-                compact_number(bounds.lo),
-                compact_number(bounds.hi),
-                column.data_type,
-                compact_number(min),
-                compact_number(max)
-            ),
-        ));
-    }
-    Ok(())
-}
-
-fn units_per_day(unit: arrow::datatypes::TimeUnit) -> f64 {
-    use arrow::datatypes::TimeUnit::*;
-    86_400.0
-        * match unit {
-            Second => 1.0,
-            Millisecond => 1e3,
-            Microsecond => 1e6,
-            Nanosecond => 1e9,
-        }
 }

@@ -66,6 +66,10 @@ pub struct Guarantee {
     pub delta: f64,
     /// ε actually spent with the rounded noise scales (never above `epsilon`).
     pub epsilon_spent: f64,
+    /// Each release of the run and the ε it spent, in the plan's order: pure ε composes by summing, so
+    /// these add up to `epsilon_spent` (an (ε, δ) release, PE's, states its own accounting instead).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub epsilon_breakdown: Vec<EpsilonPart>,
     pub neighbours: String,
     /// What the guarantee treats as public.
     pub public_inputs: Vec<String>,
@@ -79,6 +83,13 @@ pub struct Guarantee {
     pub anonymity: Option<String>,
 }
 
+/// One release of a run and its share of ε.
+#[derive(Clone, Debug, Serialize)]
+pub struct EpsilonPart {
+    pub release: String,
+    pub epsilon: f64,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct InputInfo {
     /// The input as given: a file, a directory or a glob.
@@ -86,6 +97,9 @@ pub struct InputInfo {
     /// How many Parquet files it named (1 for a plain file).
     pub files: usize,
     pub columns: Vec<ColumnInfo>,
+    /// Columns of the input left out on purpose (`--exclude`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub excluded: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -94,7 +108,8 @@ pub struct ColumnInfo {
     pub data_type: String,
     pub lo: f64,
     pub hi: f64,
-    /// How an encoded mechanism (covloss, microagg) turned the column into bits.
+    /// How the column became numbers: bits for an encoded mechanism (covloss, microagg), codes for a
+    /// categorical or Boolean column, and whether null is a value of its domain.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub encoding: Option<String>,
 }

@@ -49,7 +49,7 @@ fn good_table(dir: &Path) -> std::path::PathBuf {
     path
 }
 
-const BOUNDS: [&str; 6] = ["--epsilon", "1", "--bounds", "a=0:1", "--bounds", "b=0:50"];
+const BOUNDS: [&str; 8] = ["--epsilon", "1", "--bounds", "a=0:1", "--bounds", "b=0:50", "--exclude", "name"];
 
 #[test]
 fn missing_file() {
@@ -85,8 +85,12 @@ fn missing_and_non_numeric_columns() {
     let dir = tempfile::tempdir().unwrap();
     let input = good_table(dir.path());
     assert_rejected(&input, &["--epsilon", "1", "--bounds", "zz=0:1"], &["good.parquet", "'zz'", "no such column"]);
-    assert_rejected(&input, &["--epsilon", "1", "--bounds", "name=0:1"], &["'name'", "not numeric"]);
-    assert_rejected(&input, &["--epsilon", "1", "--bounds", "a=0:1", "--columns", "a,b"], &["'b'", "no public bounds"]);
+    assert_rejected(
+        &input,
+        &["--epsilon", "1", "--bounds", "name=0:1"],
+        &["'name'", "not a number", "--categories name="],
+    );
+    assert_rejected(&input, &["--epsilon", "1", "--bounds", "a=0:1", "--columns", "a,b"], &["no public domain: b"]);
 }
 
 #[test]
@@ -103,7 +107,7 @@ fn nulls_nan_and_infinity_name_the_column_and_row_group() {
         };
         assert_rejected(
             &path,
-            &["--epsilon", "1", "--bounds", "x=0:1"],
+            &["--epsilon", "1", "--bounds", "x=0:1", "--nulls", "error"],
             &["'x'", what, "row group 2", "row 50", "--nulls drop"],
         );
 
@@ -145,7 +149,7 @@ fn bad_options() {
     }
     assert_rejected(
         &input,
-        &["--epsilon", "1", "--bounds", "a=0:1", "--depth", "30", "--memory-limit-mib", "64"],
+        &["--epsilon", "1", "--bounds", "a=0:1", "--columns", "a", "--depth", "30", "--memory-limit-mib", "64"],
         &["--depth 30", "too large", "memory"],
     );
     assert_rejected(
@@ -174,6 +178,8 @@ fn unwritable_output_and_overwriting_the_input_are_refused() {
         "1",
         "--bounds",
         "a=0:1",
+        "--columns",
+        "a",
         "--quiet",
     ]);
     assert_eq!(result.status.code(), Some(2), "{}", stderr(&result));
@@ -189,6 +195,8 @@ fn unwritable_output_and_overwriting_the_input_are_refused() {
         "1",
         "--bounds",
         "a=0:1",
+        "--columns",
+        "a",
         "--quiet",
     ]);
     assert_eq!(result.status.code(), Some(2));

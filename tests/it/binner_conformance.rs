@@ -156,6 +156,9 @@ fn synth_output_is_identical_on_cpu_and_gpu() {
         for bound in &bound_args {
             args.extend(["--bounds", bound.as_str()]);
         }
+        let columns: Vec<&str> = bounds[..3].iter().map(|b| b.column.as_str()).collect();
+        let columns = columns.join(",");
+        args.extend(["--columns", columns.as_str()]);
         args.extend(["--device", device, "--quiet", "--report", report.to_str().unwrap()]);
         let result = dpsynth(&args);
         (result, output, report)

@@ -32,8 +32,19 @@ fn path_str(path: &Path) -> &str {
 }
 
 fn synth_args<'a>(input: &'a Path, output: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args =
-        vec!["synth", path_str(input), "--output", path_str(output), "--epsilon", "1", "--bounds", "a=0:1", "--quiet"];
+    let mut args = vec![
+        "synth",
+        path_str(input),
+        "--output",
+        path_str(output),
+        "--epsilon",
+        "1",
+        "--bounds",
+        "a=0:1",
+        "--quiet",
+        "--columns",
+        "a",
+    ];
     args.extend_from_slice(extra);
     args
 }
@@ -213,7 +224,9 @@ fn psmm_on_wide_tables_neither_hangs_nor_allocates_3_to_the_d() {
     }
     // 20 columns hung (3^20 offsets) and 45 wrapped 3^45 around a usize.
     for width in [20, 45] {
-        let args: Vec<&str> = args[..9].iter().chain(&args[9..9 + 2 * width]).copied().collect();
+        let columns = names[..width].join(",");
+        let args: Vec<&str> =
+            args[..9].iter().chain(&args[9..9 + 2 * width]).copied().chain(["--columns", columns.as_str()]).collect();
         let result = dpsynth(&args);
         assert_eq!(result.status.code(), Some(0), "d = {width}: {}", stderr(&result));
         assert_eq!(read_parquet(&output).0.len(), width);
@@ -244,6 +257,8 @@ fn bounds_must_fit_the_column_type_and_finite_arithmetic() {
             "1".into(),
             "--bounds".into(),
             bounds.to_string(),
+            "--columns".into(),
+            bounds.split('=').next().unwrap().to_string(),
             "--quiet".into(),
         ]
     };

@@ -20,6 +20,7 @@ mod layers;
 mod layout;
 mod library;
 mod lowdim;
+mod mixed;
 mod pe;
 mod privacy_loss;
 mod psmm;

@@ -642,3 +642,80 @@ fn the_quantile_partition_stays_within_its_marginal_and_joint_epsilon() {
     assert!(worst <= claimed + SLACK, "log ratio {worst} exceeds the claimed ε = {claimed}");
     assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
 }
+
+/// Mixed columns end to end, from the rows through their coding, the binner and PMM's release: a
+/// categorical column whose neighbouring row differs in a rare category, and a nullable number whose
+/// neighbouring row differs only in being null (replace, n public; depth 1, so the changed row crosses
+/// the one cut). The outcome is the released leaf counts. A null or a category must cost what a number
+/// costs: the log ratio stays within ε and nearly reaches it, and a release with half the noise (the plan of
+/// 2ε, claimed as ε) is caught.
+#[test]
+fn categorical_and_null_neighbours_stay_within_e_epsilon() {
+    use arrow::array::{ArrayRef, Float64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::record_batch::RecordBatch;
+    use dpsynth::binner::pass::DataPass;
+    use dpsynth::io::source::Source;
+    use dpsynth::mechanism::{Plan, ReleasedMeasure};
+    use dpsynth::options::{ColumnBounds, MechanismOptions, NullPolicy, PmmOptions, SynthOptions};
+    use dpsynth::progress::Progress;
+    use std::sync::Arc;
+    const MIXED_RUNS: u64 = 100_000;
+    const MIN_MIXED_COUNT: u64 = 1_000;
+
+    let one_column = |field: Field, values: ArrayRef| {
+        let schema = Arc::new(Schema::new(vec![field]));
+        let batch = RecordBatch::try_new(schema.clone(), vec![values]).unwrap();
+        Source::from_batches("table", schema, vec![batch]).unwrap()
+    };
+    // Codes: null −1, AA 0 | BB 1, ZZ 2; the cut at 0.5 puts the rare ZZ above it with BB.
+    let categories = |last: &str| {
+        let values = vec![Some("AA"), Some("AA"), None, Some("BB"), Some(last)];
+        one_column(Field::new("carrier", DataType::Utf8, true), Arc::new(StringArray::from(values)))
+    };
+    // The null band is below 0 on the axis [−1/15, 1]; 0.9 is above the cut.
+    let numbers = |last: Option<f64>| {
+        let values = vec![Some(0.2), None, Some(0.7), Some(0.9), last];
+        one_column(Field::new("x", DataType::Float64, true), Arc::new(Float64Array::from(values)))
+    };
+    let mut options = SynthOptions::new(1.0, vec![ColumnBounds::new("x", 0.0, 1.0).unwrap()]);
+    options.columns = None;
+    options.categories = vec!["carrier=AA,BB,ZZ".parse().unwrap()];
+    let progress = Progress::hidden();
+    let pmm = MechanismOptions::Pmm(PmmOptions { depth: Some(1), ..PmmOptions::DEFAULT });
+    let frequencies = |source: &Source, epsilon: f64, seed_base: u64| {
+        let (columns, bounds) = dpsynth::synth::columns::used_columns(source, &options).unwrap();
+        assert!(!columns[0].is_plain_number(), "the column is coded");
+        let plan = Plan::new(&replace_inputs(1, epsilon, 5), &pmm).unwrap();
+        let nulls = NullPolicy::Keep;
+        let data = DataPass { source, columns: &columns, bounds: &bounds, nulls, progress: &progress, ranks: None };
+        let mut frequencies: HashMap<Vec<u64>, u64> = HashMap::new();
+        for run in 0..MIXED_RUNS {
+            let seeds = RunSeeds::new(Some(seed_base + run)).unwrap();
+            let ReleasedMeasure::Leaves { counts, .. } =
+                plan.release(&data, &seeds, &mut Timings::default()).unwrap().measure
+            else {
+                panic!("plain PMM releases leaves");
+            };
+            *frequencies.entry(counts).or_insert(0) += 1;
+        }
+        frequencies
+    };
+    let epsilon = 1.0;
+    for (case, first, second) in
+        [("a rare category", categories("AA"), categories("ZZ")), ("null or not", numbers(Some(0.9)), numbers(None))]
+    {
+        let loss = |epsilon| {
+            max_log_frequency_ratio(
+                &frequencies(&first, epsilon, 0),
+                &frequencies(&second, epsilon, 1 << 40),
+                MIN_MIXED_COUNT,
+            )
+        };
+        let worst = loss(epsilon);
+        assert!(worst <= epsilon + SLACK, "{case}: log ratio {worst} exceeds ε = {epsilon}");
+        assert!(worst >= 0.5 * epsilon, "{case}: log ratio {worst}: the noise is much larger than ε needs");
+        let halved = loss(2.0 * epsilon);
+        assert!(halved > epsilon + SLACK, "{case}: half the noise went unnoticed (log ratio {halved})");
+    }
+}

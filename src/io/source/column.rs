@@ -5,6 +5,8 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, AsArray, PrimitiveArray};
 use arrow::datatypes::*;
 
+use crate::io::domain::{Coding, NullSlot};
+
 /// How a column's values come back in the output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ColumnKind {
@@ -38,7 +40,8 @@ impl ColumnKind {
     }
 }
 
-/// A column of the input that the run reads.
+/// A column of the input that the run reads onto one numeric axis: a number, or a categorical, Boolean or
+/// nullable column coded as one ([`crate::io::domain`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct NumericColumn {
     pub name: String,
@@ -46,6 +49,22 @@ pub struct NumericColumn {
     pub schema_index: usize,
     pub kind: ColumnKind,
     pub data_type: DataType,
+    /// How the values become numbers ([`Coding::Number`] for a number).
+    pub coding: Coding,
+    /// Where null goes on the axis, when the domain keeps nulls.
+    pub nulls: Option<NullSlot>,
+}
+
+impl NumericColumn {
+    /// A number column of `data_type` at `schema_index`, without nulls in its domain.
+    pub fn number(name: impl Into<String>, schema_index: usize, kind: ColumnKind, data_type: DataType) -> Self {
+        NumericColumn { name: name.into(), schema_index, kind, data_type, coding: Coding::Number, nulls: None }
+    }
+
+    /// Whether the column is read as itself (a number whose nulls are not coded).
+    pub fn is_plain_number(&self) -> bool {
+        self.coding == Coding::Number && self.nulls.is_none()
+    }
 }
 
 /// The values of one decoded column, in their native type (nulls are described by the array's bitmap).

@@ -222,13 +222,23 @@ impl Source {
     /// every file. The result is in the order of the first file's schema, which is the order the output
     /// keeps.
     pub fn numeric_columns(&self, names: &[String]) -> Result<Vec<NumericColumn>> {
+        self.columns_of(names, ColumnTypes::Numeric)
+    }
+
+    /// [`Source::numeric_columns`] of any type: a column that is not a number comes back as a number column
+    /// of integer kind, for the caller to give its coding ([`crate::io::domain`]) or to refuse.
+    pub fn any_columns(&self, names: &[String]) -> Result<Vec<NumericColumn>> {
+        self.columns_of(names, ColumnTypes::Any)
+    }
+
+    fn columns_of(&self, names: &[String], types: ColumnTypes) -> Result<Vec<NumericColumn>> {
         let SourceData::Files { files, partitions, .. } = &self.data else {
-            return numeric_columns_of(&self.input, &self.schema, names);
+            return numeric_columns_of(&self.input, &self.schema, names, types);
         };
         let (first, others) = files.split_first().expect("a dataset has a file");
         let is_partition = |name: &String| partitions.iter().any(|column| column.field.name() == name);
         let in_files: Vec<String> = names.iter().filter(|name| !is_partition(name)).cloned().collect();
-        let mut columns = first.numeric_columns(&in_files)?;
+        let mut columns = numeric_columns_of(first.path(), first.schema(), &in_files, types)?;
         for file in others {
             for column in &columns {
                 let field = file.schema().field_with_name(&column.name).map_err(|_| {
@@ -258,19 +268,19 @@ impl Source {
                 continue;
             }
             let data_type = partition.field.data_type();
-            let kind = ColumnKind::of(data_type).ok_or_else(|| {
+            let kind = types.kind(data_type).ok_or_else(|| {
                 Error::in_column(
                     &self.input,
                     partition.field.name(),
                     "a key=value folder whose values are not all numbers; dpsynth reads numeric columns",
                 )
             })?;
-            columns.push(NumericColumn {
-                name: partition.field.name().clone(),
-                schema_index: file_fields + position,
+            columns.push(NumericColumn::number(
+                partition.field.name().clone(),
+                file_fields + position,
                 kind,
-                data_type: data_type.clone(),
-            });
+                data_type.clone(),
+            ));
         }
         Ok(columns)
     }
@@ -417,7 +427,7 @@ impl ParquetFile {
     /// Finds the named columns and checks that each is a supported numeric type. The result is in the
     /// order of the file's schema, which is the order the output keeps.
     pub fn numeric_columns(&self, names: &[String]) -> Result<Vec<NumericColumn>> {
-        numeric_columns_of(&self.path, self.schema(), names)
+        numeric_columns_of(&self.path, self.schema(), names, ColumnTypes::Numeric)
     }
 
     /// Whether the file's pages carry CRC checksums (judged by the first page of the first column;
@@ -585,6 +595,23 @@ fn partition_columns(input: &Path, paths: &[PathBuf], schema: &SchemaRef) -> Res
     Ok(columns)
 }
 
+/// Which column types a caller reads.
+#[derive(Clone, Copy)]
+enum ColumnTypes {
+    Numeric,
+    /// Any type; the ones that are not numbers as integer codes.
+    Any,
+}
+
+impl ColumnTypes {
+    fn kind(self, data_type: &DataType) -> Option<ColumnKind> {
+        match self {
+            ColumnTypes::Numeric => ColumnKind::of(data_type),
+            ColumnTypes::Any => Some(ColumnKind::of(data_type).unwrap_or(ColumnKind::Integer)),
+        }
+    }
+}
+
 /// `rows` copies of a partition value, as an array of its column's type.
 fn constant_column(data_type: &DataType, value: &str, rows: usize) -> ArrayRef {
     match data_type {
@@ -596,7 +623,12 @@ fn constant_column(data_type: &DataType, value: &str, rows: usize) -> ArrayRef {
 
 /// The named columns of `schema` (of the input called `place` in messages), each checked to be a supported
 /// numeric type, in schema order (the order the output keeps).
-fn numeric_columns_of(place: &Path, schema: &SchemaRef, names: &[String]) -> Result<Vec<NumericColumn>> {
+fn numeric_columns_of(
+    place: &Path,
+    schema: &SchemaRef,
+    names: &[String],
+    types: ColumnTypes,
+) -> Result<Vec<NumericColumn>> {
     let mut columns = Vec::with_capacity(names.len());
     for name in names {
         let index = schema.index_of(name).map_err(|_| {
@@ -615,14 +647,10 @@ fn numeric_columns_of(place: &Path, schema: &SchemaRef, names: &[String]) -> Res
             ));
         }
         let field = schema.field(index);
-        let kind = ColumnKind::of(field.data_type())
+        let kind = types
+            .kind(field.data_type())
             .ok_or_else(|| Error::in_column(place, name, unsupported_type(field.data_type())))?;
-        columns.push(NumericColumn {
-            name: name.clone(),
-            schema_index: index,
-            kind,
-            data_type: field.data_type().clone(),
-        });
+        columns.push(NumericColumn::number(name.clone(), index, kind, field.data_type().clone()));
     }
     columns.sort_by_key(|column| column.schema_index);
     Ok(columns)
@@ -633,8 +661,8 @@ pub fn is_numeric(data_type: &DataType) -> bool {
     ColumnKind::of(data_type).is_some()
 }
 
-/// Why a column's type cannot be read, naming what it is.
-fn unsupported_type(data_type: &DataType) -> String {
+/// Why a column's type cannot be read as a number, naming what it is.
+pub fn unsupported_type(data_type: &DataType) -> String {
     match data_type {
         DataType::Dictionary(_, values) if is_numeric(values) => format!(
             "type {data_type} is dictionary-encoded {values}; dpsynth reads plain numeric columns: write it \

@@ -14,16 +14,9 @@ use crate::mechanism::args::{refuse_first, CommonFlags, Mechanism};
 #[derive(Args, Debug, Clone, Default)]
 #[command(next_help_heading = "Encoded columns (--mechanism covloss and microagg)")]
 pub struct EncodingArgs {
-    /// covloss and microagg: public category list of a column, COLUMN=V1,V2,... (repeatable; or a
-    /// `[categories]` table in the config). Never read from the data.
-    #[arg(long = "categories", value_name = "COLUMN=V1,V2,...")]
-    pub categories: Vec<CategoryList>,
     /// covloss and microagg: one-hot a numeric column over K equal bins of its public --bounds (repeatable).
     #[arg(long = "bins", value_name = "COLUMN=K")]
     pub bins: Vec<BinCount>,
-    /// covloss and microagg: a value outside its category list is an error, or goes to an 'other' bit [default: error].
-    #[arg(long, value_enum)]
-    pub unlisted: Option<Unlisted>,
 }
 
 impl EncodingArgs {
@@ -31,13 +24,13 @@ impl EncodingArgs {
     /// flags it has no use for (`--device gpu`, `--root-share`) or needs (`--columns`).
     pub fn check(&self, common: &CommonFlags) -> Result<()> {
         let encoded = common.chosen.runs.is_encoded();
-        let given = !self.categories.is_empty() || !self.bins.is_empty() || self.unlisted.is_some();
+        let given = !self.bins.is_empty();
         refuse_first(&[
             (
                 common.device == Some(DeviceChoice::Gpu) && encoded,
                 "--device gpu applies to --mechanism pmm, lowdim and pe; covloss and microagg run on the CPU",
             ),
-            (given && !encoded, "--categories, --bins and --unlisted apply to --mechanism covloss and microagg only"),
+            (given && !encoded, "--bins applies to --mechanism covloss and microagg only"),
             (
                 common.root_share.is_some() && encoded,
                 "--root-share applies to --mechanism pmm, psmm and lowdim; covloss runs under replace (n public) and microagg releases no noise",
@@ -50,14 +43,14 @@ impl EncodingArgs {
         ])
     }
 
-    /// The public encoding of the used columns (the run's bounds are every column's given bounds).
-    pub fn options(self, common: &CommonFlags) -> EncodingSpec {
+    /// The public encoding of the used columns, with the run's category lists and bounds.
+    pub fn options(self, common: &CommonFlags, categories: &[CategoryList], unlisted: Unlisted) -> EncodingSpec {
         EncodingSpec {
             columns: common.columns.map(<[String]>::to_vec).unwrap_or_default(),
-            categories: self.categories,
+            categories: categories.to_vec(),
             bins: self.bins,
             bounds: common.bounds.to_vec(),
-            unlisted: self.unlisted.unwrap_or(Unlisted::Error),
+            unlisted,
         }
     }
 }

@@ -210,7 +210,7 @@ impl AutoChoice {
         } else if pmm.depth.is_some() && common.neighbours == Neighbours::AddRemove {
             Self::FIXED_DEPTH
         } else {
-            Self::for_columns(common.bounds.len(), pmm.pair_share.is_some_and(|share| share > 0.0))
+            Self::for_columns(common.dims, pmm.pair_share.is_some_and(|share| share > 0.0))
         }
     }
 

@@ -185,8 +185,15 @@ impl MarginalPlan {
                 return Err(Error::internal("the marginal trees under add-remove need the joint release's n̂"))
             }
         };
-        let plan =
-            PmmPlan::with_size(&self.public, 1, self.epsilon_per_column, size, &self.options, " in one dimension")?;
+        let context = " in one dimension";
+        let mut plan = PmmPlan::with_size(&self.public, 1, self.epsilon_per_column, size, &self.options, context)?;
+        let mut depth_rule = plan.depth_rule().to_string();
+        let least = self.options.marginal_least_depth;
+        if plan.schedule().is_some_and(|schedule| schedule.depth < least) {
+            let deeper = PmmOptions { depth: Some(least), ..self.options.clone() };
+            plan = PmmPlan::with_size(&self.public, 1, self.epsilon_per_column, size, &deeper, context)?;
+            depth_rule = format!("{depth_rule}, deepened to {least} for a cell per category of the longest public list");
+        }
         let schedule = plan
             .schedule()
             .ok_or_else(|| Error::internal("a marginal tree's depth is known from its size"))?
@@ -207,7 +214,7 @@ impl MarginalPlan {
         } else {
             MarginalShape::Tree
         };
-        Ok(MarginalTree { plan, schedule, shape })
+        Ok(MarginalTree { plan, schedule, shape, depth_rule })
     }
 
     /// The fewest rows for which every column's tree is at least `depth` deep: n̂ released with
@@ -255,7 +262,7 @@ impl MarginalPlan {
         let planned =
             PmmPlan::with_size(&self.public, 1, self.epsilon_per_column, size, &self.options, "")?.planned_depth();
         // Deep enough for a flat marginal's sub-cells too, wherever n̂ turns out to give a flat one.
-        Ok(planned.max(planned.min(FLAT_MARGINAL_MAX_DEPTH) + FLAT_REFINE_LEVELS))
+        Ok(planned.max(planned.min(FLAT_MARGINAL_MAX_DEPTH) + FLAT_REFINE_LEVELS).max(self.options.marginal_least_depth))
     }
 
     /// Each column's true leaf counts at `tree`'s leaf depth: `binned` coarsened where that pass went as
@@ -319,7 +326,7 @@ impl MarginalPlan {
                 share: self.share,
                 epsilon_per_column: self.epsilon_per_column,
                 depths: vec![tree.schedule.depth; columns],
-                depth_rule: tree.plan.depth_rule().to_string(),
+                depth_rule: tree.depth_rule.clone(),
                 release,
                 flat_sigma,
                 flat_prune_floor,
@@ -369,6 +376,8 @@ pub struct MarginalTree {
     pub plan: PmmPlan,
     pub schedule: LevelSchedule,
     pub shape: MarginalShape,
+    /// How its depth was chosen, for the report.
+    pub depth_rule: String,
 }
 
 impl MarginalTree {

@@ -29,6 +29,9 @@ pub struct PmmOptions {
     pub pair_share: f64,
     /// Share of ε spent on the dense leaves' sub-cells (0: none), taken from the tree's.
     pub refine_share: f64,
+    /// The 1-D marginal trees' least depth: a cell per code of the run's categorical column with the most
+    /// codes (0: the depth rule's alone). Set by the run from its columns' public lists, not a flag.
+    pub marginal_least_depth: u32,
     /// `--mechanism auto`: the rule that chose these settings, for the report.
     pub chosen_by: Option<&'static str>,
     /// `--mechanism auto` at d ≥ 3: the settings it runs instead on a table large enough for them.
@@ -68,11 +71,27 @@ impl PmmOptions {
         partition: Partition::Midpoint,
         pair_share: 0.0,
         refine_share: 0.0,
+        marginal_least_depth: 0,
         chosen_by: None,
         larger_table: None,
         largest_table: None,
         smaller_table: None,
     };
+
+    /// These options, and the ones auto switches to, for a run whose categorical columns have at most
+    /// `most_codes` codes: their 1-D marginals get a cell per code ([`Self::marginal_least_depth`]).
+    pub fn for_codes(&self, most_codes: usize) -> PmmOptions {
+        let depth = most_codes.max(1).next_power_of_two().trailing_zeros();
+        let with = |options: &PmmOptions| PmmOptions { marginal_least_depth: depth, ..options.clone() };
+        let mut options = with(self);
+        for larger in [&mut options.larger_table, &mut options.largest_table].into_iter().flatten() {
+            larger.options = with(&larger.options);
+        }
+        if let Some(smaller) = &mut options.smaller_table {
+            smaller.options = with(&smaller.options);
+        }
+        options
+    }
 
     /// The tree's consistency step: the bottom-up pass, the rule and the pruning these options ask for.
     pub fn consistency_step(&self) -> Consistency {
