@@ -160,7 +160,7 @@ fn bad_options() {
     assert_rejected(&input, &["--epsilon", "1", "--bounds", "b=0.2:0.8"], &["'b'", "no integer"]);
     assert_rejected(
         &input,
-        &["--epsilon", "1", "--bounds", "a=0:1", "--mechanism", "lowdim"],
+        &["--epsilon", "1", "--bounds", "a=0:1", "--columns", "a", "--mechanism", "lowdim"],
         &["lowdim", "add-remove", "--root-share"],
     );
 }

@@ -364,6 +364,7 @@ fn a_memory_limit_that_caps_the_depth_says_so() {
     let mut args =
         synth_args(&input, &output, &["--config", path_str(&config), "--bounds", "b=0:50", "--threads", "64"]);
     args[5] = "10";
+    args[10] = "a,b";
     let result = dpsynth(&args);
     let message = stderr(&result);
     assert_eq!(result.status.code(), Some(0), "{message}");
