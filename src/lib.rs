@@ -3,10 +3,10 @@
 //!
 //! A run is a chain of phases, each a module tested alone (docs/design.md). The library's API is the
 //! public modules (`synth`, `options`, `eval`, `generate`, `inspect`, `io`, `stream`, `cluster`, `cli`,
-//! `config`, `progress`, `error`); the engine rooms (`geometry`, `binner`, `encoding`, `noise`,
-//! `privacy`, `ranks`, `mechanism`, `transport`, `sampler`) are crate-private, and `options` re-exports
-//! the types an option names. The crate's own tests and benches reach the engine rooms through the `internals`
-//! feature, which carries no stability promise.
+//! `config`, `progress`, `error`, and on Linux `out_of_memory`, the binary's allocator); the engine rooms
+//! (`geometry`, `binner`, `encoding`, `noise`, `privacy`, `ranks`, `mechanism`, `transport`, `sampler`)
+//! are crate-private, and `options` re-exports the types an option names. The crate's own tests and
+//! benches reach the engine rooms through the `internals` feature, which carries no stability promise.
 //!
 //! | phase | module |
 //! |---|---|
@@ -38,6 +38,8 @@ pub mod generate;
 pub mod inspect;
 pub mod io;
 pub mod options;
+#[cfg(target_os = "linux")]
+pub mod out_of_memory;
 pub mod progress;
 pub mod stream;
 pub mod synth;

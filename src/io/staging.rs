@@ -13,14 +13,18 @@ use std::sync::Mutex;
 use crate::error::{Error, Result};
 use crate::io::paths::refuse_special_file;
 
-/// Temporary files of this process that still exist: what a signal handler must remove.
+/// Temporary files of this process that still exist: what a signal handler, or the out-of-memory exit
+/// ([`remove_temporaries_without_allocating`]), must remove.
 static LIVE_TEMPORARIES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 const TEMPORARY_SUFFIX: &str = ".tmp";
 const BACKUP_SUFFIX: &str = ".old";
 
 fn register(path: &Path) {
-    live_temporaries().push(path.to_path_buf());
+    // The copy is made before the lock is taken: an allocation that fails while the list is held leaves
+    // the out-of-memory exit unable to read it.
+    let path = path.to_path_buf();
+    live_temporaries().push(path);
 }
 
 fn unregister(path: &Path) {
@@ -268,6 +272,41 @@ pub fn remove_temporaries_on_signal() -> Result<()> {
         })
         .map_err(|error| Error::internal(format!("cannot start the signal thread: {error}")))?;
     Ok(())
+}
+
+/// Removes this process's temporary files without allocating, for the out-of-memory exit
+/// ([`crate::out_of_memory`]), which runs where the allocator has just failed. Returns whether the list of
+/// them could be read: it cannot when another thread holds it past a few tries, or when the failed
+/// allocation was the list's own growth (this thread then holds the lock further down its stack, and
+/// waiting would never end); the files then stay for the next run to remove as stale.
+#[cfg(target_os = "linux")]
+pub(crate) fn remove_temporaries_without_allocating() -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    use std::sync::TryLockError;
+    for _ in 0..100 {
+        let live = match LIVE_TEMPORARIES.try_lock() {
+            Ok(live) => live,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                // SAFETY: usleep takes a number and only waits.
+                unsafe { libc::usleep(1000) };
+                continue;
+            }
+        };
+        for path in live.iter() {
+            // unlink(2) wants a NUL-terminated string; a path too long for the stack buffer is too long
+            // for the kernel as well (ENAMETOOLONG).
+            let mut name = [0u8; libc::PATH_MAX as usize];
+            let bytes = path.as_os_str().as_bytes();
+            if bytes.len() < name.len() && !bytes.contains(&0) {
+                name[..bytes.len()].copy_from_slice(bytes);
+                // SAFETY: `name` is NUL-terminated (its bytes after the path are zero) and outlives the call.
+                unsafe { libc::unlink(name.as_ptr().cast()) };
+            }
+        }
+        return true;
+    }
+    false
 }
 
 #[cfg(test)]

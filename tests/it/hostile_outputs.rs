@@ -189,6 +189,56 @@ fn a_file_size_limit_is_an_error_with_nothing_left_behind() {
     assert_no_temporaries(dir.path());
 }
 
+/// Runs dpsynth with `args` under an address-space limit of `kib` KiB (`ulimit -v`), asking for
+/// backtraces: an abort would print one.
+#[cfg(unix)]
+fn with_address_space_limit(kib: u32, args: &[&str]) -> std::process::Output {
+    Command::new("bash")
+        .arg("-c")
+        .arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_dpsynth"))
+        .args(args)
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("bash runs")
+}
+
+/// An allocation the system refuses is the environment's limit: exit 2 with what can help, and the run's
+/// temporary files removed; before, Rust aborted (exit 134) with a backtrace and left them.
+#[cfg(target_os = "linux")]
+#[test]
+fn an_allocation_failure_is_a_clear_error_with_nothing_left_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let assert_out_of_memory = |result: &std::process::Output| {
+        let message = stderr(result);
+        assert_eq!(result.status.code(), Some(2), "{message}");
+        assert!(message.contains("dpsynth: out of memory: an allocation of ") && message.contains(" bytes failed"));
+        assert!(message.contains("temporary files were removed") && message.contains("--threads"), "{message}");
+        assert!(message.contains("ulimit -v"), "{message}");
+        for abort in ["panicked", "backtrace", "memory allocation of", "internal error"] {
+            assert!(!message.contains(abort), "'{abort}' in: {message}");
+        }
+    };
+    // generate creates its temporary file, then draws a row group of 2^24 rows × 4 columns (512 MiB) that
+    // 200 MB cannot hold: the failure comes at once, with the temporary on disk.
+    let generated = dir.path().join("generated.parquet");
+    let generate = ["generate", text(&generated), "--rows", "20000000", "--dims", "4", "--row-group-rows", "16777216"];
+    assert_out_of_memory(&with_address_space_limit(200_000, &generate));
+    assert!(!generated.exists());
+    assert_no_temporaries(dir.path());
+    // synth of 4 columns on one worker: its start needs about 35 MB, and writing 4·10^6 rows about 120 MB,
+    // so the failure comes while the table's temporary file is being written.
+    let (input, schema) = (dir.path().join("in.parquet"), dir.path().join("in.toml"));
+    let made = dpsynth(&["generate", text(&input), "--rows", "1000", "--dims", "4", "--schema", text(&schema)]);
+    assert_eq!(made.status.code(), Some(0), "{}", stderr(&made));
+    let output = dir.path().join("out.parquet");
+    let synth = ["synth", text(&input), "--config", text(&schema), "--output", text(&output), "--epsilon", "1"];
+    let limited = ["--rows", "4000000", "--threads", "1", "--device", "cpu", "--seed", "1", "--quiet"];
+    assert_out_of_memory(&with_address_space_limit(60_000, &words(&[&synth, &limited])));
+    assert!(!output.exists());
+    assert_no_temporaries(dir.path());
+}
+
 #[test]
 fn a_depth_past_the_deepest_tree_is_refused_in_its_own_words() {
     let dir = tempfile::tempdir().unwrap();
