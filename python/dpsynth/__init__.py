@@ -197,7 +197,7 @@ def _input(data: Any) -> Tuple[Any, str]:
 def _words(options: Mapping[str, Any]) -> List[str]:
     """Keywords as the command line's words: ``root_share=0.1`` is ``--root-share 0.1``; True is a bare flag,
     None and False are left out; a dict of bounds (or categories, bins) is one ``COLUMN=...`` per entry;
-    ``columns`` and ``covloss_shares`` are comma-separated lists; other lists repeat the flag."""
+    ``columns``, ``exclude`` and ``covloss_shares`` are comma-separated lists; other lists repeat the flag."""
     words: List[str] = []
     for key, value in options.items():
         if value is None or value is False:
@@ -207,7 +207,7 @@ def _words(options: Mapping[str, Any]) -> List[str]:
             words.append(flag)
         elif isinstance(value, Mapping):
             words += [f"{flag}={column}={_entry(key, entry)}" for column, entry in value.items()]
-        elif isinstance(value, (list, tuple)) and key in ("columns", "covloss_shares"):
+        elif isinstance(value, (list, tuple)) and key in ("columns", "exclude", "covloss_shares"):
             words.append(f"{flag}={','.join(_text(item) for item in value)}")
         elif isinstance(value, (list, tuple)):
             words += [f"{flag}={_text(item)}" for item in value]

@@ -39,7 +39,6 @@ def table(rows: int = 20_000, seed: int = 0) -> pa.Table:
         "x": x,
         "y": np.clip(np.round(rng.normal(0, 15, rows)), -50, 50).astype(np.int32),
         "z": (x * 10 + rng.random(rows)).clip(0, 10).astype(np.float32),
-        "label": pa.array(["a"] * rows),
     })
 
 
@@ -104,11 +103,14 @@ def test_bad_input_names_the_column():
     data = table(2000)
     with pytest.raises(ValueError, match="column 'missing': no such column"):
         dpsynth.synthesize(data, epsilon=1.0, bounds={"missing": (0, 1)})
+    labelled = data.append_column("label", pa.array(["a"] * len(data)))
     with pytest.raises(ValueError, match="column 'label'.*type"):
-        dpsynth.synthesize(data, epsilon=1.0, bounds={"label": (0, 1)})
+        dpsynth.synthesize(labelled, epsilon=1.0, bounds={"label": (0, 1)})
+    with pytest.raises(ValueError, match="no public domain: label"):
+        dpsynth.synthesize(labelled, epsilon=1.0, bounds=BOUNDS)
     holes = pa.table({"x": pa.array([0.5, None, 0.25] * 100)})
     with pytest.raises(ValueError, match="column 'x': a null"):
-        dpsynth.synthesize(holes, epsilon=1.0, bounds={"x": (0, 1)})
+        dpsynth.synthesize(holes, epsilon=1.0, bounds={"x": (0, 1)}, nulls="error")
     with pytest.raises(ValueError, match="unknown keyword 'depht'"):
         dpsynth.synthesize(data, epsilon=1.0, bounds=BOUNDS, depht=3)
     with pytest.raises(TypeError, match="got builtins.dict"):
@@ -132,7 +134,7 @@ def test_requests_that_break_the_guarantee_raise_privacy_error():
 
 def test_config_file_and_keywords_read_as_the_command_line(tmp_path):
     config = tmp_path / "run.toml"
-    config.write_text('epsilon = 0.5\nmechanism = "psmm"\n[bounds]\nx = [0, 1]\n')
+    config.write_text('epsilon = 0.5\nmechanism = "psmm"\ncolumns = ["x"]\n[bounds]\nx = [0, 1]\n')
     synthetic, report = dpsynth.synthesize(table(3000), config=config, seed=2, quiet=True)
     assert report["mechanism"] == "psmm" and synthetic.schema.names == ["x"]
     # A keyword wins over the file, as a flag does.

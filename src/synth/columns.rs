@@ -57,7 +57,7 @@ fn check_domains_name_columns(source: &Source, options: &SynthOptions) -> Result
                 source.path(),
                 name,
                 format!(
-                    "has a domain (bounds or categories), but no such column (the input has: {})",
+                    "no such column, though it has a domain (bounds or categories); the input has: {}",
                     available.join(", ")
                 ),
             ));
