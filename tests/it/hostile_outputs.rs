@@ -57,7 +57,7 @@ fn a_fifo_or_a_device_at_an_output_path_is_refused_and_kept() {
     let input = table(&dir.path().join("in.parquet"));
     let fifo = dir.path().join("out.parquet");
     mkfifo(&fifo);
-    let bounds = ["--epsilon", "1", "--bounds", "a=0:1", "--quiet"];
+    let bounds = ["--epsilon", "1", "--bounds", "a=0:1", "--columns", "a", "--quiet"];
     let synth = ["synth", text(&input)];
     assert_refused(&words(&[&synth, &bounds, &["--output", text(&fifo)]]), &["out.parquet", "not a regular file"]);
     assert!(is_fifo(&fifo), "the FIFO is still a FIFO");
@@ -118,13 +118,36 @@ fn an_output_that_a_glob_input_would_match_is_refused() {
     table(&parts.join("a.parquet"));
     let pattern = format!("{}/*.parquet", parts.display());
     let output = parts.join("b.parquet");
-    let args = ["synth", &pattern, "--output", text(&output), "--epsilon", "1", "--bounds", "a=0:1", "--quiet"];
+    let args = [
+        "synth",
+        &pattern,
+        "--output",
+        text(&output),
+        "--epsilon",
+        "1",
+        "--bounds",
+        "a=0:1",
+        "--columns",
+        "a",
+        "--quiet",
+    ];
     assert_refused(&args, &["b.parquet", "would overwrite the input"]);
     assert!(!output.exists());
     // Elsewhere the same glob runs.
     let elsewhere = dir.path().join("b.parquet");
-    let result =
-        dpsynth(&["synth", &pattern, "--output", text(&elsewhere), "--epsilon", "1", "--bounds", "a=0:1", "--quiet"]);
+    let result = dpsynth(&[
+        "synth",
+        &pattern,
+        "--output",
+        text(&elsewhere),
+        "--epsilon",
+        "1",
+        "--bounds",
+        "a=0:1",
+        "--columns",
+        "a",
+        "--quiet",
+    ]);
     assert_eq!(result.status.code(), Some(0), "{}", stderr(&result));
 }
 
@@ -176,7 +199,19 @@ fn a_file_size_limit_is_an_error_with_nothing_left_behind() {
             .output()
             .expect("bash runs")
     };
-    let synth = ["synth", text(&input), "--output", text(&output), "--epsilon", "1", "--bounds", "a=0:1", "--quiet"];
+    let synth = [
+        "synth",
+        text(&input),
+        "--output",
+        text(&output),
+        "--epsilon",
+        "1",
+        "--bounds",
+        "a=0:1",
+        "--columns",
+        "a",
+        "--quiet",
+    ];
     let result = limited(&words(&[&synth, &["--rows", "2000000", "--seed", "1"]]));
     let message = stderr(&result);
     assert_eq!(result.status.code(), Some(2), "{message}");
@@ -244,7 +279,19 @@ fn a_depth_past_the_deepest_tree_is_refused_in_its_own_words() {
     let dir = tempfile::tempdir().unwrap();
     let input = table(&dir.path().join("in.parquet"));
     let output = dir.path().join("out.parquet");
-    let args = ["synth", text(&input), "--output", text(&output), "--epsilon", "1", "--bounds", "a=0:1", "--quiet"];
+    let args = [
+        "synth",
+        text(&input),
+        "--output",
+        text(&output),
+        "--epsilon",
+        "1",
+        "--bounds",
+        "a=0:1",
+        "--columns",
+        "a",
+        "--quiet",
+    ];
     let refused = dpsynth(&words(&[&args, &["--mechanism", "pmm", "--depth", "4000000000"]]));
     let message = stderr(&refused);
     assert_eq!(refused.status.code(), Some(2), "{message}");
@@ -264,7 +311,18 @@ fn threads_the_system_refuses_are_a_clear_error() {
         .arg("-c")
         .arg("ulimit -v 100000 && exec \"$0\" \"$@\"")
         .arg(env!("CARGO_BIN_EXE_dpsynth"))
-        .args(["synth", text(&input), "--output", text(&output), "--epsilon", "1", "--bounds", "a=0:1"])
+        .args([
+            "synth",
+            text(&input),
+            "--output",
+            text(&output),
+            "--epsilon",
+            "1",
+            "--bounds",
+            "a=0:1",
+            "--columns",
+            "a",
+        ])
         .args(["--threads", "64", "--quiet"])
         .output()
         .expect("bash runs");
