@@ -6,7 +6,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use dpsynth::geometry::partition::CellGeometry;
-use dpsynth::sampler::{LeafSampler, Placement, SAMPLE_BLOCK_ROWS};
+use dpsynth::sampler::{LeafSampler, Placement, RowOrder, SAMPLE_BLOCK_ROWS};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rayon::prelude::*;
@@ -58,8 +58,12 @@ fn sampling_against_raw_draws(c: &mut Criterion) {
                 black_box(&columns);
             })
         });
-        for (name, placement) in [("uniform", Placement::Uniform), ("centre", Placement::Centre)] {
-            let sampler = LeafSampler::new(geometry, &counts, placement, 11);
+        for (name, placement, order) in [
+            ("uniform", Placement::Uniform, RowOrder::Cells),
+            ("centre", Placement::Centre, RowOrder::Cells),
+            ("uniform_random_order", Placement::Uniform, RowOrder::Random),
+        ] {
+            let sampler = LeafSampler::new(geometry, &counts, placement, order, 11);
             // Rows from the middle of the table, so the leaf search starts deep in the offsets.
             let start = (sampler.total_rows() / 4) / SAMPLE_BLOCK_ROWS as u64 * SAMPLE_BLOCK_ROWS as u64;
             assert!(start + ROWS as u64 <= sampler.total_rows());

@@ -27,7 +27,7 @@ pub use crate::mechanism::pmm::marginals::Partition;
 pub use crate::mechanism::pmm::options::{LargerTable, PmmOptions, SmallerTable};
 pub use crate::mechanism::psmm::PsmmOptions;
 pub use crate::privacy::Neighbours;
-pub use crate::sampler::Placement;
+pub use crate::sampler::{Placement, RowOrder};
 
 // Each mechanism's flags (the fields of `SynthArgs` that flatten them), and auto's choice with its constants.
 pub use crate::mechanism::covloss::args::{CovlossArgs, EncodingArgs, MicroaggArgs};
@@ -114,6 +114,12 @@ pub struct SynthArgs {
     /// Where points go in their cell [default: uniform].
     #[arg(long, value_enum)]
     pub placement: Option<Placement>,
+    /// Order of the output rows: random (a seeded permutation, so that every prefix of the table is a
+    /// uniform sample of it) or cells (cell by cell, a prefix covering a corner of the space; faster: half
+    /// random's sampling time, 0.65–0.74× its wall time for pmm and 0.86–0.90× for auto on 10^7 rows, d = 4).
+    /// covloss and microagg draw each row independently: both orders are the same there [default: random].
+    #[arg(long, value_enum)]
+    pub row_order: Option<RowOrder>,
     /// pmm: binning device; pe: where the nearest-neighbour counts run [default: auto].
     #[arg(long, value_enum)]
     pub device: Option<DeviceChoice>,
@@ -170,6 +176,7 @@ pub struct SynthOptions {
     pub seed: Option<u64>,
     pub nulls: NullPolicy,
     pub placement: Placement,
+    pub row_order: RowOrder,
     /// Worker threads; `None` uses every core.
     pub threads: Option<usize>,
     /// Bytes the cell arrays may use; `None` is half the machine's memory.
@@ -195,6 +202,7 @@ impl SynthOptions {
             seed: None,
             nulls: NullPolicy::Keep,
             placement: Placement::DEFAULT,
+            row_order: RowOrder::DEFAULT,
             threads: None,
             memory_limit: None,
             hive_columns: false,
@@ -413,6 +421,7 @@ impl SynthArgs {
             seed: self.seed,
             nulls,
             placement,
+            row_order: self.row_order.unwrap_or(RowOrder::DEFAULT),
             threads: self.threads,
             memory_limit,
             hive_columns: self.hive_columns,

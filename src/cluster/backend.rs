@@ -25,7 +25,7 @@ use crate::mechanism::ReleasedMeasure;
 use crate::privacy::RunSeeds;
 use crate::progress::Timings;
 use crate::ranks::{agree, Communicator, RankSums};
-use crate::sampler::{LeafSampler, Placement, RowGenerator};
+use crate::sampler::{LeafSampler, Placement, RowGenerator, RowOrder};
 
 /// One rank's side of PMM's release: its communicator and pool, its share of the data, and how its leaf
 /// counts are held and exchanged.
@@ -185,13 +185,15 @@ impl Backend for RankBackend<'_> {
     }
 
     /// This rank's even share of the rows (`None`: the released counts; otherwise spread over the whole
-    /// tree's leaves as on one machine).
+    /// tree's leaves as on one machine). In cell order the parts in rank order are one machine's table; in
+    /// random order each part's rows are permuted within the part (a rank holds only its own leaves): as many
+    /// rows in each cell as one machine's table, each part in its own random order.
     fn rows<'r>(
         &'r self,
         part: &'r PartRelease,
         geometry: CellGeometry,
         rows: Option<u64>,
-        (placement, seed): (Placement, u64),
+        (placement, order, seed): (Placement, RowOrder, u64),
         maps: Option<&'r [Option<MonotoneMap>]>,
     ) -> Result<Box<dyn RowGenerator + 'r>> {
         let comm = self.comm;
@@ -212,7 +214,7 @@ impl Backend for RankBackend<'_> {
         // sit in a few ranks' leaves).
         let leaves = part.cells().map(|(code, _)| code).zip(counts.iter().copied()).filter(|&(_, rows)| rows > 0);
         let (codes, counts, first_row) = dealt_evenly(comm, leaves, first_row, total);
-        let sampler = LeafSampler::sparse(geometry, codes, &counts, first_row, placement, seed);
+        let sampler = LeafSampler::sparse(geometry, codes, &counts, first_row, placement, order, seed);
         Ok(match maps {
             Some(maps) => Box::new(CalibratedRows { inner: Box::new(sampler), maps }),
             None => Box::new(sampler),

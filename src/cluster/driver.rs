@@ -167,7 +167,7 @@ impl PartRun<'_> {
         let backend = RankBackend::new(comm, pool, data, exchange, plan.planned_depth());
         let released = plan.release_on(&backend, seeds, timings)?;
         let value_cells = released.value_cells();
-        let (rows, placement) = (options.rows, (options.placement, seeds.placement()));
+        let (rows, placement) = (options.rows, (options.placement, options.row_order, seeds.placement()));
         let joint_rows = backend.rows(&released.leaves, released.geometry, rows, placement, released.maps())?;
         let generator: Box<dyn RowGenerator + '_> = match released.pair_maps() {
             Some(maps) => Box::new(PairMappedRows { inner: joint_rows, maps }),
@@ -210,7 +210,12 @@ impl PartRun<'_> {
                         write_encoded(encoding, points, first..end, seeds.placement(), part, data.progress)?
                     }
                     _ => {
-                        let table = whole.measure.rows(options.rows, options.placement, seeds.placement())?;
+                        let table = whole.measure.rows(
+                            options.rows,
+                            options.placement,
+                            options.row_order,
+                            seeds.placement(),
+                        )?;
                         let starts = even_starts(table.total_rows() as usize, ranks);
                         let (first, end) = (starts[rank] as u64, starts[rank + 1] as u64);
                         let share = RowRange { inner: table, first, rows: end - first };

@@ -35,7 +35,7 @@ use crate::geometry::grid::RegularGrid;
 use crate::geometry::partition::CellGeometry;
 use crate::privacy::{Budget, Neighbours, RunSeeds};
 use crate::progress::Timings;
-use crate::sampler::{allocate_rows, LeafSampler, Placement, RowGenerator};
+use crate::sampler::{allocate_rows, LeafSampler, Placement, RowGenerator, RowOrder};
 use covloss::points::WeightedPoints;
 use lowdim::projection::{LiftedRows, Projection};
 use lowdim::report::{InnerParameters, LowdimParameters};
@@ -215,12 +215,14 @@ impl ReleasedMeasure {
     }
 
     /// A generator of synthetic rows in normalised units: the released total, or exactly `rows` spread
-    /// over the cells in proportion ([`allocate_rows`]). Every measure but [`ReleasedMeasure::Encoded`]
-    /// (whose rows are categories and bits, not numbers).
+    /// over the cells in proportion ([`allocate_rows`]), in `order`. Every measure but
+    /// [`ReleasedMeasure::Encoded`] (whose rows are categories and bits, not numbers, and i.i.d. draws in any
+    /// order).
     pub fn rows(
         &self,
         rows: Option<u64>,
         placement: Placement,
+        order: RowOrder,
         seed: u64,
     ) -> Result<Box<dyn RowGenerator + '_>> {
         Ok(match self {
@@ -228,13 +230,14 @@ impl ReleasedMeasure {
                 *geometry,
                 &rows_per_cell(released, rows),
                 placement,
+                order,
                 seed,
             )),
             // An empty release spreads `--rows` over every leaf (allocate_rows), as many as the memory cap let the
             // refinement cut.
             ReleasedMeasure::SparseLeaves { geometry, leaves } if leaves.total() == 0 => {
                 let every_leaf = vec![0; geometry.leaf_count()];
-                Box::new(LeafSampler::new(*geometry, &rows_per_cell(&every_leaf, rows), placement, seed))
+                Box::new(LeafSampler::new(*geometry, &rows_per_cell(&every_leaf, rows), placement, order, seed))
             }
             ReleasedMeasure::SparseLeaves { geometry, leaves } => Box::new(LeafSampler::sparse(
                 *geometry,
@@ -242,29 +245,32 @@ impl ReleasedMeasure {
                 &rows_per_cell(&leaves.counts, rows),
                 0,
                 placement,
+                order,
                 seed,
             )),
             ReleasedMeasure::Grid { grid, counts: released } => Box::new(LeafSampler::on_grid(
                 *grid,
                 &rows_per_cell(released, rows),
                 placement,
+                order,
                 seed,
             )),
+            // The maps below act on each row alone: permuting the inner rows permutes theirs.
             ReleasedMeasure::Lifted { inner, projection } => Box::new(LiftedRows {
-                inner: inner.rows(rows, placement, seed)?,
+                inner: inner.rows(rows, placement, order, seed)?,
                 projection,
             }),
             ReleasedMeasure::Points {
                 dims,
                 points,
                 rows: released,
-            } => Box::new(pe::PointRows::new(*dims, points, rows.unwrap_or(*released))),
+            } => Box::new(pe::PointRows::new(*dims, points, rows.unwrap_or(*released), order, seed)),
             ReleasedMeasure::Calibrated { inner, maps, .. } => Box::new(CalibratedRows {
-                inner: inner.rows(rows, placement, seed)?,
+                inner: inner.rows(rows, placement, order, seed)?,
                 maps,
             }),
             ReleasedMeasure::PairMapped { inner, maps } => Box::new(PairMappedRows {
-                inner: inner.rows(rows, placement, seed)?,
+                inner: inner.rows(rows, placement, order, seed)?,
                 maps,
             }),
             ReleasedMeasure::Encoded { .. } => {

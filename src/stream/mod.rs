@@ -33,7 +33,7 @@ use crate::mechanism::ReleasedMeasure;
 use crate::options::{bounds_for_columns, check_threads, last_bounds_per_column, worker_pool};
 use crate::privacy::{check_epsilon, Budget, NoiseKey, RunSeeds};
 use crate::progress::{Progress, Timings};
-use crate::sampler::Placement;
+use crate::sampler::{Placement, RowOrder};
 use crate::synth::write_rows;
 use held_state::HeldState;
 use report::StreamReleaseReport;
@@ -339,7 +339,8 @@ fn write_release(request: &StreamRequest, state: &OnlineState, t: u64) -> Result
     let mix = t.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let release = state.tree.release(state.consistency_seed ^ mix);
     let measure = ReleasedMeasure::Leaves { geometry: release.geometry, counts: release.leaf_counts };
-    let generator = measure.rows(None, request.placement, state.placement_seed ^ mix)?;
+    // In random order, as synth's default: a prefix of a release is a uniform sample of it.
+    let generator = measure.rows(None, request.placement, RowOrder::DEFAULT, state.placement_seed ^ mix)?;
     debug_assert_eq!(generator.total_rows(), t);
     let directory = request.args.output_dir.as_ref().expect("checked with the release options");
     let table = directory.join(format!("release-{t}.parquet"));

@@ -32,7 +32,7 @@ use crate::mechanism::covloss::points::{WeightedPoints, BATCH_ROWS as ENCODED_BA
 use crate::mechanism::{Plan, PublicInputs, Release, ReleasedMeasure};
 use crate::options::{check_output_rows, worker_pool, SynthOptions};
 use crate::progress::{PhaseTiming, Progress, Timings};
-use crate::sampler::{Placement, RowGenerator, SAMPLE_BLOCK_ROWS};
+use crate::sampler::{Placement, RowGenerator, RowOrder, SAMPLE_BLOCK_ROWS};
 use memory::{peak_memory_bytes, usable_memory_bytes};
 use report::*;
 
@@ -102,6 +102,7 @@ pub fn fit(source: &Source, options: &SynthOptions, progress: &Progress) -> Resu
         report,
         diagnostics,
         placement: options.placement,
+        row_order: options.row_order,
         placement_seed: seeds.placement(),
         pool,
     })
@@ -116,6 +117,7 @@ pub struct Fitted {
     report: RunReport,
     diagnostics: Diagnostics,
     placement: Placement,
+    row_order: RowOrder,
     /// Seeds the placement of draw 0, the run's own output; later draws derive theirs from it.
     placement_seed: u64,
     pool: rayon::ThreadPool,
@@ -233,7 +235,7 @@ impl Fitted {
 
     fn rows(&self, rows: Option<u64>, draw: u64) -> Result<Box<dyn RowGenerator + '_>> {
         let seed = crate::privacy::draw_seed(self.placement_seed, draw);
-        self.release.measure.rows(rows, self.placement, seed)
+        self.release.measure.rows(rows, self.placement, self.row_order, seed)
     }
 }
 

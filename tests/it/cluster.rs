@@ -2,7 +2,8 @@
 //! (`cluster::local`) run the distributed driver; its parts, in rank order, are the single-machine table and
 //! its report the single-machine report (but for PMM's memory cap, which grows with the ranks), for every
 //! rank count, thread count and relation. With the `mpi` feature the same driver runs under `mpirun`
-//! (`mpi_parts_are_the_single_machine_table`).
+//! (`mpi_parts_are_the_single_machine_table`). PMM's parts are compared in cell order (`--row-order cells`):
+//! in random order each rank permutes its own part (`pmm_parts_in_random_order_are_permuted_within_each_rank`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use dpsynth::geometry::bounds::ColumnBounds;
 use dpsynth::mechanism::covloss::{CovlossSettings, Damping};
 use dpsynth::options::{
     AutoChoice, CellsFrom, CovlossOptions, InnerOptions, LargerTable, LowdimOptions, MechanismOptions, MicroaggOptions,
-    Partition, PeOptions, PmmOptions, PsmmOptions, SmallerTable, TargetDim,
+    Partition, PeOptions, Placement, PmmOptions, PsmmOptions, RowOrder, SmallerTable, TargetDim,
 };
 use dpsynth::privacy::Neighbours;
 use dpsynth::progress::Progress;
@@ -55,6 +56,8 @@ fn options(neighbours: Neighbours, threads: usize) -> SynthOptions {
     options.neighbours = neighbours;
     options.seed = Some(23);
     options.threads = Some(threads);
+    // Row by row against one machine: in random order a PMM rank permutes its own part only.
+    options.row_order = RowOrder::Cells;
     options
 }
 
@@ -234,6 +237,38 @@ fn rows_across_ranks_are_the_single_machine_rows() {
     }
 }
 
+/// The rows of `columns` (one vector per column), sorted.
+fn sorted_rows(columns: &[Vec<f64>]) -> Vec<Vec<f64>> {
+    let mut rows: Vec<Vec<f64>> =
+        (0..columns[0].len()).map(|row| columns.iter().map(|column| column[row]).collect()).collect();
+    rows.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    rows
+}
+
+#[test]
+fn pmm_parts_in_random_order_are_permuted_within_each_rank() {
+    // At the cells' centres a row is its cell: each part in random order holds the rows of the same part in
+    // cell order, reordered. One rank's one part is one machine's random order.
+    let dir = tempfile::tempdir().unwrap();
+    let input = dataset(dir.path());
+    let mut in_cells = options(Neighbours::AddRemove, 1);
+    in_cells.placement = Placement::Centre;
+    let in_random = SynthOptions { row_order: RowOrder::Random, ..in_cells.clone() };
+    for ranks in [1, 3] {
+        let (cell_parts, _) = run_across(dir.path(), &format!("cells-{ranks}"), ranks, &input, &in_cells);
+        let (random_parts, _) = run_across(dir.path(), &format!("random-{ranks}"), ranks, &input, &in_random);
+        for (rank, (cells, random)) in cell_parts.iter().zip(&random_parts).enumerate() {
+            let (cells, random) = (rows_of(std::slice::from_ref(cells)), rows_of(std::slice::from_ref(random)));
+            assert!(cells != random, "{ranks} ranks, rank {rank}: the part is in cell order");
+            assert!(sorted_rows(&cells) == sorted_rows(&random), "{ranks} ranks, rank {rank}: other rows");
+        }
+        if ranks == 1 {
+            let (single, _) = run_single(dir.path(), &input, &in_random);
+            assert!(rows_of(&random_parts) == single, "one rank: not one machine's random order");
+        }
+    }
+}
+
 #[test]
 fn microagg_does_not_run_across_ranks() {
     let dir = tempfile::tempdir().unwrap();
@@ -285,6 +320,8 @@ fn lowdim_psmm_and_pe_across_ranks_give_the_single_machine_table() {
     for (name, neighbours, mechanism) in cases {
         let mut run = options(neighbours, 2);
         run.mechanism = mechanism;
+        // Every rank draws the whole table's generator: its share of the random order is one machine's.
+        run.row_order = RowOrder::Random;
         if name == "pe, rows read at every step" {
             // Below the rows' 40 000 × 3 × 8 bytes: each step reads the ranks' shares again.
             run.memory_limit = Some(1 << 19);
@@ -637,8 +674,22 @@ fn mpi_parts_are_the_single_machine_table() {
     let dir = tempfile::tempdir().unwrap();
     let input = dataset(dir.path());
     let text = |path: &Path| path.to_str().unwrap().to_string();
-    let common =
-        ["--bounds", "a=0:1", "--bounds", "b=0:1", "--bounds", "c=0:1", "--epsilon", "1", "--seed", "23", "--quiet"];
+    // Cell order: in random order a PMM rank permutes its own part only.
+    let common = [
+        "--bounds",
+        "a=0:1",
+        "--bounds",
+        "b=0:1",
+        "--bounds",
+        "c=0:1",
+        "--epsilon",
+        "1",
+        "--seed",
+        "23",
+        "--row-order",
+        "cells",
+        "--quiet",
+    ];
     // The default depth exchanges dense histograms; depth 20 (2^20 leaves, 40 000 rows) sorted codes;
     // auto releases the marginals (d = 3); --partition quantile cuts the tree at their quantiles, and
     // --pair-share maps pairs onto released 2-way marginals; --refine-share cuts dense leaves finer; lowdim,

@@ -15,6 +15,8 @@ const RUNS: &[(&str, &[&str])] = &[
     ("default_auto", &[]),
     ("default_auto_calibrated", &["--epsilon", "4"]),
     ("pmm_add_remove", &["--mechanism", "pmm"]),
+    // Cell order: the table written before rows came in random order, byte for byte.
+    ("pmm_add_remove_cells_order", &["--mechanism", "pmm", "--row-order", "cells"]),
     (
         "pmm_replace_proportional_centre",
         &["--mechanism", "pmm", "--neighbours", "replace", "--consistency", "proportional", "--placement", "centre"],

@@ -346,3 +346,62 @@ fn inspect_shows_the_schema_without_values() {
     assert!(text.contains("row groups: 3"));
     assert!(text.contains("x ") && text.contains("Float64") && text.contains("usable"));
 }
+
+#[test]
+fn the_first_rows_of_the_default_output_are_a_sample_of_it_and_in_cell_order_they_are_not() {
+    // y follows x: in cell order the first rows are the first cells of the Morton order, a corner where both
+    // are small. In the default random order the first 1% of the rows are a uniform sample without
+    // replacement of the output, so each column's mean over them lies within z = 5 standard errors
+    // s·√((1 − m/N)/m) of the whole output's (z = 5: a false alarm about once in 10^6 seeds).
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("trend.parquet");
+    let mut fixture = Fixture::new(8);
+    let x: Vec<f64> = (0..100_000).map(|_| fixture.unit()).collect();
+    let y: Vec<f64> = x.iter().map(|&x| 0.8 * x + 0.2 * fixture.unit()).collect();
+    write_parquet(&input, vec![("x", floats(x)), ("y", floats(y))], 10_000);
+    let config = dir.path().join("cells.toml");
+    std::fs::write(&config, "row-order = \"cells\"\n").unwrap();
+    let synth = |name: &str, extra: &[&str]| {
+        let output = dir.path().join(format!("{name}.parquet"));
+        let mut args = vec![
+            "synth",
+            input.to_str().unwrap(),
+            "--output",
+            output.to_str().unwrap(),
+            "--epsilon",
+            "1",
+            "--bounds",
+            "x=0:1",
+            "--bounds",
+            "y=0:1",
+            "--seed",
+            "4",
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        run_ok(&args);
+        (read_parquet(&output).1, std::fs::read(&output).unwrap())
+    };
+    let (random, random_bytes) = synth("default", &["--threads", "2"]);
+    // The default is random order, and its bytes do not depend on the thread count.
+    assert!(synth("random-1", &["--row-order", "random", "--threads", "1"]).1 == random_bytes);
+    let (cells, cells_bytes) = synth("cells", &["--row-order", "cells", "--threads", "2"]);
+    assert!(synth("cells-config", &["--config", config.to_str().unwrap()]).1 == cells_bytes, "config key row-order");
+    assert_eq!(random[0].len(), cells[0].len());
+    let z_scores = |columns: &[Vec<f64>]| -> Vec<f64> {
+        columns
+            .iter()
+            .map(|column| {
+                let (rows, prefix) = (column.len() as f64, column.len() / 100);
+                let mean = column.iter().sum::<f64>() / rows;
+                let variance = column.iter().map(|value| (value - mean).powi(2)).sum::<f64>() / (rows - 1.0);
+                let prefix_mean = column[..prefix].iter().sum::<f64>() / prefix as f64;
+                let standard_error = (variance * (1.0 - prefix as f64 / rows) / prefix as f64).sqrt();
+                (prefix_mean - mean) / standard_error
+            })
+            .collect()
+    };
+    let (random_z, cells_z) = (z_scores(&random), z_scores(&cells));
+    assert!(random_z.iter().all(|z| z.abs() < 5.0), "random order: the first 1% is not a sample: z = {random_z:?}");
+    assert!(cells_z.iter().all(|&z| z < -5.0), "cell order: the first 1% is not the corner: z = {cells_z:?}");
+}

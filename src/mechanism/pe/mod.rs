@@ -30,7 +30,7 @@ pub use options::PeOptions;
 pub use plan::PePlan;
 pub use variation::PeDomain;
 
-use crate::sampler::{allocate_rows, RowGenerator};
+use crate::sampler::{allocate_rows, Permutation, RowGenerator, RowOrder};
 
 /// What turns the noisy histogram into sampling weights.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
@@ -85,16 +85,20 @@ impl PeInit {
 }
 
 /// The released synthetic points S_T (normalised units), each drawn once; the default output is the
-/// public n rows spread evenly over them (`allocate_rows`), `--rows N` spreads N.
+/// public n rows spread evenly over them (`allocate_rows`), `--rows N` spreads N. Row r is a copy of the point
+/// that holds row π(r) of the point-ordered table, π a keyed permutation in random order (the copies of a point
+/// would otherwise come one after another).
 pub struct PointRows {
     dims: usize,
     points: Vec<f64>,
     /// offsets[i] = rows written before point i, with the total at the end.
     offsets: Vec<u64>,
+    /// `None` in point order.
+    permutation: Option<Permutation>,
 }
 
 impl PointRows {
-    pub fn new(dims: usize, points: &[f64], rows: u64) -> Self {
+    pub fn new(dims: usize, points: &[f64], rows: u64, order: RowOrder, seed: u64) -> Self {
         let count = points.len() / dims;
         let per_point = allocate_rows(&vec![1; count], rows);
         let mut offsets = Vec::with_capacity(count + 1);
@@ -104,11 +108,11 @@ impl PointRows {
             total += rows;
             offsets.push(total);
         }
-        PointRows {
-            dims,
-            points: points.to_vec(),
-            offsets,
-        }
+        let permutation = match order {
+            RowOrder::Random => Some(Permutation::of_rows(total, seed, 0)),
+            RowOrder::Cells => None,
+        };
+        PointRows { dims, points: points.to_vec(), offsets, permutation }
     }
 }
 
@@ -122,10 +126,16 @@ impl RowGenerator for PointRows {
             column.clear();
         }
         // The point of row r is the last i with offsets[i] ≤ r.
-        let mut point = self.offsets.partition_point(|&offset| offset <= start) - 1;
+        let point_of = |row: u64| self.offsets.partition_point(|&offset| offset <= row) - 1;
+        let mut point = point_of(start);
         for row in start..start + rows as u64 {
-            while self.offsets[point + 1] <= row {
-                point += 1;
+            match &self.permutation {
+                Some(permutation) => point = point_of(permutation.apply(row)),
+                None => {
+                    while self.offsets[point + 1] <= row {
+                        point += 1;
+                    }
+                }
             }
             for (axis, column) in columns.iter_mut().enumerate() {
                 column.push(self.points[point * self.dims + axis]);
@@ -140,20 +150,28 @@ mod tests {
 
     #[test]
     fn point_rows_spread_the_rows_over_the_points() {
-        let rows = PointRows::new(2, &[0.1, 0.2, 0.3, 0.4, 0.5, 0.6], 7);
-        assert_eq!(rows.total_rows(), 7);
-        let mut columns = vec![Vec::new(), Vec::new()];
-        let mut all = Vec::new();
-        for start in 0..7 {
-            rows.sample_rows(start, 1, &mut columns);
-            all.push((columns[0][0], columns[1][0]));
+        let mut in_order = Vec::new();
+        for order in [RowOrder::Cells, RowOrder::Random] {
+            let rows = PointRows::new(2, &[0.1, 0.2, 0.3, 0.4, 0.5, 0.6], 7, order, 5);
+            assert_eq!(rows.total_rows(), 7);
+            let mut columns = vec![Vec::new(), Vec::new()];
+            let mut all = Vec::new();
+            for start in 0..7 {
+                rows.sample_rows(start, 1, &mut columns);
+                all.push((columns[0][0], columns[1][0]));
+            }
+            rows.sample_rows(0, 7, &mut columns);
+            let batch: Vec<(f64, f64)> = columns[0].iter().copied().zip(columns[1].iter().copied()).collect();
+            assert_eq!(all, batch, "{order:?}");
+            for point in [(0.1, 0.2), (0.3, 0.4), (0.5, 0.6)] {
+                let copies = all.iter().filter(|&&row| row == point).count();
+                assert!(copies == 2 || copies == 3, "{order:?}");
+            }
+            in_order.push(all);
         }
-        rows.sample_rows(0, 7, &mut columns);
-        let batch: Vec<(f64, f64)> = columns[0].iter().copied().zip(columns[1].iter().copied()).collect();
-        assert_eq!(all, batch);
-        for point in [(0.1, 0.2), (0.3, 0.4), (0.5, 0.6)] {
-            let copies = all.iter().filter(|&&row| row == point).count();
-            assert!(copies == 2 || copies == 3);
-        }
+        // Random order: the same rows, not in point order.
+        assert_ne!(in_order[0], in_order[1]);
+        in_order[1].sort_by(|a, b| a.partial_cmp(b).unwrap());
+        assert_eq!(in_order[0], in_order[1]);
     }
 }

@@ -26,7 +26,7 @@ use crate::mechanism::{leaf_value_cells, Release, ReleasedMeasure};
 use crate::privacy::RunSeeds;
 use crate::progress::Timings;
 use crate::ranks::{agree, OneRank, RankSums};
-use crate::sampler::{Placement, RowGenerator};
+use crate::sampler::{Placement, RowGenerator, RowOrder};
 
 /// Where a PMM release holds its counts: the steps of [`PmmPlan::release_on`] that differ between one
 /// machine and a rank of many. Every rank calls them in the same order; a rank runs its collectives where
@@ -95,14 +95,14 @@ pub trait Backend {
     /// The released total of the whole tree.
     fn released_rows(&self, leaves: &Self::Leaves) -> u64;
     /// Rows of the whole table drawn from the released `leaves` on `geometry` (`rows` of them, or the released
-    /// total) with `placement` and its seed, each column mapped onto its released marginal where there are
-    /// `maps`: all of them, or a rank's even share.
+    /// total) with `placement`, in `order`, with their seed, each column mapped onto its released marginal
+    /// where there are `maps`: all of them, or a rank's even share.
     fn rows<'r>(
         &'r self,
         leaves: &'r Self::Leaves,
         geometry: CellGeometry,
         rows: Option<u64>,
-        placement: (Placement, u64),
+        placement: (Placement, RowOrder, u64),
         maps: Option<&'r [Option<MonotoneMap>]>,
     ) -> Result<Box<dyn RowGenerator + 'r>>;
     /// The released measure of the `leaves` held here.
@@ -224,10 +224,10 @@ impl Backend for OneMachine<'_> {
         leaves: &'r ReleasedMeasure,
         _geometry: CellGeometry,
         rows: Option<u64>,
-        (placement, seed): (Placement, u64),
+        (placement, order, seed): (Placement, RowOrder, u64),
         maps: Option<&'r [Option<MonotoneMap>]>,
     ) -> Result<Box<dyn RowGenerator + 'r>> {
-        let rows = leaves.rows(rows, placement, seed)?;
+        let rows = leaves.rows(rows, placement, order, seed)?;
         Ok(match maps {
             Some(maps) => Box::new(CalibratedRows { inner: rows, maps }),
             None => rows,
@@ -554,7 +554,8 @@ impl PmmPlan {
         let mut columns = vec![Vec::new(); self.dims()];
         if released_rows > 0 {
             let drawn = pairs.drawn_rows(released_rows);
-            let seeded = (self.placement(), seeds.pair_sample());
+            // Every drawn row is counted, so their order does not matter: cell order, the cheaper one.
+            let seeded = (self.placement(), RowOrder::Cells, seeds.pair_sample());
             // All of them on one machine; a rank's even share of them.
             let rows = backend.rows(leaves, geometry, Some(drawn as u64), seeded, maps)?;
             backend.work(|| rows.sample_rows(0, rows.total_rows() as usize, &mut columns));
