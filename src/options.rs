@@ -506,9 +506,17 @@ pub fn quoted_list(names: &[impl AsRef<str>]) -> String {
     }
 }
 
-/// Chooses the bounds of the columns used: the `--columns` list (or every column with bounds when it
-/// is absent), each of which must have public bounds.
+/// Chooses the bounds of the columns `eval` and `stream` use (they read numbers only): the `--columns`
+/// list (or every column with bounds when it is absent), each of which must have public bounds in the
+/// column's own unit.
 pub fn bounds_for_columns(columns: Option<&[String]>, bounds: &[ColumnBounds]) -> Result<Vec<ColumnBounds>> {
+    if let Some(dated) = bounds.iter().find(|bounds| bounds.instants) {
+        return Err(Error::bad_input(format!(
+            "--bounds {}: dates and timestamps in bounds apply to synth; here give them in the column's stored unit \
+             (days for a date32 column, the timestamp's unit since 1970-01-01)",
+            dated.column
+        )));
+    }
     let Some(columns) = columns else {
         return Ok(bounds.to_vec());
     };
@@ -861,6 +869,10 @@ mod tests {
         assert_eq!(bounds, vec![ColumnBounds::new("b", 0.0, 1.0).unwrap(), ColumnBounds::new("a", -1.0, 2.0).unwrap()]);
         let error = bounds_for_columns(Some(&["a".into(), "c".into()]), &bounds).unwrap_err();
         assert!(error.to_string().contains("'c' has no public bounds"));
+        // eval and stream read a date column in its stored unit only.
+        let dated: ColumnBounds = "day=2024-01-01:2025-01-01".parse().unwrap();
+        let error = bounds_for_columns(None, &[dated]).unwrap_err();
+        assert!(error.to_string().contains("stored unit"), "{error}");
     }
 
     #[test]

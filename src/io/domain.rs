@@ -96,6 +96,21 @@ impl Categories {
                 .collect::<std::result::Result<Vec<i64>, String>>()?;
             Some(parsed)
         } else if is_string_type(data_type) {
+            if let DataType::Dictionary(keys, _) = data_type {
+                let most = match keys.as_ref() {
+                    DataType::Int8 => i8::MAX as usize + 1,
+                    DataType::UInt8 => u8::MAX as usize + 1,
+                    DataType::Int16 => i16::MAX as usize + 1,
+                    DataType::UInt16 => u16::MAX as usize + 1,
+                    _ => usize::MAX,
+                };
+                if list.categories.len() > most {
+                    return Err(format!(
+                        "type {data_type} holds at most {most} categories, the list has {}",
+                        list.categories.len()
+                    ));
+                }
+            }
             None
         } else {
             return Err(format!("type {data_type} cannot hold categories (string, dictionary or integer needed)"));
@@ -333,6 +348,9 @@ mod tests {
         let back = decode_codes(&coding, &DataType::Int32, &[1.0, 0.0, 2.0]);
         assert_eq!(back.as_primitive::<Int32Type>().values().to_vec(), [1, 3, 2]);
         assert!(Categories::new(&list("m=x"), false, &DataType::Int32).is_err());
+        let small = DataType::Dictionary(Box::new(DataType::Int8), Box::new(DataType::Utf8));
+        let long: String = (0..200).map(|code| format!("c{code}")).collect::<Vec<_>>().join(",");
+        assert!(Categories::new(&list(&format!("c={long}")), false, &small).is_err());
         assert!(Categories::new(&list("m=x"), false, &DataType::Float64).is_err());
 
         let dictionary = DataType::Dictionary(Box::new(DataType::Int16), Box::new(DataType::Utf8));
