@@ -477,23 +477,21 @@ pub fn check_output_rows(flag: &str, rows: Option<u64>) -> Result<()> {
 
 /// Bounds given more than once for a column (a config file's, then the command line's): the last wins.
 pub fn last_bounds_per_column(given: Vec<ColumnBounds>) -> Vec<ColumnBounds> {
-    let mut bounds: Vec<ColumnBounds> = Vec::new();
-    for next in given {
-        bounds.retain(|existing| existing.column != next.column);
-        bounds.push(next);
-    }
-    bounds
+    last_per_column(given, |bounds| &bounds.column)
 }
 
-/// Category lists given more than once for a column (a config file's, then the command line's): the last
-/// wins.
+/// Category lists given more than once for a column, as [`last_bounds_per_column`]: the last wins.
 pub fn last_list_per_column(given: Vec<CategoryList>) -> Vec<CategoryList> {
-    let mut lists: Vec<CategoryList> = Vec::new();
+    last_per_column(given, |list| &list.column)
+}
+
+fn last_per_column<T>(given: Vec<T>, column: impl Fn(&T) -> &String) -> Vec<T> {
+    let mut kept: Vec<T> = Vec::new();
     for next in given {
-        lists.retain(|existing| existing.column != next.column);
-        lists.push(next);
+        kept.retain(|existing| column(existing) != column(&next));
+        kept.push(next);
     }
-    lists
+    kept
 }
 
 /// Names as a message lists them: 'a', 'b' and 'c'.

@@ -25,6 +25,7 @@ use crate::io::source::{ColumnKind, Source};
 // The public category lists and the unlisted rule are the columns' domains (io::domain), which the
 // default mechanism reads too.
 pub use crate::io::domain::{CategoryList, Unlisted};
+use crate::io::domain::{is_integer_type, is_string_type};
 
 /// `--bins COLUMN=K`: K equal bins of a numeric column's public bounds.
 #[derive(Clone, Debug, PartialEq)]
@@ -249,23 +250,13 @@ impl Encoding {
     }
 }
 
-fn is_integer_type(data_type: &DataType) -> bool {
-    use DataType::*;
-    matches!(data_type, Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 | UInt64)
-}
-
 /// Integers and floats (not dates or timestamps: their values do not decode back through a float).
 fn is_plain_number(data_type: &DataType) -> bool {
     is_integer_type(data_type) || ColumnKind::of(data_type) == Some(ColumnKind::Float)
 }
 
 fn is_categorical_type(data_type: &DataType) -> bool {
-    use DataType::*;
-    match data_type {
-        Utf8 | LargeUtf8 | Utf8View => true,
-        Dictionary(_, values) => matches!(values.as_ref(), Utf8 | LargeUtf8 | Utf8View),
-        other => is_integer_type(other),
-    }
+    is_string_type(data_type) || is_integer_type(data_type)
 }
 
 #[cfg(test)]

@@ -82,6 +82,9 @@ pub struct Categories {
     /// The names as integers, for a column of integer codes.
     integers: Option<Vec<i64>>,
     pub other: bool,
+    /// The code of each name (string columns) or integer (integer columns), made once for every batch.
+    name_codes: HashMap<String, f64>,
+    integer_codes: HashMap<i64, f64>,
 }
 
 impl Categories {
@@ -115,7 +118,10 @@ impl Categories {
         } else {
             return Err(format!("type {data_type} cannot hold categories (string, dictionary or integer needed)"));
         };
-        Ok(Categories { names: list.categories.clone(), integers, other })
+        let name_codes = list.categories.iter().enumerate().map(|(code, name)| (name.clone(), code as f64)).collect();
+        let integer_codes =
+            integers.iter().flatten().enumerate().map(|(code, &integer)| (integer, code as f64)).collect();
+        Ok(Categories { names: list.categories.clone(), integers, other, name_codes, integer_codes })
     }
 
     /// Codes 0..K: the listed categories, then "other" where there is one.
@@ -207,9 +213,8 @@ pub fn code_values(
         Coding::Categories(categories) => {
             let other = categories.other.then_some(categories.names.len() as f64);
             let mut codes = Vec::with_capacity(array.len());
-            if let Some(integers) = &categories.integers {
-                let lookup: HashMap<i64, f64> =
-                    integers.iter().enumerate().map(|(code, &value)| (value, code as f64)).collect();
+            if categories.integers.is_some() {
+                let lookup = &categories.integer_codes;
                 let values = cast_to(&DataType::Int64)?;
                 let values = values.as_primitive::<Int64Type>();
                 for (row, value) in values.iter().enumerate() {
@@ -224,8 +229,7 @@ pub fn code_values(
                 }
                 return Ok(coded(codes, values.nulls().cloned()));
             }
-            let lookup: HashMap<&str, f64> =
-                categories.names.iter().enumerate().map(|(code, name)| (name.as_str(), code as f64)).collect();
+            let lookup = &categories.name_codes;
             let values = cast_to(&DataType::Utf8)?;
             let values = values.as_string::<i32>();
             for (row, value) in values.iter().enumerate() {
@@ -285,7 +289,8 @@ pub fn with_nulls(array: ArrayRef, slot: NullSlot, values: &[f64]) -> ArrayRef {
     arrow::array::make_array(data)
 }
 
-fn is_integer_type(data_type: &DataType) -> bool {
+/// Signed or unsigned integers.
+pub fn is_integer_type(data_type: &DataType) -> bool {
     use DataType::*;
     matches!(data_type, Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 | UInt64)
 }
