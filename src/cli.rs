@@ -1,6 +1,7 @@
 //! The `dpsynth` command line (docs/design.md). Names here are a stable interface: scripts depend on them.
 
 use std::ffi::OsString;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -10,12 +11,13 @@ use crate::config::config_arguments;
 use crate::encoding::{BinCount, CategoryList, Unlisted};
 use crate::error::{compact_number, Error, Result, EXIT_INTERNAL, EXIT_OK};
 use crate::eval::command::TableInput;
+use crate::eval::run_report::published_bounds;
 use crate::eval::{EvalOptions, PairSelection};
 use crate::generate::{bounds_toml, stage_table, Compression, GenerateSpec, Law, DEFAULT_ROW_GROUP_ROWS};
 use crate::geometry::bounds::ColumnBounds;
-use crate::io::paths::{check_output_paths, NamedPath};
+use crate::io::paths::{check_output_paths, check_parquet_extension, NamedPath};
 use crate::io::staging::{commit_all, write_file_atomically, StagedFile};
-use crate::mechanism::MechanismParameters;
+use crate::mechanism::AccuracyBound;
 use crate::options::{
     bounds_for_columns, check_output_rows, check_threads, last_bounds_per_column, worker_pool, SynthArgs,
 };
@@ -36,16 +38,13 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Make an ε-DP synthetic copy of a Parquet table: numbers, dates, timestamps, categories, Booleans, nulls.
+    #[command(override_usage = "dpsynth synth <INPUT> --epsilon <EPSILON> --output <OUTPUT> [OPTIONS]\n       \
+                                dpsynth synth <INPUT> --config <CONFIG> [OPTIONS]  (ε and the output in the file)")]
     Synth(SynthArgs),
     /// Compare a synthetic table with the real one: W1 and friends (owner only: reads the real data).
     Eval(EvalArgs),
     /// Show a Parquet file's or dataset's schema, row count, files and row groups (nothing about its values).
-    Inspect {
-        input: PathBuf,
-        /// A directory input's Hive-style key=value folders are listed as columns (as synth --hive-columns).
-        #[arg(long = "hive-columns")]
-        hive_columns: bool,
-    },
+    Inspect(InspectArgs),
     /// Write a synthetic test table (not private data: a generator for tests and benchmarks).
     Generate(GenerateArgs),
     /// Continual ε-DP release over a growing table: synthetic copies at chosen times t, resumable.
@@ -125,21 +124,42 @@ struct EvalArgs {
 }
 
 #[derive(Args, Debug)]
+struct InspectArgs {
+    /// A Parquet file, a directory of them or a glob, as for synth.
+    input: PathBuf,
+    /// A directory input's Hive-style key=value folders are listed as columns (as synth --hive-columns).
+    #[arg(long = "hive-columns")]
+    hive_columns: bool,
+    /// Write a config file for synth here: every column with its type and a placeholder domain to fill in
+    /// from public knowledge (from the schema alone, never the values).
+    #[arg(long = "config-template", value_name = "FILE")]
+    config_template: Option<PathBuf>,
+    /// Replace an existing --config-template file (without it, an existing file is an error).
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(Args, Debug)]
 struct GenerateArgs {
+    /// The Parquet file to write (atomically).
     output: PathBuf,
+    /// Rows of the table, at most 10^12.
     #[arg(long)]
     rows: u64,
+    /// Float64 columns x0, x1, ... of the table, each with public bounds 0:1.
     #[arg(long)]
     dims: usize,
-    /// uniform, mixture, skewed, heavy-tailed, subspace:K, latent-class:K or ball:R (uniform in a ball of
-    /// radius R/2 at the cube's centre).
+    /// The law of the rows: uniform, mixture, skewed, heavy-tailed, subspace:K, latent-class:K or ball:R
+    /// (uniform in a ball of radius R/2 at the cube's centre).
     #[arg(long, default_value = "mixture")]
     law: Law,
+    /// Seed of the rows (the same seed writes the same table).
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// none, snappy or zstd.
+    /// Compression of the file: none, snappy or zstd.
     #[arg(long, default_value = "none")]
     compression: Compression,
+    /// Rows per row group.
     #[arg(long, default_value_t = DEFAULT_ROW_GROUP_ROWS)]
     row_group_rows: usize,
     /// Also write the table's public bounds as a config file here.
@@ -197,7 +217,7 @@ pub fn parse_eval(words: Vec<OsString>) -> Result<(crate::eval::command::EvalReq
         Command::Eval(args) if args.marginals => {
             Err(Error::bad_input("eval --marginals reads its tables from Parquet files: run it from the command line"))
         }
-        Command::Eval(args) => eval_request(args),
+        Command::Eval(args) => eval_request(args, None),
         _ => Err(Error::internal("parsed eval's arguments as another command")),
     }
 }
@@ -250,10 +270,7 @@ fn parse(argv: Vec<OsString>) -> std::result::Result<Cli, ParseFailure> {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Synth(args) => run_synth(args),
-        Command::Inspect { input, hive_columns } => {
-            print!("{}", crate::inspect::describe(&input, hive_columns)?);
-            Ok(())
-        }
+        Command::Inspect(args) => run_inspect(args),
         Command::Eval(args) => run_eval(args),
         Command::Generate(args) => run_generate(args),
         Command::Stream(args) => crate::stream::run_command(args),
@@ -271,41 +288,36 @@ fn run_synth(args: SynthArgs) -> Result<()> {
     if let Some(config) = &config {
         check_output_paths(&[NamedPath::new("the --config file", config)], &outputs.named())?;
     }
+    if let Some(warning) = crate::privacy::epsilon_warning(options.epsilon).filter(|_| !quiet) {
+        eprintln!("warning: {warning}");
+    }
     let progress = Progress::for_terminal(quiet);
     let outcome = synthesize(&request.input, outputs, options, &progress)?;
-    if !quiet {
-        let report = &outcome.report;
-        let bound = report.accuracy.expected_w1_bound;
-        // W1 ≤ diam [0,1]^d = 1 always: a larger theorem value says nothing, and the line says so.
-        let calibrated = matches!(
-            &report.parameters,
-            MechanismParameters::Pmm(pmm) if pmm.marginal_calibration.is_some()
+    if quiet {
+        return Ok(());
+    }
+    let report = &outcome.report;
+    if report.guarantee.anonymity.is_some() {
+        eprintln!(
+            "wrote {} synthetic rows to {} ({}; anonymity, NOT differential privacy)",
+            report.release.synthetic_rows,
+            outputs.table.display(),
+            report.parameters.summary(),
         );
-        let accuracy = if calibrated {
-            format!("the joint tree's W1 bound {bound:.4} holds before calibration only")
-        } else if bound < 1.0 {
-            format!("expected W1 ≤ {bound:.4} normalised")
-        } else {
-            format!("the proven W1 bound ({bound:.2}) is vacuous at this size")
-        };
-        if report.guarantee.anonymity.is_some() {
-            eprintln!(
-                "wrote {} synthetic rows to {} ({}; anonymity, NOT differential privacy)",
-                report.release.synthetic_rows,
-                outputs.table.display(),
-                report.parameters.summary(),
-            );
-        } else {
-            eprintln!(
-                "wrote {} synthetic rows to {} (ε = {}, {}, {}, {accuracy}){}",
-                report.release.synthetic_rows,
-                outputs.table.display(),
-                compact_number(report.guarantee.epsilon),
-                options.neighbours.describe().split(':').next().unwrap_or_default(),
-                report.parameters.summary(),
-                if report.guarantee.fit_for_release { "" } else { "; seeded run: NOT fit for release" },
-            );
-        }
+    } else {
+        eprintln!(
+            "wrote {} synthetic rows to {} (ε = {}, {}, {}); {}{}",
+            report.release.synthetic_rows,
+            outputs.table.display(),
+            compact_number(report.guarantee.epsilon),
+            options.neighbours.describe().split(':').next().unwrap_or_default(),
+            report.parameters.summary(),
+            accuracy_statement(&report.accuracy),
+            if report.guarantee.fit_for_release { "" } else { "; seeded run: NOT fit for release" },
+        );
+    }
+    // The true row count is not private: it stays out of logs others read unless asked for.
+    if request.owner_summary || std::io::stderr().is_terminal() {
         let diagnostics = &outcome.diagnostics;
         eprintln!(
             "NOT PRIVATE (owner only): {} rows binned, {} dropped, {} clamped; {:.2}s",
@@ -318,11 +330,55 @@ fn run_synth(args: SynthArgs) -> Result<()> {
     Ok(())
 }
 
+/// What the run's accuracy bound says of the table written, in a clause.
+fn accuracy_statement(accuracy: &AccuracyBound) -> String {
+    let bound = accuracy.expected_w1_bound;
+    // W1 ≤ diam [0,1]^d = 1 always: a larger (or undefined) value says nothing.
+    let meaningful = bound.is_finite() && bound < 1.0;
+    match (accuracy.holds_for_table, meaningful) {
+        (true, true) => format!("expected W1 ≤ {bound:.4} normalised"),
+        (true, false) => "the proven W1 bound is vacuous at this size (≥ 1, the cube's diameter)".to_string(),
+        (false, true) => format!(
+            "no W1 bound is proven for this table (its columns were mapped onto released marginals); the joint tree \
+             before the maps has expected W1 ≤ {bound:.4} normalised"
+        ),
+        (false, false) => "no W1 bound is proven for this table (its columns were mapped onto released marginals)".to_string(),
+    }
+}
+
+fn run_inspect(args: InspectArgs) -> Result<()> {
+    let Some(template) = &args.config_template else {
+        print!("{}", crate::inspect::describe(&args.input, args.hive_columns)?);
+        return Ok(());
+    };
+    check_output_paths(
+        &[NamedPath::new("the input", &args.input)],
+        &[NamedPath::new("--config-template", template)],
+    )?;
+    if !args.force && template.exists() {
+        return Err(Error::in_file(template, "--config-template exists; pass --force to replace it"));
+    }
+    write_file_atomically(template, crate::inspect::config_template(&args.input, args.hive_columns)?.as_bytes())?;
+    eprintln!("wrote {}: fill in each domain from public knowledge, then pass it to synth --config", template.display());
+    Ok(())
+}
+
 fn run_eval(args: EvalArgs) -> Result<()> {
     if args.marginals {
         return run_eval_marginals(args);
     }
-    let (request, threads, quiet) = eval_request(args)?;
+    // Without bounds, the run's own public domain: from its report, else the synthetic table's footer.
+    let published = match args.bounds.is_empty() {
+        true => published_bounds(&args.run_report, &args.synth)?,
+        false => None,
+    };
+    if let Some(published) = published.as_ref().filter(|_| !args.quiet) {
+        eprintln!("eval: the public bounds of {}", published.from);
+        if !published.not_compared.is_empty() {
+            eprintln!("eval: not compared (eval compares numbers): {}", published.not_compared.join(", "));
+        }
+    }
+    let (request, threads, quiet) = eval_request(args, published.map(|published| published.bounds))?;
     let pool = worker_pool(threads)?;
     pool.install(|| {
         let done = crate::eval::command::run(&request)?;
@@ -339,16 +395,21 @@ fn run_eval(args: EvalArgs) -> Result<()> {
     })
 }
 
-/// The request of a W1 `eval`, its worker threads and whether it is quiet.
-fn eval_request(args: EvalArgs) -> Result<(crate::eval::command::EvalRequest, usize, bool)> {
+/// The request of a W1 `eval`, its worker threads and whether it is quiet; `published`: the bounds of the
+/// run, where it was given none of its own.
+fn eval_request(
+    args: EvalArgs,
+    published: Option<Vec<ColumnBounds>>,
+) -> Result<(crate::eval::command::EvalRequest, usize, bool)> {
     if !args.categories.is_empty() || !args.bins.is_empty() || args.unlisted.is_some() {
         return Err(Error::bad_input("--categories, --bins and --unlisted apply to eval --marginals only"));
     }
-    let bounds = last_bounds_per_column(args.bounds);
+    let bounds = last_bounds_per_column(published.unwrap_or(args.bounds));
     let mut options = EvalOptions::new(bounds_for_columns(args.columns.as_deref(), &bounds)?);
     if options.bounds.is_empty() {
         return Err(Error::bad_input(
-            "no columns to compare: give --bounds COLUMN=LO:HI for each (or a config file with [bounds])",
+            "no columns to compare: give --bounds COLUMN=LO:HI for each (or a config file with [bounds]), or \
+             --run-report with the synth run's report",
         ));
     }
     if args.nulls == Some(NullPolicy::Keep) {
@@ -453,6 +514,7 @@ fn run_generate(args: GenerateArgs) -> Result<()> {
         row_group_rows: args.row_group_rows,
     };
     check_output_rows("--rows", Some(args.rows))?;
+    check_parquet_extension(&args.output, "OUTPUT")?;
     let mut outputs = vec![NamedPath::new("OUTPUT", &args.output)];
     outputs.extend(args.schema.as_deref().map(|schema| NamedPath::new("--schema", schema)));
     check_output_paths(&[], &outputs)?;

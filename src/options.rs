@@ -41,8 +41,8 @@ pub use crate::mechanism::pmm::auto::{
 pub use crate::mechanism::psmm::args::PsmmArgs;
 
 use crate::error::{Error, Result};
-use crate::io::paths::OutputPaths;
-use crate::io::source::Source;
+use crate::io::paths::{check_parquet_extension, OutputPaths};
+use crate::io::source::{no_such_column, Source};
 use crate::mechanism::args::{ChosenMechanism, CommonFlags};
 use crate::privacy::check_epsilon;
 
@@ -53,91 +53,95 @@ pub struct SynthArgs {
     /// The sensitive input: a Parquet file, a directory of them (recursively, in path order) or a glob.
     pub input: PathBuf,
     /// A directory input's Hive-style key=value folders become columns after the files' own.
-    #[arg(long = "hive-columns")]
+    #[arg(help_heading = "Input", long = "hive-columns")]
     pub hive_columns: bool,
-    /// Where the synthetic table goes (written atomically).
-    #[arg(long, short)]
-    pub output: Option<PathBuf>,
-    /// Privacy budget ε (> 0).
-    #[arg(long, allow_negative_numbers = true)]
-    pub epsilon: Option<f64>,
     /// Columns to use [default: every column of the input, each of which needs a public domain].
-    #[arg(long, value_delimiter = ',')]
+    #[arg(help_heading = "Input", long, value_delimiter = ',')]
     pub columns: Option<Vec<String>>,
     /// Columns to leave out on purpose (the report lists them); instead of --columns.
-    #[arg(long, value_delimiter = ',', value_name = "COLUMN,...")]
+    #[arg(help_heading = "Input", long, value_delimiter = ',', value_name = "COLUMN,...")]
     pub exclude: Vec<String>,
     /// `columns` came from the input's schema ([`SynthArgs::default_columns`]), not the command line.
     #[arg(skip)]
     pub columns_from_input: bool,
     /// Public bounds COLUMN=LO:HI of a number, date or timestamp column (day=2024-01-01:2025-01-01),
     /// repeatable. Never derived from the data.
-    #[arg(long = "bounds", value_name = "COLUMN=LO:HI")]
+    #[arg(help_heading = "Input", long = "bounds", value_name = "COLUMN=LO:HI")]
     pub bounds: Vec<ColumnBounds>,
     /// Public category list of a categorical column (string, dictionary or integer), COLUMN=V1,V2,...
     /// (repeatable; or a `[categories]` table in the config). Never read from the data. Boolean columns need
     /// no domain.
-    #[arg(long = "categories", value_name = "COLUMN=V1,V2,...")]
+    #[arg(help_heading = "Input", long = "categories", value_name = "COLUMN=V1,V2,...")]
     pub categories: Vec<CategoryList>,
     /// A value outside its column's category list: an error, or one more category, 'other', which comes
     /// back as null [default: error].
-    #[arg(long, value_enum)]
+    #[arg(help_heading = "Input", long, value_enum)]
     pub unlisted: Option<Unlisted>,
-    /// A TOML file with any of these options, each under its flag's name (the command line wins).
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// Mechanism [default: auto, which is PMM with settings chosen from the number of columns and, at
-    /// three or more, from ε·n̂ (ε·n under replace)].
-    #[arg(long, value_enum)]
-    pub mechanism: Option<Mechanism>,
-    /// The former name of --root-share for lowdim: still accepted, with a warning.
-    #[arg(long, allow_negative_numbers = true, hide = true)]
-    pub noisy_n_share: Option<f64>,
-    /// Neighbouring relation of the guarantee [default: add-remove].
-    #[arg(long, value_enum)]
-    pub neighbours: Option<Neighbours>,
-    /// Under add-remove, the share of ε spent on the noisy row count n̂ that fixes pmm's depth, psmm's
-    /// grid or lowdim's noise scales [default: 1/16 for pmm and psmm; required for lowdim].
-    #[arg(long, allow_negative_numbers = true)]
-    pub root_share: Option<f64>,
-    /// Output rows, at most 10^12 (default: the released row count).
-    #[arg(long)]
-    pub rows: Option<u64>,
-    /// Reproducible run; the report then says it is not fit for release.
-    #[arg(long)]
-    pub seed: Option<u64>,
     /// Null values: keep (null is a value of each nullable column's domain, its share released like any
     /// cell's), error or drop the row (NaN and infinities: error or drop) [default: keep for auto, pmm and
     /// psmm; error for the others].
-    #[arg(long, value_enum)]
+    #[arg(help_heading = "Input", long, value_enum)]
     pub nulls: Option<NullPolicy>,
+    /// A TOML file with any of these options, each under its flag's name (the command line wins).
+    #[arg(help_heading = "Input", long)]
+    pub config: Option<PathBuf>,
+    /// Privacy budget ε (> 0).
+    #[arg(help_heading = "Privacy", long, allow_negative_numbers = true)]
+    pub epsilon: Option<f64>,
+    /// Mechanism [default: auto, which is PMM with settings chosen from the number of columns and, at
+    /// three or more, from ε·n̂ (ε·n under replace)].
+    #[arg(help_heading = "Privacy", long, value_enum)]
+    pub mechanism: Option<Mechanism>,
+    /// Neighbouring relation of the guarantee [default: add-remove].
+    #[arg(help_heading = "Privacy", long, value_enum)]
+    pub neighbours: Option<Neighbours>,
+    /// Under add-remove, the share of ε spent on the noisy row count n̂ that fixes pmm's depth, psmm's
+    /// grid or lowdim's noise scales [default: 1/16 for pmm and psmm; required for lowdim].
+    #[arg(help_heading = "Privacy", long, allow_negative_numbers = true)]
+    pub root_share: Option<f64>,
+    /// The former name of --root-share for lowdim: still accepted, with a warning.
+    #[arg(help_heading = "Privacy", long, allow_negative_numbers = true, hide = true)]
+    pub noisy_n_share: Option<f64>,
+    /// Reproducible run; the report then says it is not fit for release.
+    #[arg(help_heading = "Privacy", long)]
+    pub seed: Option<u64>,
+    /// Where the synthetic table goes (written atomically).
+    #[arg(help_heading = "Output", long, short)]
+    pub output: Option<PathBuf>,
+    /// Output rows, at most 10^12 (default: the released row count).
+    #[arg(help_heading = "Output", long)]
+    pub rows: Option<u64>,
     /// Where points go in their cell [default: uniform].
-    #[arg(long, value_enum)]
+    #[arg(help_heading = "Output", long, value_enum)]
     pub placement: Option<Placement>,
     /// Order of the output rows: random (a seeded permutation, so that every prefix of the table is a
     /// uniform sample of it) or cells (cell by cell, a prefix covering a corner of the space; faster: half
     /// random's sampling time, 0.65–0.74× its wall time for pmm and 0.86–0.90× for auto on 10^7 rows, d = 4).
     /// covloss and microagg draw each row independently: both orders are the same there [default: random].
-    #[arg(long, value_enum)]
+    #[arg(help_heading = "Output", long, value_enum)]
     pub row_order: Option<RowOrder>,
-    /// pmm: binning device; pe: where the nearest-neighbour counts run [default: auto].
-    #[arg(long, value_enum)]
-    pub device: Option<DeviceChoice>,
-    /// Worker threads, at most 1024 and 64 per core [default: all cores].
-    #[arg(long)]
-    pub threads: Option<usize>,
-    /// Memory the cell arrays may use, in MiB [default: half the machine].
-    #[arg(long = "memory-limit-mib")]
-    pub memory_limit_mib: Option<u64>,
     /// Publishable run report (JSON).
-    #[arg(long)]
+    #[arg(help_heading = "Output", long)]
     pub report: Option<PathBuf>,
     /// Owner-only diagnostics (JSON; NOT private).
-    #[arg(long)]
+    #[arg(help_heading = "Output", long)]
     pub diagnostics: Option<PathBuf>,
     /// No progress bars or summaries.
-    #[arg(long)]
+    #[arg(help_heading = "Output", long)]
     pub quiet: bool,
+    /// Print the owner-only line (the true row count, dropped and clamped rows: NOT private) on stderr
+    /// [default: only when stderr is a terminal, so that it stays out of batch-job logs].
+    #[arg(help_heading = "Output", long = "owner-summary")]
+    pub owner_summary: bool,
+    /// pmm: binning device; pe: where the nearest-neighbour counts run [default: auto].
+    #[arg(help_heading = "Performance", long, value_enum)]
+    pub device: Option<DeviceChoice>,
+    /// Worker threads, at most 1024 and 64 per core [default: all cores].
+    #[arg(help_heading = "Performance", long)]
+    pub threads: Option<usize>,
+    /// Memory the cell arrays may use, in MiB [default: half the machine].
+    #[arg(help_heading = "Performance", long = "memory-limit-mib")]
+    pub memory_limit_mib: Option<u64>,
     #[command(flatten)]
     pub pmm: PmmArgs,
     #[command(flatten)]
@@ -267,6 +271,8 @@ pub struct SynthRequest {
     pub outputs: OutputPaths,
     pub options: SynthOptions,
     pub quiet: bool,
+    /// `--owner-summary`: print the owner-only line even when stderr is not a terminal.
+    pub owner_summary: bool,
 }
 
 impl SynthArgs {
@@ -280,17 +286,20 @@ impl SynthArgs {
             self.default_columns(&names)?;
         }
         let (table, report, diagnostics) = (self.output.take(), self.report.take(), self.diagnostics.take());
-        let quiet = self.quiet;
+        let (quiet, owner_summary) = (self.quiet, self.owner_summary);
         let options = self.resolve_options()?;
+        let table = table.ok_or_else(|| Error::bad_input("--output is required"))?;
+        check_parquet_extension(&table, "--output")?;
         Ok(SynthRequest {
             input,
             outputs: OutputPaths {
-                table: table.ok_or_else(|| Error::bad_input("--output is required"))?,
+                table,
                 report,
                 diagnostics,
             },
             options,
             quiet,
+            owner_summary,
         })
     }
 
@@ -301,13 +310,9 @@ impl SynthArgs {
         if self.columns.is_some() {
             return Ok(());
         }
-        let unknown: Vec<&String> = self.exclude.iter().filter(|name| !input_columns.contains(name)).collect();
-        if !unknown.is_empty() {
-            return Err(Error::bad_input(format!(
-                "--exclude names {} that the input does not have (it has: {})",
-                quoted_list(&unknown),
-                input_columns.join(", ")
-            )));
+        if let Some(unknown) = self.exclude.iter().find(|name| !input_columns.contains(name)) {
+            let why = " (named by --exclude)";
+            return Err(Error::bad_input(format!("column '{unknown}': {}", no_such_column(unknown, input_columns, why))));
         }
         self.columns = Some(input_columns.iter().filter(|name| !self.exclude.contains(name)).cloned().collect());
         self.columns_from_input = true;

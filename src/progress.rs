@@ -6,7 +6,7 @@
 use std::io::IsTerminal;
 use std::sync::Arc;
 
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 
 use crate::error::{Error, Result};
 
@@ -57,9 +57,12 @@ impl Progress {
         }
         let bar = ProgressBar::new(total);
         let template =
-            format!("{{prefix:>10}} [{{bar:40}}] {{human_pos}}/{{human_len}} {unit} ({{per_sec}}, eta {{eta}})");
+            format!("{{prefix:>10}} [{{bar:40}}] {{human_pos}}/{{human_len}} {unit} ({{rate}} {unit}/s, eta {{eta}})");
         if let Ok(style) = ProgressStyle::with_template(&template) {
-            bar.set_style(style.progress_chars("=> "));
+            let rate = |state: &ProgressState, out: &mut dyn std::fmt::Write| {
+                let _ = out.write_str(&si_prefixed(state.per_sec()));
+            };
+            bar.set_style(style.with_key("rate", rate).progress_chars("=> "));
         }
         bar.set_prefix(label.to_string());
         PhaseBar { bar: Some(bar), watcher }
@@ -72,6 +75,23 @@ impl Progress {
             _ => Ok(()),
         }
     }
+}
+
+/// `value` with three significant digits and an SI prefix: 3 828 632.4 is "3.83 M".
+pub fn si_prefixed(value: f64) -> String {
+    if !value.is_finite() {
+        return "-".to_string();
+    }
+    let (scaled, prefix) = [(1e12, " T"), (1e9, " G"), (1e6, " M"), (1e3, " k")]
+        .into_iter()
+        .find(|&(scale, _)| value.abs() >= scale)
+        .map_or((value, ""), |(scale, prefix)| (value / scale, prefix));
+    let decimals = match scaled.abs() {
+        magnitude if magnitude >= 100.0 => 0,
+        magnitude if magnitude >= 10.0 => 1,
+        _ => 2,
+    };
+    format!("{scaled:.decimals$}{prefix}")
 }
 
 impl PhaseBar {
@@ -146,5 +166,20 @@ impl Timings {
 
     pub fn into_phases(self) -> Vec<PhaseTiming> {
         self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::si_prefixed;
+
+    #[test]
+    fn rates_read_with_an_si_prefix_and_three_digits() {
+        assert_eq!(si_prefixed(3_828_632.4256), "3.83 M");
+        assert_eq!(si_prefixed(45_210.0), "45.2 k");
+        assert_eq!(si_prefixed(999.0), "999");
+        assert_eq!(si_prefixed(2.5e9), "2.50 G");
+        assert_eq!(si_prefixed(0.5), "0.50");
+        assert_eq!(si_prefixed(f64::NAN), "-");
     }
 }

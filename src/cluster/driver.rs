@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::io::paths::{check_output_paths, NamedPath};
 use crate::io::sink::ParquetSink;
 use crate::io::source::Source;
-use crate::io::staging::{commit_all, StagedFile};
+use crate::io::staging::commit_all;
 use crate::mechanism::covloss::points::BATCH_ROWS as ENCODED_BATCH_ROWS;
 use crate::mechanism::pmm::pairs::PairMappedRows;
 use crate::mechanism::pmm::release::Backend;
@@ -95,11 +95,12 @@ pub fn synthesize_across(
         Some(pmm) => run.split(&pmm, public, &data, &mut timings)?,
         None => run.replicated(&public, &data, &mut timings)?,
     };
-    let WrittenPart { whole, staged, rows_read, leaves_owned, rows_written } = written;
+    let WrittenPart { whole, sink, rows_read, leaves_owned, rows_written } = written;
     let epsilon_spent = whole.budget.check()?;
+    let facts = RunFacts { source: &share, columns: &run_columns, options };
+    let staged = agree(comm, sink.finish(&facts.table_metadata(&whole)))?;
     // Every part is complete: rename them.
     agree(comm, commit_all(vec![staged]))?;
-    let facts = RunFacts { source: &share, columns: &run_columns, options };
     let mut report = facts.report(&whole, epsilon_spent, 0);
     let mine =
         RankInfo { rank, row_groups, rows_read, leaves_owned, rows_written, seconds: started.elapsed().as_secs_f64() };
@@ -132,10 +133,10 @@ struct PartRun<'a> {
 }
 
 /// The whole release as every rank knows it, and this rank's part of the table, written under a temporary
-/// name.
+/// name but for its footer (which names the whole release).
 struct WrittenPart {
     whole: Release,
-    staged: StagedFile,
+    sink: ParquetSink,
     rows_read: u64,
     leaves_owned: u64,
     rows_written: u64,
@@ -177,14 +178,14 @@ impl PartRun<'_> {
             pool.install(|| -> Result<_> {
                 let mut sink = ParquetSink::create(part, columns, bounds, &value_cells)?;
                 let rows = write_rows(&mut sink, generator.as_ref(), data.progress, parts)?;
-                Ok((sink.finish()?, rows))
+                Ok((sink, rows))
             })
         });
         drop(generator);
-        let (staged, rows_written) = agree(comm, written)?;
+        let (sink, rows_written) = agree(comm, written)?;
         let leaves_owned = released.leaves.leaves_owned() as u64;
         let whole = released.into_release(&backend);
-        Ok(WrittenPart { whole, staged, rows_read: data.source.row_count(), leaves_owned, rows_written })
+        Ok(WrittenPart { whole, sink, rows_read: data.source.row_count(), leaves_owned, rows_written })
     }
 
     /// lowdim, PSMM, PE and covloss: each rank's passes read its share and end in sums over the ranks
@@ -225,11 +226,11 @@ impl PartRun<'_> {
                         (sink, rows)
                     }
                 };
-                Ok((sink.finish()?, rows))
+                Ok((sink, rows))
             })
         });
-        let (staged, rows_written) = agree(comm, written)?;
-        Ok(WrittenPart { whole, staged, rows_read: data.source.row_count(), leaves_owned: 0, rows_written })
+        let (sink, rows_written) = agree(comm, written)?;
+        Ok(WrittenPart { whole, sink, rows_read: data.source.row_count(), leaves_owned: 0, rows_written })
     }
 }
 

@@ -20,7 +20,7 @@ use arrow::datatypes::DataType;
 
 use crate::error::{Error, Result};
 use crate::geometry::bounds::ColumnBounds;
-use crate::io::source::{ColumnKind, Source};
+use crate::io::source::{field_names, no_such_column, ColumnKind, Source};
 
 // The public category lists and the unlisted rule are the columns' domains (io::domain), which the
 // default mechanism reads too.
@@ -145,15 +145,8 @@ impl Encoding {
         }
         let mut columns = Vec::with_capacity(spec.columns.len());
         for name in &spec.columns {
-            let index = schema.index_of(name).map_err(|_| {
-                let available: Vec<&str> =
-                    schema.fields().iter().map(|field| field.name().as_str()).collect();
-                Error::in_column(
-                    path,
-                    name,
-                    format!("no such column (the input has: {})", available.join(", ")),
-                )
-            })?;
+            let index =
+                schema.index_of(name).map_err(|_| Error::in_column(path, name, no_such_column(name, &field_names(&schema), "")))?;
             if columns.iter().any(|column: &EncodedColumn| column.schema_index == index) {
                 return Err(Error::in_column(path, name, "named twice"));
             }

@@ -230,3 +230,19 @@ mod tests {
         assert!(check_output_paths(&inputs, &[NamedPath::new("--report", &report)]).is_ok());
     }
 }
+
+/// dpsynth writes Parquet: an output named for another format (`out.csv`) is refused rather than written as
+/// Parquet under that name. A name without an extension (an MPI run's directory of parts) is taken as it is.
+pub fn check_parquet_extension(path: &Path, flag: &str) -> Result<()> {
+    match path.extension().and_then(|extension| extension.to_str()) {
+        None => Ok(()),
+        Some(extension) if ["parquet", "parq", "pq"].contains(&extension.to_ascii_lowercase().as_str()) => Ok(()),
+        Some(extension) => Err(Error::in_file(
+            path,
+            format!(
+                "{flag} names a .{extension} file, but dpsynth writes Parquet: name it .parquet (convert it \
+                 afterwards with any Parquet reader, e.g. pyarrow or DuckDB, if you need .{extension})"
+            ),
+        )),
+    }
+}

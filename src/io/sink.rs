@@ -12,6 +12,7 @@ use arrow::record_batch::RecordBatch;
 use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowRowGroupWriterFactory};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
+use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 use rayon::prelude::*;
@@ -219,13 +220,17 @@ impl ParquetSink {
         self.file.append(EncodedRowGroup(chunks))
     }
 
-    /// Finishes the file; it is moved into place with the run's other outputs by
-    /// [`crate::io::staging::commit_all`]. On error (and if the result is dropped) the temporary goes.
-    pub fn finish(mut self) -> Result<StagedFile> {
+    /// Finishes the file with `metadata` in its footer (key-value pairs: what the table is and how it was
+    /// made); it is moved into place with the run's other outputs by [`crate::io::staging::commit_all`].
+    /// On error (and if the result is dropped) the temporary goes.
+    pub fn finish(mut self, metadata: &[(String, String)]) -> Result<StagedFile> {
         if self.rows_in_group > 0 {
             self.finish_open_row_group()?;
         }
-        let ParquetSink { staged, file, .. } = self;
+        let ParquetSink { staged, mut file, .. } = self;
+        for (key, value) in metadata {
+            file.writer.append_key_value_metadata(KeyValue::new(key.clone(), value.clone()));
+        }
         file.writer
             .close()
             .map_err(|error| Error::in_file(staged.target(), format!("cannot finish the output: {error}")))?;
@@ -360,7 +365,7 @@ mod tests {
             for group in groups {
                 file.append(group).unwrap();
             }
-            crate::io::staging::commit_all(vec![sink.finish().unwrap()]).unwrap();
+            crate::io::staging::commit_all(vec![sink.finish(&[]).unwrap()]).unwrap();
         });
         std::fs::read(path).unwrap()
     }
@@ -393,7 +398,7 @@ mod tests {
         for start in (0..rows).step_by(batch_rows) {
             sink.write_batch(&rows_of(start..rows.min(start + batch_rows))).unwrap();
         }
-        crate::io::staging::commit_all(vec![sink.finish().unwrap()]).unwrap();
+        crate::io::staging::commit_all(vec![sink.finish(&[]).unwrap()]).unwrap();
         assert_rows_in_order(&path, rows, 2);
     }
 }

@@ -387,6 +387,9 @@ pub struct AccuracyBound {
     pub units: &'static str,
     pub n: u64,
     pub formula: &'static str,
+    /// Whether the bound holds for the table written, not only for a release before its post-processing
+    /// maps (PMM's marginal and pair maps: then no bound is proven for the table).
+    pub holds_for_table: bool,
 }
 
 /// The units every accuracy bound is stated in.

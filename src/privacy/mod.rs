@@ -83,6 +83,23 @@ pub fn check_epsilon(epsilon: f64) -> Result<()> {
     }
 }
 
+/// Above this ε a run is warned: the guarantee then lets one row change the odds of any outcome by a factor
+/// e^ε > e^10 ≈ 22 000, which protects little; published single releases use ε ≤ 10 (most ≤ 1 to 2), and a
+/// larger ε is for experiments.
+pub const EPSILON_WARNING_ABOVE: f64 = 10.0;
+
+/// The warning for an ε above [`EPSILON_WARNING_ABOVE`], if it is.
+pub fn epsilon_warning(epsilon: f64) -> Option<String> {
+    (epsilon > EPSILON_WARNING_ABOVE).then(|| {
+        format!(
+            "ε = {} is above {EPSILON_WARNING_ABOVE}: one row may change the odds of any output by a factor e^ε > \
+             22 000, so the guarantee protects little (fine for experiments, not for a release); large ε also makes \
+             the tree as deep as memory allows, which costs time",
+            crate::error::compact_number(epsilon)
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@ use arrow::datatypes::{DataType, Field};
 use crate::error::{compact_number, Error, Result};
 use crate::geometry::bounds::ColumnBounds;
 use crate::io::domain::{coded_axis, is_string_type, number_axis, Categories, Coding, Unlisted};
-use crate::io::source::{unsupported_type, ColumnKind, NumericColumn, Source};
+use crate::io::source::{field_names, no_such_column, unsupported_type, ColumnKind, NumericColumn, Source};
 use crate::options::SynthOptions;
 
 /// The used columns in schema order, each with its coding, and the bounds of its axis in the same order.
@@ -52,15 +52,8 @@ fn check_domains_name_columns(source: &Source, options: &SynthOptions) -> Result
         options.bounds.iter().map(|bounds| &bounds.column).chain(options.categories.iter().map(|list| &list.column));
     for name in named {
         if schema.index_of(name).is_err() {
-            let available: Vec<&str> = schema.fields().iter().map(|field| field.name().as_str()).collect();
-            return Err(Error::in_column(
-                source.path(),
-                name,
-                format!(
-                    "no such column, though it has a domain (bounds or categories); the input has: {}",
-                    available.join(", ")
-                ),
-            ));
+            let why = ", though it has a domain (bounds or categories)";
+            return Err(Error::in_column(source.path(), name, no_such_column(name, &field_names(&schema), why)));
         }
     }
     Ok(())
@@ -74,7 +67,7 @@ fn used_names(source: &Source, options: &SynthOptions) -> Result<Vec<String>> {
     let schema = source.schema();
     let names: Vec<String> = schema.fields().iter().map(|field| field.name().clone()).collect();
     if let Some(unknown) = options.exclude.iter().find(|name| !names.contains(name)) {
-        return Err(Error::in_column(source.path(), unknown, "named by --exclude, but the input has no such column"));
+        return Err(Error::in_column(source.path(), unknown, no_such_column(unknown, &names, " (named by --exclude)")));
     }
     Ok(names.into_iter().filter(|name| !options.exclude.contains(name)).collect())
 }
@@ -133,9 +126,29 @@ fn domain(
 /// Every used column without a public domain, in one message, with a config snippet to fill in.
 fn missing_domains(source: &Source, missing: &[Field]) -> Error {
     let names: Vec<&str> = missing.iter().map(|field| field.name().as_str()).collect();
+    let snippet = domain_snippet(missing);
+    let count = match names.len() {
+        1 => "1 column has".to_string(),
+        count => format!("{count} columns have"),
+    };
+    Error::in_file(
+        source.path(),
+        format!(
+            "{count} no public domain: {}. Domains are public knowledge, never read from the data. Give them in a \
+             config file (--config run.toml; fill in the values below), or leave the columns out with --exclude {}\n\n{snippet}",
+            names.join(", "),
+            names.join(",")
+        ),
+    )
+}
+
+/// The `[bounds]` and `[categories]` tables of a config file with a placeholder domain for each of
+/// `fields`, by its type, to fill in from public knowledge (`LO`, `HI`, `"A", "B"`: not TOML values until
+/// they are).
+pub fn domain_snippet(fields: &[Field]) -> String {
     let mut bounds = String::new();
     let mut categories = String::new();
-    for field in missing {
+    for field in fields {
         let (name, data_type) = (field.name(), field.data_type());
         match data_type {
             DataType::Date32 | DataType::Date64 => {
@@ -157,19 +170,7 @@ fn missing_domains(source: &Source, missing: &[Field]) -> Error {
     if !categories.is_empty() {
         snippet += &format!("{}[categories]\n{categories}", if bounds.is_empty() { "" } else { "\n" });
     }
-    let count = match names.len() {
-        1 => "1 column has".to_string(),
-        count => format!("{count} columns have"),
-    };
-    Error::in_file(
-        source.path(),
-        format!(
-            "{count} no public domain: {}. Domains are public knowledge, never read from the data. Give them in a \
-             config file (--config run.toml; fill in the values below), or leave the columns out with --exclude {}\n\n{snippet}",
-            names.join(", "),
-            names.join(",")
-        ),
-    )
+    snippet
 }
 
 /// Bounds must lie inside the column type's range (so no output value saturates or becomes infinite),

@@ -92,6 +92,7 @@ pub fn fit(source: &Source, options: &SynthOptions, progress: &Progress) -> Resu
     })?;
     let run = RunFacts { source, columns: &columns, options };
     let report = run.report(&release, epsilon_spent, 0);
+    let metadata = run.table_metadata(&release);
     let mut diagnostics = Diagnostics::new(&release.scan, &columns.names(), threads, release.binning.clone());
     diagnostics.timings_seconds = timings.into_phases();
     diagnostics.input_page_checksums = source.has_page_checksums();
@@ -101,6 +102,7 @@ pub fn fit(source: &Source, options: &SynthOptions, progress: &Progress) -> Resu
         release,
         report,
         diagnostics,
+        metadata,
         placement: options.placement,
         row_order: options.row_order,
         placement_seed: seeds.placement(),
@@ -116,6 +118,8 @@ pub struct Fitted {
     /// The report of the run, with no rows sampled yet.
     report: RunReport,
     diagnostics: Diagnostics,
+    /// The synthetic table's footer: what it is and how it was made ([`TableMetadata`]).
+    metadata: Vec<(String, String)>,
     placement: Placement,
     row_order: RowOrder,
     /// Seeds the placement of draw 0, the run's own output; later draws derive theirs from it.
@@ -135,8 +139,11 @@ impl Fitted {
     }
 
     /// The synthetic table's schema: the used input columns, in input order, with their types.
+    /// The schema's metadata is the file footer's: what the table is and how it was made.
     pub fn schema(&self) -> SchemaRef {
-        self.columns.schema()
+        let schema = self.columns.schema();
+        let metadata: std::collections::HashMap<String, String> = self.metadata.iter().cloned().collect();
+        std::sync::Arc::new(schema.as_ref().clone().with_metadata(metadata))
     }
 
     /// The report of draw `draw` of `rows` rows: the release's report, the rows, and the note that the
@@ -227,10 +234,10 @@ impl Fitted {
             })
         });
         let (sink, synthetic_rows) = written?;
-        let Fitted { mut report, mut diagnostics, .. } = self;
+        let Fitted { mut report, mut diagnostics, metadata, .. } = self;
         report.release.synthetic_rows = synthetic_rows;
         diagnostics.timings_seconds.extend(timings.into_phases());
-        commit_outputs(outputs, report, diagnostics, sink)
+        commit_outputs(outputs, report, diagnostics, sink, &metadata)
     }
 
     fn rows(&self, rows: Option<u64>, draw: u64) -> Result<Box<dyn RowGenerator + '_>> {
@@ -295,6 +302,43 @@ impl RunColumns {
     }
 
     /// The report's description of the columns: public bounds, and the encoding where there is one.
+    /// The public domain of the columns, as a synthetic file's footer gives it ([`report::DOMAIN_KEY`]):
+    /// each number's, date's or timestamp's bounds (in its stored unit) and each categorical column's list.
+    fn domain(&self) -> serde_json::Value {
+        let (mut bounds, mut categories) = (serde_json::Map::new(), serde_json::Map::new());
+        match self {
+            RunColumns::Numeric { columns, bounds: axes } => {
+                for (column, axis) in columns.iter().zip(axes) {
+                    match &column.coding {
+                        Coding::Number => {
+                            // A nullable number's axis is widened below its bounds for the null band.
+                            let lo = column.nulls.map_or(axis.lo, |slot| slot.below);
+                            bounds.insert(column.name.clone(), serde_json::json!([lo, axis.hi]));
+                        }
+                        Coding::Categories(list) => {
+                            categories.insert(column.name.clone(), serde_json::json!(list.names));
+                        }
+                        Coding::Boolean => {}
+                    }
+                }
+            }
+            RunColumns::Encoded(encoding) => {
+                for column in &encoding.columns {
+                    match &column.encoding {
+                        ColumnEncoding::Binned { bounds: axis, .. } => {
+                            bounds.insert(column.name.clone(), serde_json::json!([axis.lo, axis.hi]));
+                        }
+                        ColumnEncoding::Categorical { categories: names, .. } => {
+                            categories.insert(column.name.clone(), serde_json::json!(names));
+                        }
+                        ColumnEncoding::Bit => {}
+                    }
+                }
+            }
+        }
+        serde_json::json!({ "bounds": bounds, "categories": categories })
+    }
+
     fn infos(&self) -> Vec<ColumnInfo> {
         match self {
             RunColumns::Numeric { columns, bounds } => columns.iter().zip(bounds).map(column_info).collect(),
@@ -407,6 +451,20 @@ impl RunFacts<'_> {
         }
     }
 
+    /// The key-value pairs of the synthetic table's footer ([`TableMetadata`]): public facts of the run.
+    pub fn table_metadata(&self, release: &Release) -> Vec<(String, String)> {
+        TableMetadata {
+            mechanism: release.mechanism,
+            settings: release.parameters.summary(),
+            epsilon_delta: release.anonymity.is_none().then_some((self.options.epsilon, release.budget.delta)),
+            anonymity: release.anonymity.as_deref(),
+            neighbours: crate::mechanism::options::value_name(&self.options.neighbours),
+            seeded: self.options.seed.is_some(),
+            domain: self.columns.domain(),
+        }
+        .key_values()
+    }
+
     /// The guarantee of a release that spent `epsilon_spent` (never above ε) of its budget's (ε, δ).
     fn guarantee(&self, release: &Release, epsilon_spent: f64) -> Guarantee {
         let options = self.options;
@@ -442,7 +500,12 @@ impl RunFacts<'_> {
             .spends
             .iter()
             .filter(|_| pure)
-            .map(|spend| EpsilonPart { release: spend.release.clone(), epsilon: spend.epsilon })
+            .map(|spend| EpsilonPart {
+                release: spend.release.clone(),
+                epsilon: spend.epsilon,
+                share: spend.epsilon / options.epsilon,
+                relation: crate::mechanism::options::value_name(&options.neighbours),
+            })
             .collect();
         Guarantee {
             epsilon: options.epsilon,
@@ -553,9 +616,10 @@ fn commit_outputs(
     report: RunReport,
     mut diagnostics: Diagnostics,
     sink: ParquetSink,
+    metadata: &[(String, String)],
 ) -> Result<SynthOutcome> {
     let started = std::time::Instant::now();
-    let table = sink.finish()?;
+    let table = sink.finish(metadata)?;
     diagnostics.timings_seconds.push(PhaseTiming::new("close table", started.elapsed().as_secs_f64()));
     diagnostics.peak_memory_bytes = peak_memory_bytes();
     let mut staged = vec![table];

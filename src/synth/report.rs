@@ -88,6 +88,10 @@ pub struct Guarantee {
 pub struct EpsilonPart {
     pub release: String,
     pub epsilon: f64,
+    /// `epsilon` as a share of the run's ε.
+    pub share: f64,
+    /// The neighbouring relation its noise is calibrated to (`add-remove` or `replace`), the run's.
+    pub relation: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -192,4 +196,66 @@ impl Diagnostics {
             ranks: Vec::new(),
         }
     }
+}
+
+/// The prefix of the keys every synthetic Parquet file carries in its footer ([`TableMetadata`]).
+pub const METADATA_PREFIX: &str = "dpsynth.";
+
+/// The key of the public domain in a synthetic file's footer: `{"bounds": {column: [lo, hi]}, "categories":
+/// {column: [names]}}`, what `eval` compares the file with when it is given no bounds.
+pub const DOMAIN_KEY: &str = "dpsynth.domain";
+
+/// What a synthetic table says of itself in its Parquet footer (key-value metadata), so that the file
+/// tells what it is wherever it goes: that it is synthetic, what made it, its guarantee and its public
+/// domain. Public facts only, nothing about the data (docs/usage.md, "What a synthetic file says").
+pub struct TableMetadata<'a> {
+    pub mechanism: &'a str,
+    /// The mechanism's settings in a line (`MechanismParameters::summary`).
+    pub settings: String,
+    /// `None` for a release that is not differentially private (microagg): then `anonymity` says what it is.
+    pub epsilon_delta: Option<(f64, f64)>,
+    pub anonymity: Option<&'a str>,
+    /// `add-remove` or `replace`.
+    pub neighbours: String,
+    /// A run with `--seed`: its time is left out, so that the same seed writes the same bytes.
+    pub seeded: bool,
+    pub domain: serde_json::Value,
+}
+
+impl TableMetadata<'_> {
+    pub fn key_values(&self) -> Vec<(String, String)> {
+        let mut pairs = vec![
+            ("synthetic", "true".to_string()),
+            ("tool", format!("dpsynth {}", env!("CARGO_PKG_VERSION"))),
+            ("mechanism", self.mechanism.to_string()),
+            ("settings", self.settings.clone()),
+        ];
+        match (self.epsilon_delta, self.anonymity) {
+            (Some((epsilon, delta)), _) => {
+                pairs.push(("epsilon", epsilon.to_string()));
+                pairs.push(("delta", delta.to_string()));
+                pairs.push(("neighbours", self.neighbours.clone()));
+            }
+            (None, anonymity) => {
+                pairs.push(("guarantee", anonymity.unwrap_or("none").to_string()));
+            }
+        }
+        match self.seeded {
+            true => pairs.push(("seeded", "true: reproducible by anyone who knows the seed, NOT fit for release".to_string())),
+            false => pairs.push(("released_at", release_time())),
+        }
+        let mut pairs: Vec<(String, String)> =
+            pairs.into_iter().map(|(key, value)| (format!("{METADATA_PREFIX}{key}"), value)).collect();
+        pairs.push((DOMAIN_KEY.to_string(), self.domain.to_string()));
+        pairs
+    }
+}
+
+/// Now, in RFC 3339 UTC to the second.
+fn release_time() -> String {
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs() as i64);
+    chrono::DateTime::from_timestamp(seconds, 0)
+        .map_or_else(|| seconds.to_string(), |time| time.format("%Y-%m-%dT%H:%M:%SZ").to_string())
 }

@@ -8,6 +8,7 @@ mod bad_input;
 mod binner_conformance;
 mod bundled_dataset;
 mod calibration;
+mod cli_surface;
 mod cluster;
 mod covloss;
 mod dataset;

@@ -251,7 +251,7 @@ fn columns_without_a_domain_are_listed_together_and_exclude_is_recorded() {
     assert_eq!(report["input"]["excluded"], serde_json::json!(["carrier", "day"]));
     assert_refused(
         &["synth", path, "--epsilon", "1", "--exclude", "nope", "--output", output.to_str().unwrap()],
-        &["--exclude names 'nope'", "x, carrier, day, flag"],
+        &["column 'nope'", "no such column (named by --exclude)", "x, carrier, day, flag"],
     );
     assert_refused(
         &[

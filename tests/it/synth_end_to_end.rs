@@ -344,7 +344,7 @@ fn inspect_shows_the_schema_without_values() {
     let text = String::from_utf8(result.stdout).unwrap();
     assert!(text.contains("rows: 2500"));
     assert!(text.contains("row groups: 3"));
-    assert!(text.contains("x ") && text.contains("Float64") && text.contains("usable"));
+    assert!(text.contains("x ") && text.contains("Float64") && text.contains("needs bounds"));
 }
 
 #[test]

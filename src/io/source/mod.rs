@@ -631,10 +631,7 @@ fn numeric_columns_of(
 ) -> Result<Vec<NumericColumn>> {
     let mut columns = Vec::with_capacity(names.len());
     for name in names {
-        let index = schema.index_of(name).map_err(|_| {
-            let available: Vec<&str> = schema.fields().iter().map(|field| field.name().as_str()).collect();
-            Error::in_column(place, name, format!("no such column (the input has: {})", available.join(", ")))
-        })?;
+        let index = schema.index_of(name).map_err(|_| Error::in_column(place, name, no_such_column(name, &field_names(schema), "")))?;
         if columns.iter().any(|column: &NumericColumn| column.schema_index == index) {
             return Err(Error::in_column(place, name, "named twice"));
         }
@@ -659,6 +656,37 @@ fn numeric_columns_of(
 /// Whether an Arrow type is one dpsynth reads as a number.
 pub fn is_numeric(data_type: &DataType) -> bool {
     ColumnKind::of(data_type).is_some()
+}
+
+/// The names of `schema`'s columns, in order.
+pub fn field_names(schema: &SchemaRef) -> Vec<&str> {
+    schema.fields().iter().map(|field| field.name().as_str()).collect()
+}
+
+/// "no such column" for `name` (with `why` it was named), the input's closest names first (a likely typo),
+/// then the input's columns (the first 20).
+pub fn no_such_column(name: &str, columns: &[impl AsRef<str>], why: &str) -> String {
+    const LISTED: usize = 20;
+    let names: Vec<&str> = columns.iter().map(AsRef::as_ref).collect();
+    let typo_distance = (name.chars().count() / 3).max(1);
+    let mut closest: Vec<(usize, &str)> = names
+        .iter()
+        .map(|&candidate| (strsim::damerau_levenshtein(&name.to_lowercase(), &candidate.to_lowercase()), candidate))
+        .filter(|&(distance, _)| distance <= typo_distance)
+        .collect();
+    closest.sort();
+    let mut message = format!("no such column{why}");
+    if !closest.is_empty() {
+        let quoted: Vec<String> = closest.iter().take(3).map(|(_, candidate)| format!("'{candidate}'")).collect();
+        message += &format!("; did you mean {}?", quoted.join(" or "));
+    }
+    let more = names.len().saturating_sub(LISTED);
+    message += &format!(
+        " (the input has: {}{})",
+        names[..names.len().min(LISTED)].join(", "),
+        if more > 0 { format!(" and {more} more") } else { String::new() }
+    );
+    message
 }
 
 /// Why a column's type cannot be read as a number, naming what it is.

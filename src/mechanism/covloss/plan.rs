@@ -112,6 +112,7 @@ impl EncodedPlan {
                 formula: "trivial (the diameter of the normalised cube); the paper's marginal bounds \
                     32^d (loglog n/log n + p/(eps sqrt n) + 1/m) have constants that make them vacuous at every \
                     feasible n (docs/mechanisms/covloss.md); dpsynth eval reports mse_1..mse_3",
+                holds_for_table: true,
             },
             anonymity: match &self.algorithm {
                 Algorithm::Covloss(_) => None,

@@ -286,6 +286,7 @@ impl LowdimPlan {
                 units: NORMALISED_UNITS,
                 n: rows,
                 formula: inner_formula,
+                holds_for_table: true,
             },
             measure: ReleasedMeasure::Lifted {
                 inner: Box::new(released),

@@ -322,6 +322,7 @@ impl PePlan {
                 units: NORMALISED_UNITS,
                 n: self.n,
                 formula: ACCURACY_FORMULA,
+                holds_for_table: true,
             },
             measure: ReleasedMeasure::Points {
                 dims: self.dims,

@@ -425,6 +425,8 @@ impl PmmPlan {
         parameters.spend(&mut release.budget);
         release.measure = ReleasedMeasure::PairMapped { inner: Box::new(release.measure), maps };
         release.accuracy.formula = PAIR_MAPPED_ACCURACY_FORMULA.for_counts(self.consistency.bottom_up);
+        // The maps move the rows after the tree: its bound is not proven for the table they make.
+        release.accuracy.holds_for_table = false;
         if let MechanismParameters::Pmm(pmm) = &mut release.parameters {
             pmm.pair_marginals = Some(parameters);
         }
@@ -513,6 +515,7 @@ impl PmmPlan {
             Partition::Quantile => QUANTILE_ACCURACY_FORMULA,
         }
         .for_counts(self.consistency.bottom_up);
+        release.accuracy.holds_for_table = false;
         if let MechanismParameters::Pmm(parameters) = &mut release.parameters {
             parameters.marginal_calibration = Some(marginals.parameters);
         }
@@ -611,6 +614,7 @@ impl PmmPlan {
                 units: NORMALISED_UNITS,
                 n: root_count,
                 formula: ACCURACY_FORMULA.for_counts(self.consistency.bottom_up),
+                holds_for_table: true,
             },
             measure,
             anonymity: None,

@@ -203,6 +203,7 @@ impl PsmmPlan {
                 units: NORMALISED_UNITS,
                 n: mass,
                 formula: ACCURACY_FORMULA,
+                holds_for_table: true,
             },
             measure: ReleasedMeasure::Grid {
                 grid,
