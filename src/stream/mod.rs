@@ -113,6 +113,9 @@ pub struct StreamOutcome {
 /// Runs the subcommand and prints its notes.
 pub fn run_command(args: StreamArgs) -> Result<()> {
     let quiet = args.quiet;
+    if let Some(warning) = args.epsilon.and_then(crate::privacy::epsilon_warning).filter(|_| !quiet) {
+        eprintln!("warning: {warning}");
+    }
     let threads = match args.threads {
         Some(threads) => {
             check_threads(threads)?;

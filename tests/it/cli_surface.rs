@@ -3,14 +3,12 @@
 //! run's bounds from), "no such column" with the closest names, outputs named for another format refused,
 //! owner-only lines kept out of logs, the ε warning, and what the report says of its ε and its bound.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array, StringArray};
-use parquet::file::reader::{FileReader, SerializedFileReader};
 
-use crate::common::{assert_refused, dpsynth, floats, stderr, write_parquet};
+use crate::common::{assert_refused, dpsynth, floats, footer, stderr, write_parquet};
 
 const ROWS: usize = 4000;
 
@@ -46,12 +44,6 @@ fn synth(input: &Path, output: &Path, extra: &[&str]) -> std::process::Output {
         args.extend(["--epsilon", "1"]);
     }
     dpsynth(&args)
-}
-
-fn footer(path: &Path) -> HashMap<String, String> {
-    let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
-    let pairs = reader.metadata().file_metadata().key_value_metadata().cloned().unwrap_or_default();
-    pairs.into_iter().map(|pair| (pair.key, pair.value.unwrap_or_default())).collect()
 }
 
 fn json(path: &Path) -> serde_json::Value {

@@ -742,6 +742,10 @@ fn mpi_parts_are_the_single_machine_table() {
                 rows_of(&written) == expected,
                 "{name}, {ranks} MPI ranks: the parts differ from one machine's table"
             );
+            // Each part says what made it, as the single machine's table does.
+            for part in &written {
+                assert_eq!(footer(part), footer(&single), "{name}, {ranks} ranks: {}", part.display());
+            }
         }
     }
 }

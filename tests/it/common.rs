@@ -53,6 +53,14 @@ pub fn assert_refused(args: &[&str], fragments: &[&str]) {
     assert!(!message.contains("panicked"), "{message}");
 }
 
+/// The key-value metadata of a Parquet file's footer.
+pub fn footer(path: &Path) -> HashMap<String, String> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let pairs = reader.metadata().file_metadata().key_value_metadata().cloned().unwrap_or_default();
+    pairs.into_iter().map(|pair| (pair.key, pair.value.unwrap_or_default())).collect()
+}
+
 /// Reads every column of a Parquet file: names, types, and values as f64.
 pub fn read_parquet(path: &Path) -> (Vec<(String, DataType)>, Vec<Vec<f64>>) {
     let file = std::fs::File::open(path).unwrap();

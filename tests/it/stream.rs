@@ -12,7 +12,7 @@ use dpsynth::geometry::partition::CellGeometry;
 use dpsynth::mechanism::online::{OnlinePlan, OnlineTree, MAX_ONLINE_DEPTH};
 use dpsynth::privacy::NoiseKey;
 
-use crate::common::{dpsynth, floats, max_log_frequency_ratio, read_parquet, stderr, write_parquet, Fixture};
+use crate::common::{dpsynth, floats, footer, max_log_frequency_ratio, read_parquet, stderr, write_parquet, Fixture};
 
 /// Writes rows [from, to) of a fixed two-column stream (x float in [−1, 3], n int32 in [0, 100]).
 fn write_rows(path: &Path, from: usize, to: usize) {
@@ -79,6 +79,9 @@ fn every_release_has_exactly_t_rows_inside_the_bounds_with_the_input_columns() {
         assert!(per_path > 0.0 || t < 4);
         assert!(per_path <= 0.25 && guarantee["epsilon_spent"].as_f64().unwrap() <= 0.5);
         assert_eq!(guarantee["fit_for_release"], true);
+        let keys = footer(&out.join(format!("release-{t}.parquet")));
+        assert_eq!((keys["dpsynth.mechanism"].as_str(), keys["dpsynth.epsilon"].as_str()), ("online", "0.5"));
+        assert_eq!(keys["dpsynth.neighbours"], "replace");
     }
     assert!(!out.join("release-2.parquet").exists());
 }
