@@ -381,7 +381,7 @@ fn run_eval(args: EvalArgs) -> Result<()> {
     let (request, threads, quiet) = eval_request(args, published.map(|published| published.bounds))?;
     let pool = worker_pool(threads)?;
     pool.install(|| {
-        let done = crate::eval::command::run(&request)?;
+        let done = crate::eval::command::run(&request, &Progress::for_terminal(quiet))?;
         if let Some(text) = done.stdout {
             print!("{text}");
         }

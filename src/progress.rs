@@ -68,6 +68,25 @@ impl Progress {
         PhaseBar { bar: Some(bar), watcher }
     }
 
+    /// A spinner with the elapsed time for one phase whose work is not counted in units (choosing and
+    /// fitting pair maps, eval's comparisons), so that a long phase still shows it is running.
+    pub fn step(&self, label: &str) -> PhaseBar {
+        let watcher = self.watcher.as_ref().map(|watcher| {
+            watcher.started(label, 0, "");
+            (watcher.clone(), label.to_string())
+        });
+        if !self.show {
+            return PhaseBar { bar: None, watcher };
+        }
+        let bar = ProgressBar::new_spinner();
+        if let Ok(style) = ProgressStyle::with_template("{prefix:>10} {spinner} {elapsed}") {
+            bar.set_style(style);
+        }
+        bar.set_prefix(label.to_string());
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        PhaseBar { bar: Some(bar), watcher }
+    }
+
     /// [`Error::Interrupted`] once the watcher asked the run to stop.
     pub fn check_interrupted(&self) -> Result<()> {
         match &self.watcher {

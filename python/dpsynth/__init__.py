@@ -247,9 +247,15 @@ class _Progress:
 
     def __call__(self, event: str, phase: str, amount: int, unit: str) -> None:
         if event == "start":
-            logger.info("%s: %d %s", phase, amount, unit)
+            # A phase of uncounted work (amount 0) gets a bar without a total: tqdm shows its elapsed time.
+            counted = amount > 0
+            if counted:
+                logger.info("%s: %d %s", phase, amount, unit)
+            else:
+                logger.info("%s", phase)
             if self.tqdm is not None:
-                self.bars[phase] = self.tqdm(total=amount, unit=f" {unit}", desc=phase, leave=False)
+                total = amount if counted else None
+                self.bars[phase] = self.tqdm(total=total, unit=f" {unit}" if unit else "it", desc=phase, leave=False)
         elif event == "advance":
             bar = self.bars.get(phase)
             if bar is not None:

@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::io::paths::{check_output_paths, NamedPath};
 use crate::io::source::Source;
 use crate::io::staging::{commit_all, StagedFile};
+use crate::progress::Progress;
 
 /// A table to compare: a Parquet file or dataset, or one already in memory (the Python package's).
 pub enum TableInput {
@@ -76,7 +77,7 @@ pub struct EvalCommandOutput {
 }
 
 /// Runs the request on the current rayon pool.
-pub fn run(request: &EvalRequest) -> Result<EvalCommandOutput> {
+pub fn run(request: &EvalRequest, progress: &Progress) -> Result<EvalCommandOutput> {
     if request.synths.is_empty() {
         return Err(Error::bad_input("give at least one --synth table"));
     }
@@ -93,18 +94,24 @@ pub fn run(request: &EvalRequest) -> Result<EvalCommandOutput> {
     let started = Instant::now();
     let inputs: Vec<&TableInput> = std::iter::once(&request.real).chain(&request.synths).collect();
     let options = &request.options;
+    let step = progress.step("load");
     let mut tables: Vec<Table> = inputs
         .par_iter()
         .enumerate()
         .map(|(index, input)| input.load(index == 0 && options.real_hive_columns, options))
         .collect::<Result<_>>()?;
+    step.finish();
+    progress.check_interrupted()?;
     let load_seconds = started.elapsed().as_secs_f64();
     let synth_tables = tables.split_off(1);
     let real = tables.pop().ok_or_else(|| Error::internal("the real table was not loaded"))?;
 
     let synths: Vec<(&Table, Option<RunSummary>)> =
         synth_tables.iter().enumerate().map(|(k, table)| (table, runs.get(k).cloned())).collect();
+    let step = progress.step("compare");
     let mut output = evaluate_all(&real, &synths, &request.options)?;
+    step.finish();
+    progress.check_interrupted()?;
     for report in std::iter::once(&mut output.first).chain(&mut output.comparisons) {
         report.timings_seconds.insert(0, PhaseTiming { phase: "load", seconds: load_seconds });
     }

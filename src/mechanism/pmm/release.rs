@@ -360,7 +360,10 @@ impl PmmPlan {
             Some(pairs) => {
                 let maps = marginals.as_ref().map(|(_, maps)| maps.as_slice());
                 let joint = (&leaves, geometry, maps);
-                Some(timings.time("pairs", || plan.released_pairs(pairs, backend, joint, pair_counts, seeds))?)
+                let step = backend.data().progress.step("pairs");
+                let released = timings.time("pairs", || plan.released_pairs(pairs, backend, joint, pair_counts, seeds))?;
+                step.finish();
+                Some(released)
             }
             None => None,
         };
