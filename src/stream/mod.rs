@@ -126,7 +126,8 @@ pub fn run_command(args: StreamArgs) -> Result<()> {
     let pool = worker_pool(threads)?;
     let state_path = args.state.clone();
     let release_at_end = args.release_at_end;
-    let outcome = pool.install(|| run(args))?;
+    let progress = Progress::for_terminal(quiet);
+    let outcome = pool.install(|| run(args, &progress))?;
     if !quiet {
         if release_at_end && outcome.position == 0 {
             eprintln!("note: --release-at-end released nothing: the stream has no rows yet (t = 0)");
@@ -173,7 +174,7 @@ struct StreamRequest {
 }
 
 /// Reads the inputs into the stream held by `args.state`, releasing at the requested times.
-pub fn run(args: StreamArgs) -> Result<StreamOutcome> {
+pub fn run(args: StreamArgs, progress: &Progress) -> Result<StreamOutcome> {
     let request = check_request(args)?;
     let mut held = HeldState::lock(&request.args.state)?;
     let mut state = match held.load()? {
@@ -224,6 +225,7 @@ pub fn run(args: StreamArgs) -> Result<StreamOutcome> {
     let axes = AxisPlan::for_geometry(&geometry, &request.bounds);
     let mut expected_position = start;
     let mut gathered: Vec<u32> = Vec::with_capacity(FEED_ELEMENTS);
+    let bar = progress.phase("stream", new_rows, "rows");
     for input in &request.inputs {
         for row_group in 0..input.source.row_group_count() {
             let reader = input.source.row_group_reader(row_group, &input.columns)?;
@@ -232,6 +234,7 @@ pub fn run(args: StreamArgs) -> Result<StreamOutcome> {
                     .map_err(|error| Error::in_file(input.source.path(), format!("row group {row_group}: {error}")))?;
                 let (codes, clamped) = cell_codes(&batch, input, row_group, &geometry, &axes)?;
                 rows_clamped += clamped;
+                bar.advance(codes.len() as u64)?;
                 let mut rest = &codes[..];
                 while !rest.is_empty() {
                     let position = state.tree.position() + gathered.len() as u64;
@@ -258,6 +261,7 @@ pub fn run(args: StreamArgs) -> Result<StreamOutcome> {
         state.consumed.push(input.fingerprint.clone());
         held.save(&state)?;
     }
+    bar.finish();
     Ok(StreamOutcome {
         released: schedule.times,
         position: state.tree.position(),
