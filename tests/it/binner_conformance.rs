@@ -175,3 +175,40 @@ fn synth_output_is_identical_on_cpu_and_gpu() {
     let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(gpu_report).unwrap()).unwrap();
     assert!(report["device"].as_str().unwrap().starts_with("gpu: "), "the report must name the adapter");
 }
+
+/// Every path of the default honours `--device gpu` or refuses it by name: at d = 3 with ε·n̂ large the
+/// default cuts the dense leaves finer from sorted leaf codes, a CPU-only pass, and must say so rather than
+/// report a CPU run for a GPU request.
+#[test]
+fn the_default_honours_device_gpu_or_refuses_it_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.parquet");
+    let bounds = conformance_table(&input, 20_000);
+    let output = dir.path().join("out.parquet");
+    let report = dir.path().join("report.json");
+    let mut args = vec!["synth", input.to_str().unwrap(), "--output", output.to_str().unwrap(), "--epsilon", "8"];
+    let bound_args: Vec<String> = bounds[..3].iter().map(|b| b.to_string()).collect();
+    for bound in &bound_args {
+        args.extend(["--bounds", bound.as_str()]);
+    }
+    let columns = bounds[..3].iter().map(|b| b.column.as_str()).collect::<Vec<_>>().join(",");
+    args.extend(["--columns", columns.as_str(), "--device", "gpu", "--report", report.to_str().unwrap()]);
+    let result = dpsynth(&args);
+    if result.status.code() == Some(2) && stderr(&result).contains("no GPU adapter") {
+        no_gpu_adapter("the default's refined leaves under --device gpu were NOT checked");
+        return;
+    }
+    match result.status.code() {
+        Some(0) => {
+            let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+            let device = report["device"].as_str().unwrap();
+            assert!(device.starts_with("gpu: "), "--device gpu ran on: {device}");
+        }
+        _ => {
+            let message = stderr(&result);
+            assert_eq!(result.status.code(), Some(2), "{message}");
+            assert!(message.contains("--device gpu") && message.contains("CPU only"), "{message}");
+            assert!(!output.exists());
+        }
+    }
+}

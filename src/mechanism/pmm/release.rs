@@ -166,6 +166,13 @@ impl Backend for OneMachine<'_> {
             let (counts, scan, binning) = data.leaf_counts_on(geometry, &axes, device, timings)?;
             return Ok((FinerCounts::Histogram(counts), scan, binning));
         }
+        if device == DeviceChoice::Gpu {
+            return Err(Error::bad_input(format!(
+                "--device gpu: this run's refined leaves (2^{} of them, more than the table's rows) are binned as \
+                 sorted leaf codes, which run on the CPU only; give --device cpu or auto (or leave out --refine-share)",
+                geometry.depth()
+            )));
+        }
         timings.time("read and sort", || {
             let (codes, scan, binning) = data.sorted_leaf_codes(geometry, &axes)?;
             Ok((FinerCounts::SortedCodes(codes), scan, binning))
