@@ -191,10 +191,9 @@ fn missing_domains(source: &Source, missing: &[Field], bounds_released: bool) ->
         ways += " A category list cannot be released under pure epsilon-DP: discovering categories privately \
                  (thresholded noisy counts) needs a delta > 0, and this guarantee has none.";
     }
-    let source_path = source.path();
     let (names, excluded) = (names.join(", "), names.join(","));
     Error::in_file(
-        source_path,
+        source.path(),
         format!(
             "{count} no public domain: {names}. Domains are public knowledge, never read from the data.{ways} Give \
              them in a config file (--config run.toml; fill in the values below), or leave the columns out with \

@@ -12,7 +12,7 @@ use crate::privacy::private_bounds::{BoundsGrid, PrivateBoundsPlan};
 use crate::privacy::{Budget, NoiseKey};
 use crate::progress::Progress;
 
-use super::columns::{columns_without_bounds, type_range};
+use super::columns::{columns_without_bounds, type_range, used_columns};
 use super::report::{PrivateBoundsReport, ReleasedColumnBounds};
 
 /// What the bounds release spent and released.
@@ -37,6 +37,13 @@ impl PrivateBounds {
         if columns.is_empty() {
             return Ok(None);
         }
+        // The schema's checks first (the other columns' domains, the types), so that a run they refuse reads
+        // no data: bounds of [0, 1] stand in for the ones not yet released.
+        let mut stand_in = options.clone();
+        for column in &columns {
+            stand_in.bounds.push(ColumnBounds::new(&column.name, 0.0, 1.0)?);
+        }
+        used_columns(source, &stand_in)?;
         let plan = PrivateBoundsPlan::new(options.epsilon, share, columns.len())?;
         let grids: Vec<BoundsGrid> = columns
             .iter()
