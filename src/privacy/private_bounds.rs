@@ -11,9 +11,10 @@
 //!
 //! Utility of the lower end's cell i, with r(c) = #{x < c} and n the column's count of finite values:
 //! u_i = −max(0, t − r(c_{i+1}), r(c_i) − t), 0 exactly when r(c_i) ≤ t ≤ r(c_{i+1}). Sensitivity 1 under
-//! both relations: under replace n and t are fixed and each r(c) moves by at most 1; under add-remove each
-//! r(c) and t (a non-decreasing function of n with steps of at most 1) move by 0 or 1 in the same
-//! direction, so t − r(c) moves by at most 1; and max(0, a, b) is 1-Lipschitz. The upper end is the same
+//! both relations: under replace a value that moves leaves n and t fixed and moves each r(c) by at most 1;
+//! under add-remove (and under replace where a null becomes a value or back, which adds or removes one of
+//! the column's n values) each r(c) and t (a non-decreasing function of n with steps of at most 1) move by
+//! 0 or 1 in the same direction, so t − r(c) moves by at most 1; and max(0, a, b) is 1-Lipschitz. The upper end is the same
 //! with #{x > c}. A rank utility, unlike a distance to the quantile, has no ties among the cells far below
 //! the data to spread the choice over: they all score −t.
 //!
