@@ -113,7 +113,9 @@ pub fn config_template(path: &Path, hive_columns: bool) -> Result<String> {
          # Fill in every domain below from PUBLIC knowledge: a data dictionary, the definition of the measurement,\n\
          # a published code list. Never from the data itself: bounds or categories read from the table are not\n\
          # covered by the privacy guarantee. A value outside its bounds is clamped to them; a value outside its\n\
-         # category list stops the run (or becomes 'other' with `unlisted = \"other\"`).\n\
+         # category list stops the run (or becomes 'other' with `unlisted = \"other\"`). A number, date or\n\
+         # timestamp without public bounds may have them released privately instead (`private-bounds = 0.1`\n\
+         # spends that share of ε on them); a category list never can be, under pure ε-DP.\n\
          #\n\
          # Each domain line below is commented out: uncomment it once its placeholder (LO, HI, \"A\", ...) is\n\
          # replaced. Until every used column has one, synth stops and lists the columns still without a domain.\n\

@@ -68,6 +68,11 @@ pub struct SynthArgs {
     /// repeatable. Never derived from the data.
     #[arg(help_heading = "Input", long = "bounds", value_name = "COLUMN=LO:HI")]
     pub bounds: Vec<ColumnBounds>,
+    /// Release the bounds of every used number, date or timestamp column without --bounds from this share
+    /// of ε (0 < SHARE < 1; the mechanism spends the rest), by the exponential mechanism over a public
+    /// log-scale grid; values outside them are clamped. Columns with --bounds keep them and cost nothing.
+    #[arg(help_heading = "Input", long = "private-bounds", value_name = "SHARE", allow_negative_numbers = true)]
+    pub private_bounds: Option<f64>,
     /// Public category list of a categorical column (string, dictionary or integer), COLUMN=V1,V2,...
     /// (repeatable; or a `[categories]` table in the config). Never read from the data. Boolean columns need
     /// no domain.
@@ -169,6 +174,9 @@ pub struct SynthOptions {
     pub exclude: Vec<String>,
     /// Public bounds (of the used columns that are numbers, dates or timestamps; others are not read).
     pub bounds: Vec<ColumnBounds>,
+    /// The share of ε that releases the bounds of the used numeric columns without public ones
+    /// (`--private-bounds`); `None`: every such column needs public bounds.
+    pub private_bounds: Option<f64>,
     /// Public category lists.
     pub categories: Vec<CategoryList>,
     pub unlisted: Unlisted,
@@ -198,6 +206,7 @@ impl SynthOptions {
             columns: Some(bounds.iter().map(|bounds| bounds.column.clone()).collect()),
             exclude: Vec::new(),
             bounds,
+            private_bounds: None,
             categories: Vec::new(),
             unlisted: Unlisted::DEFAULT,
             neighbours: Neighbours::DEFAULT,
@@ -225,6 +234,9 @@ impl SynthOptions {
         if !matches!(self.mechanism, MechanismOptions::Microagg(_)) {
             check_epsilon(self.epsilon)?;
         }
+        if let Some(share) = self.private_bounds {
+            self.check_private_bounds(share)?;
+        }
         if self.mechanism.encoding().is_some() {
             self.mechanism.validate(self.neighbours, self.placement)?;
             return self.validate_encoded();
@@ -246,6 +258,25 @@ impl SynthOptions {
             ));
         }
         Ok(())
+    }
+
+    /// `--private-bounds`: a share strictly between 0 and 1, for a mechanism whose budget is pure ε on
+    /// numeric axes.
+    fn check_private_bounds(&self, share: f64) -> Result<()> {
+        if !(share > 0.0 && share < 1.0) {
+            return Err(Error::privacy(format!(
+                "--private-bounds must be a share of epsilon strictly between 0 and 1, got {}",
+                crate::error::compact_number(share)
+            )));
+        }
+        match self.mechanism {
+            MechanismOptions::Pmm(_) | MechanismOptions::Psmm(_) | MechanismOptions::Lowdim(_) => Ok(()),
+            _ => Err(Error::bad_input(format!(
+                "--private-bounds applies to --mechanism auto, pmm, psmm and lowdim, not {} (pe composes by zCDP; \
+                 covloss and microagg bin numbers on public bins): give the columns public --bounds",
+                self.mechanism.name()
+            ))),
+        }
     }
 
     /// The checks of the encoded mechanisms that need no data.
@@ -418,6 +449,7 @@ impl SynthArgs {
             columns: self.columns,
             exclude: self.exclude,
             bounds,
+            private_bounds: self.private_bounds,
             categories,
             unlisted,
             neighbours,

@@ -142,6 +142,18 @@ def test_config_file_and_keywords_read_as_the_command_line(tmp_path):
     assert report["mechanism"] == "pmm"
 
 
+def test_private_bounds_are_a_keyword_as_on_the_command_line():
+    data = table(20_000)
+    _, report = dpsynth.synthesize(data, epsilon=1.0, bounds={"z": (0.0, 10.0)}, private_bounds=0.1, seed=3)
+    assert [column["column"] for column in report["private_bounds"]["columns"]] == ["x", "y"]
+    spent = [part["epsilon"] for part in report["guarantee"]["epsilon_breakdown"]
+             if part["release"].startswith("bounds of")]
+    assert len(spent) == 4 and 0.1 - 1e-6 < sum(spent) <= 0.1
+    labelled = data.append_column("label", pa.array(["a"] * len(data)))
+    with pytest.raises(ValueError, match="needs a delta > 0"):
+        dpsynth.synthesize(labelled, epsilon=1.0, private_bounds=0.1)
+
+
 def test_fit_spends_once_and_sampling_never_reads_the_data():
     frame = table(20_000).to_pandas()
     fitted = dpsynth.Synthesizer.create("pmm", epsilon=1.0, seed=5).fit(frame, bounds=BOUNDS)

@@ -13,6 +13,7 @@ pub mod grid;
 mod histogram;
 pub mod pass;
 mod scan;
+pub mod value_grid;
 
 use arrow::buffer::NullBuffer;
 use serde::{Deserialize, Serialize};

@@ -57,6 +57,12 @@ pub fn synthesize_across(
 ) -> Result<Option<RunReport>> {
     let started = Instant::now();
     options.validate()?;
+    if options.private_bounds.is_some() {
+        return Err(Error::bad_input(
+            "--private-bounds does not run across ranks yet: give every column public --bounds (or the bounds a \
+             single-machine synth --private-bounds release published, whose epsilon counts toward the data's total)",
+        ));
+    }
     let split = match &options.mechanism {
         MechanismOptions::Pmm(pmm) => Some(pmm.clone()),
         MechanismOptions::Lowdim(_)

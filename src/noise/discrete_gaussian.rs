@@ -76,7 +76,7 @@ fn integer_sqrt(x: u64) -> u64 {
 
 /// Bernoulli(exp(−n/d)), n ≥ 0, d ≥ 1 (CKS Algorithm 1): ⌊n/d⌋ Bernoulli(e^{−1}) must all succeed, then
 /// one Bernoulli(e^{−{n/d}}). Stops at the first failure, so a huge ⌊n/d⌋ costs little on average.
-fn bernoulli_exp<R: Rng + ?Sized>(rng: &mut R, n: u128, d: u128) -> bool {
+pub(crate) fn bernoulli_exp<R: Rng + ?Sized>(rng: &mut R, n: u128, d: u128) -> bool {
     let mut whole = n / d;
     while whole > 0 {
         if !bernoulli_exp_at_most_one(rng, 1, 1) {

@@ -221,7 +221,7 @@ fn bernoulli_ratio<R: Rng + ?Sized>(rng: &mut R, n: u64, d: u64) -> bool {
 /// A uniform integer in [0, bound), bound ≥ 1, without bias: Lemire's widening multiply with
 /// rejection ("Fast random integer generation in an interval", 2019). Uses one 32-bit word when the
 /// bound allows (ChaCha produces 32-bit words), and none for bound = 1.
-fn uniform_below<R: Rng + ?Sized>(rng: &mut R, bound: u64) -> u64 {
+pub(crate) fn uniform_below<R: Rng + ?Sized>(rng: &mut R, bound: u64) -> u64 {
     debug_assert!(bound > 0);
     if bound == 1 {
         return 0;

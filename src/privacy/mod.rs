@@ -7,9 +7,11 @@
 //! - [`streams`]: the registry of noise streams (which stream each release draws from);
 //! - [`seeds`]: the run's secret noise key and its named post-processing seeds;
 //! - [`zcdp`]: the zCDP accountant of Gaussian mechanisms and its conversion to (ε, δ);
-//! - [`row_count`]: the noisy row count n̂ that mechanisms release first under add-remove.
+//! - [`row_count`]: the noisy row count n̂ that mechanisms release first under add-remove;
+//! - [`private_bounds`]: a numeric column's bounds released from a declared share of ε (`--private-bounds`).
 
 pub mod budget;
+pub mod private_bounds;
 pub mod row_count;
 pub mod seeds;
 pub mod streams;

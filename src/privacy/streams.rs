@@ -56,6 +56,9 @@ pub enum NoiseStream {
     /// One cell of the online tree (chunk = the cell's heap index 2^depth + code): its thresholds,
     /// checks, Binary Mechanism and level totals, drawn in order and resumed from a saved position.
     OnlineCell,
+    /// The exponential mechanisms of `--private-bounds` (chunk = 2 · the column's index among the released
+    /// columns, + 1 for its upper end).
+    PrivateBounds,
 }
 
 impl NoiseStream {
@@ -81,6 +84,7 @@ impl NoiseStream {
             NoiseStream::PairSelection => 133,
             NoiseStream::MarginalRefinement => 134,
             NoiseStream::PmmRefinedLeaf => 135,
+            NoiseStream::PrivateBounds => 140,
         }
     }
 
@@ -104,6 +108,7 @@ impl NoiseStream {
             NoiseStream::PairSelection,
             NoiseStream::MarginalRefinement,
             NoiseStream::PmmRefinedLeaf,
+            NoiseStream::PrivateBounds,
         ])
     }
 }

@@ -62,6 +62,10 @@ pub struct StreamArgs {
     /// Public bounds COLUMN=LO:HI, repeatable. Never derived from the data.
     #[arg(long = "bounds", value_name = "COLUMN=LO:HI")]
     pub bounds: Vec<ColumnBounds>,
+    /// Refused: a stream's bounds must be public before its first rows arrive (synth's --private-bounds
+    /// releases them from the whole table).
+    #[arg(long = "private-bounds", value_name = "SHARE", hide = true, allow_negative_numbers = true)]
+    pub private_bounds: Option<f64>,
     /// Release at these times t (comma-separated stream positions).
     #[arg(long = "release-at", value_delimiter = ',')]
     pub release_at: Vec<u64>,
@@ -415,6 +419,13 @@ impl ReleaseSchedule {
 fn check_request(args: StreamArgs) -> Result<StreamRequest> {
     let epsilon = args.epsilon.ok_or_else(|| Error::bad_input("--epsilon is required"))?;
     check_epsilon(epsilon)?;
+    if args.private_bounds.is_some() {
+        return Err(Error::bad_input(
+            "--private-bounds does not apply to stream: every release of a stream reads its cells on the same \
+             bounds, public before its first rows arrive; give --bounds COLUMN=LO:HI (or the bounds an earlier \
+             synth --private-bounds release published, whose epsilon counts toward the data's total)",
+        ));
+    }
     let wanted = bounds_for_columns(args.columns.as_deref(), &last_bounds_per_column(args.bounds.clone()))?;
     if wanted.is_empty() {
         return Err(Error::bad_input(

@@ -25,7 +25,7 @@ pub fn used_columns(source: &Source, options: &SynthOptions) -> Result<(Vec<Nume
         }
     }
     if !missing.is_empty() {
-        return Err(missing_domains(source, &missing));
+        return Err(missing_domains(source, &missing, options.private_bounds.is_some()));
     }
     if !options.mechanism.reads_mixed_columns() {
         if let Some(column) = columns.iter().find(|column| !column.is_plain_number()) {
@@ -43,6 +43,25 @@ pub fn used_columns(source: &Source, options: &SynthOptions) -> Result<(Vec<Nume
         }
     }
     Ok((columns, axes))
+}
+
+/// The used numbers, dates and timestamps with neither bounds nor a category list, in schema order: the
+/// columns whose bounds `--private-bounds` releases.
+pub(crate) fn columns_without_bounds(source: &Source, options: &SynthOptions) -> Result<Vec<NumericColumn>> {
+    check_domains_name_columns(source, options)?;
+    let schema = source.schema();
+    let mut unbounded: Vec<(usize, String)> = used_names(source, options)?
+        .into_iter()
+        .filter(|name| !options.bounds.iter().any(|bounds| &bounds.column == name))
+        .filter(|name| !options.categories.iter().any(|list| &list.column == name))
+        .filter_map(|name| {
+            // A name the input lacks is reported where the run resolves its columns.
+            let index = schema.index_of(&name).ok()?;
+            ColumnKind::of(schema.field(index).data_type()).map(|_| (index, name))
+        })
+        .collect();
+    unbounded.sort_unstable();
+    source.numeric_columns(&unbounded.into_iter().map(|(_, name)| name).collect::<Vec<_>>())
 }
 
 /// A domain for a column the input does not have is a mistake (a typo, or the wrong config for this file).
@@ -123,21 +142,32 @@ fn domain(
     Ok(Some(axis))
 }
 
-/// Every used column without a public domain, in one message, with a config snippet to fill in.
-fn missing_domains(source: &Source, missing: &[Field]) -> Error {
+/// Every used column without a public domain, in one message, with a config snippet to fill in; bounds
+/// may be released instead (`--private-bounds`, given or not: `bounds_released`), a category list never
+/// under pure ε.
+fn missing_domains(source: &Source, missing: &[Field], bounds_released: bool) -> Error {
     let names: Vec<&str> = missing.iter().map(|field| field.name().as_str()).collect();
     let snippet = domain_snippet(missing);
     let count = match names.len() {
         1 => "1 column has".to_string(),
         count => format!("{count} columns have"),
     };
+    let mut ways = String::new();
+    if snippet.contains("[bounds]") && !bounds_released {
+        ways += " Numbers, dates and timestamps may instead have their bounds released privately from a share of \
+                 epsilon: --private-bounds SHARE (e.g. 0.1).";
+    }
+    if snippet.contains("[categories]") {
+        ways += " A category list cannot be released under pure epsilon-DP: discovering categories privately \
+                 (thresholded noisy counts) needs a delta > 0, and this guarantee has none.";
+    }
+    let (names, excluded) = (names.join(", "), names.join(","));
     Error::in_file(
         source.path(),
         format!(
-            "{count} no public domain: {}. Domains are public knowledge, never read from the data. Give them in a \
-             config file (--config run.toml; fill in the values below), or leave the columns out with --exclude {}\n\n{snippet}",
-            names.join(", "),
-            names.join(",")
+            "{count} no public domain: {names}. Domains are public knowledge, never read from the data.{ways} Give \
+             them in a config file (--config run.toml; fill in the values below), or leave the columns out with \
+             --exclude {excluded}\n\n{snippet}"
         ),
     )
 }
@@ -183,23 +213,7 @@ fn check_bounds_fit_type(source: &Source, column: &NumericColumn, bounds: &Colum
             format!("bounds {}:{} hold no integer", bounds.lo, bounds.hi),
         ));
     }
-    use arrow::datatypes::DataType::*;
-    let range = match column.data_type {
-        Float32 => (f32::MIN as f64, f32::MAX as f64),
-        Float64 => return Ok(()),
-        Int8 => (i8::MIN as f64, i8::MAX as f64),
-        Int16 => (i16::MIN as f64, i16::MAX as f64),
-        Int32 | Date32 => (i32::MIN as f64, i32::MAX as f64),
-        UInt8 => (0.0, u8::MAX as f64),
-        UInt16 => (0.0, u16::MAX as f64),
-        UInt32 => (0.0, u32::MAX as f64),
-        UInt64 => (0.0, u64::MAX as f64),
-        // A time of day counts its unit from midnight, below a day.
-        Time32(unit) | Time64(unit) => (0.0, units_per_day(unit) - 1.0),
-        // Int64, Date64, timestamps and durations are stored as i64.
-        _ => (i64::MIN as f64, i64::MAX as f64),
-    };
-    let (min, max) = range;
+    let Some((min, max)) = type_range(&column.data_type) else { return Ok(()) };
     if bounds.lo < min || bounds.hi > max {
         return Err(Error::in_column(
             source.path(),
@@ -215,6 +229,27 @@ fn check_bounds_fit_type(source: &Source, column: &NumericColumn, bounds: &Colum
         ));
     }
     Ok(())
+}
+
+/// The values a number, date or timestamp type can hold, in its stored unit (`None` for float64: any
+/// finite value).
+pub(crate) fn type_range(data_type: &DataType) -> Option<(f64, f64)> {
+    use arrow::datatypes::DataType::*;
+    Some(match data_type {
+        Float32 => (f32::MIN as f64, f32::MAX as f64),
+        Float64 => return None,
+        Int8 => (i8::MIN as f64, i8::MAX as f64),
+        Int16 => (i16::MIN as f64, i16::MAX as f64),
+        Int32 | Date32 => (i32::MIN as f64, i32::MAX as f64),
+        UInt8 => (0.0, u8::MAX as f64),
+        UInt16 => (0.0, u16::MAX as f64),
+        UInt32 => (0.0, u32::MAX as f64),
+        UInt64 => (0.0, u64::MAX as f64),
+        // A time of day counts its unit from midnight, below a day.
+        Time32(unit) | Time64(unit) => (0.0, units_per_day(*unit) - 1.0),
+        // Int64, Date64, timestamps and durations are stored as i64.
+        _ => (i64::MIN as f64, i64::MAX as f64),
+    })
 }
 
 fn units_per_day(unit: arrow::datatypes::TimeUnit) -> f64 {

@@ -7,6 +7,7 @@
 
 pub mod columns;
 pub mod memory;
+mod private_bounds;
 pub mod report;
 
 // Declared with the output checks (io::paths), below the options that name it.
@@ -34,6 +35,7 @@ use crate::options::{check_output_rows, worker_pool, SynthOptions};
 use crate::progress::{PhaseTiming, Progress, Timings};
 use crate::sampler::{Placement, RowGenerator, RowOrder, SAMPLE_BLOCK_ROWS};
 use memory::{peak_memory_bytes, usable_memory_bytes};
+use private_bounds::PrivateBounds;
 use report::*;
 
 /// Rows generated and written per output batch (a whole number of sampler blocks).
@@ -77,21 +79,33 @@ pub fn synthesize_source(
 /// number of times ([`Fitted::sample`]) without spending more of ε (post-processing).
 pub fn fit(source: &Source, options: &SynthOptions, progress: &Progress) -> Result<Fitted> {
     options.validate()?;
-    let columns = RunColumns::of(source, options)?;
     let (threads, pool) = thread_pool(options)?;
-    let public = public_inputs(source, &columns, options, threads);
+    let seeds = crate::privacy::RunSeeds::new(options.seed)?;
+    // Released bounds, where asked, are public to everything after them: the mechanism runs on them.
+    let private_bounds = pool.install(|| PrivateBounds::release(source, options, &seeds.noise, progress))?;
+    let mechanism_options = private_bounds.as_ref().map(|released| released.mechanism_options(options));
+    let mechanism_options = mechanism_options.as_ref().unwrap_or(options);
+    let columns = RunColumns::of(source, mechanism_options)?;
+    let public = public_inputs(source, &columns, mechanism_options, threads);
     let (numeric, bounds) = columns.numeric();
     let data = DataPass { source, columns: numeric, bounds, nulls: options.nulls, progress, ranks: None };
-    let (release, epsilon_spent, seeds, timings) = pool.install(|| -> Result<_> {
+    let (release, epsilon_spent, timings) = pool.install(|| -> Result<_> {
         let plan = Plan::new(&public, &options.mechanism.for_codes(columns.most_codes()))?;
-        let seeds = crate::privacy::RunSeeds::new(options.seed)?;
         let mut timings = Timings::default();
-        let release = plan.release(&data, &seeds, &mut timings)?;
+        let mut release = plan.release(&data, &seeds, &mut timings)?;
+        if let Some(released) = &private_bounds {
+            let mechanism = std::mem::replace(&mut release.budget, crate::privacy::Budget::new(options.epsilon));
+            release.budget = released.composed(mechanism);
+        }
         let epsilon_spent = release.budget.check()?;
-        Ok((release, epsilon_spent, seeds, timings))
+        Ok((release, epsilon_spent, timings))
     })?;
     let run = RunFacts { source, columns: &columns, options };
-    let report = run.report(&release, epsilon_spent, 0);
+    let mut report = run.report(&release, epsilon_spent, 0);
+    if let Some(released) = private_bounds {
+        report.guarantee.public_inputs.push(released.public_inputs_note());
+        report.private_bounds = Some(released.report);
+    }
     let metadata = run.table_metadata(&release);
     let mut diagnostics = Diagnostics::new(&release.scan, &columns.names(), threads, release.binning.clone());
     diagnostics.timings_seconds = timings.into_phases();
@@ -448,6 +462,7 @@ impl RunFacts<'_> {
             accuracy: release.accuracy.clone(),
             device: release.binning.clone(),
             sample: None,
+            private_bounds: None,
         }
     }
 

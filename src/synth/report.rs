@@ -14,6 +14,10 @@ pub struct RunReport {
     pub mechanism: &'static str,
     pub guarantee: Guarantee,
     pub input: InputInfo,
+    /// Set when `--private-bounds` released some columns' bounds: the share, and each column's released
+    /// bounds (also in `input.columns`, where the mechanism read them as public).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub private_bounds: Option<PrivateBoundsReport>,
     pub parameters: MechanismParameters,
     pub release: ReleaseInfo,
     pub accuracy: AccuracyBound,
@@ -116,6 +120,44 @@ pub struct ColumnInfo {
     /// categorical or Boolean column, and whether null is a value of its domain.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub encoding: Option<String>,
+}
+
+/// The bounds `--private-bounds` released, and how.
+#[derive(Clone, Debug, Serialize)]
+pub struct PrivateBoundsReport {
+    /// SHARE: the fraction of epsilon spent on the bounds.
+    pub share: f64,
+    /// What the bounds spent (SHARE·epsilon, less the rounding of the scales).
+    pub epsilon: f64,
+    pub method: &'static str,
+    pub clamping: &'static str,
+    pub columns: Vec<ReleasedColumnBounds>,
+}
+
+impl PrivateBoundsReport {
+    pub fn new(share: f64, epsilon: f64, columns: Vec<ReleasedColumnBounds>) -> Self {
+        PrivateBoundsReport {
+            share,
+            epsilon,
+            method: "per column and end, the exponential mechanism (sampled exactly, by rejection with integer \
+                     arithmetic) over the cells of the public grid {0, +-m*2^k: m in 1, 1.25, 1.5, 1.75; k in -32..62} \
+                     in the column's stored unit, with the rank utility -max(0, t - #{x < c_i+1}, #{x < c_i} - t) \
+                     (sensitivity 1 under add-remove and replace), aiming at the t-th value from each end, \
+                     t = min(max(ceil(n/1000), tau), floor(n/2)); the share is split evenly over the columns and \
+                     their two ends",
+            clamping: "values outside the released bounds are clamped to them, as outside public bounds",
+            columns,
+        }
+    }
+}
+
+/// One column's released bounds, in its stored unit, and the epsilon they spent (both ends).
+#[derive(Clone, Debug, Serialize)]
+pub struct ReleasedColumnBounds {
+    pub column: String,
+    pub lo: f64,
+    pub hi: f64,
+    pub epsilon: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -291,6 +291,20 @@ fn microagg_does_not_run_across_ranks() {
     assert!(!outputs.directory.exists());
 }
 
+#[test]
+fn private_bounds_are_refused_across_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dataset(dir.path());
+    let outputs = parts_only(dir.path());
+    let progress = Progress::hidden();
+    let mut private = options(Neighbours::AddRemove, 1);
+    private.private_bounds = Some(0.1);
+    let refused =
+        run_local(2, |comm| synthesize_across(comm, &input, &outputs, &private, &progress).err().unwrap().to_string());
+    assert!(refused[0].contains("--private-bounds does not run across ranks"), "{}", refused[0]);
+    assert!(!outputs.directory.exists());
+}
+
 /// lowdim (on PMM and on PSMM), PSMM and PE (its rows held, and read again at every step): the ranks sum
 /// their passes' counts and each makes the whole release, so the parts and the report are one machine's,
 /// under both relations where the mechanism has both.

@@ -143,3 +143,22 @@ fn a_watcher_stops_the_run_before_anything_is_written() {
         assert_eq!(files_in(dir.path()), vec![input.clone()], "{after}: a stopped run left a file");
     }
 }
+
+/// Python's keywords are command-line words (`private_bounds=0.1` is `--private-bounds=0.1`), parsed by
+/// `cli::parse_synth` and resolved against the table as the extension does: the flag reaches `fit`.
+#[test]
+fn private_bounds_reach_fit_through_the_words_python_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input.parquet");
+    fixture(&input);
+    let (schema, parts) = batches(&input);
+    let source = Source::from_batches("table", schema, parts).unwrap();
+    let words = ["data", "--epsilon=1", "--private-bounds=0.1", "--bounds=y=0:999", "--seed=3"];
+    let mut args = dpsynth::cli::parse_synth(words.map(std::ffi::OsString::from).to_vec()).unwrap();
+    args.default_columns(&["x".into(), "y".into()]).unwrap();
+    let options = args.resolve_options().unwrap();
+    assert_eq!(options.private_bounds, Some(0.1));
+    let fitted = fit(&source, &options, &Progress::hidden()).unwrap();
+    let released = &fitted.report().private_bounds.as_ref().unwrap().columns;
+    assert_eq!(released.iter().map(|column| column.column.as_str()).collect::<Vec<_>>(), ["x"], "y keeps its bounds");
+}

@@ -24,6 +24,7 @@ mod lowdim;
 mod mixed;
 mod pe;
 mod privacy_loss;
+mod private_bounds;
 mod psmm;
 mod seeded_runs;
 mod stream;

@@ -724,3 +724,33 @@ fn categorical_and_null_neighbours_stay_within_e_epsilon() {
         assert!(halved > epsilon + SLACK, "{case}: half the noise went unnoticed (log ratio {halved})");
     }
 }
+
+/// `--private-bounds` on one column, both ends together, against the column's claim (two ends of
+/// SHARE·ε/2 each): one row of six moves from the bottom bucket to above the middle (replace), which moves
+/// every rank of both ends. The exact law puts the worst outcome's log ratio at 0.77 of the claimed ε = 1;
+/// an exponential mechanism sampled at half its scale takes it to 1.57, and one end spending the column's
+/// whole share (not halved) to 1.57 as well. A million runs, so that outcomes of 0.2% are compared.
+#[test]
+fn private_bounds_stay_within_their_share_of_epsilon() {
+    use dpsynth::privacy::private_bounds::{BoundsGrid, GridCounts, PrivateBoundsPlan};
+    const BOUNDS_RUNS: u64 = 1_000_000;
+    // ε = 2 with a share of 0.5 on one column: 0.5 per end, the column claims 1.
+    let plan = PrivateBoundsPlan::new(2.0, 0.5, 1).unwrap();
+    let claimed = 2.0 * plan.end_epsilon();
+    assert!(claimed <= 1.0 && claimed > 1.0 - 1e-6, "the column claims SHARE·ε = 1, not {claimed}");
+    let grid = BoundsGrid::new((0..7).map(f64::from).collect()).unwrap();
+    let frequencies = |buckets: Vec<u64>, seed_base: u64| {
+        let counts = GridCounts::new(buckets);
+        let mut frequencies: HashMap<(u64, u64), u64> = HashMap::new();
+        for run in 0..BOUNDS_RUNS {
+            let ends = plan.release_column(&grid, &counts, &NoiseKey::from_user_seed(seed_base + run), 0);
+            *frequencies.entry((ends.lo.to_bits(), ends.hi.to_bits())).or_insert(0) += 1;
+        }
+        frequencies
+    };
+    let first = frequencies(vec![1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1], 0);
+    let second = frequencies(vec![0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 1, 0, 1], 1 << 40);
+    let worst = max_log_frequency_ratio(&first, &second, MIN_COUNT);
+    assert!(worst <= claimed + SLACK, "log ratio {worst} exceeds the column's ε = {claimed}");
+    assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
+}
