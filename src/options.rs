@@ -135,6 +135,11 @@ pub struct SynthArgs {
     /// Owner-only diagnostics (JSON; NOT private).
     #[arg(long)]
     pub diagnostics: Option<PathBuf>,
+    /// Also save the release here (docs/release-format.md: the released measure, the columns' public
+    /// domains and the report; never data), written with the table: `dpsynth sample` draws more tables
+    /// from it without the data and without spending budget.
+    #[arg(long = "save-release", value_name = "FILE")]
+    pub save_release: Option<PathBuf>,
     /// No progress bars or summaries.
     #[arg(long)]
     pub quiet: bool,
@@ -265,6 +270,8 @@ impl SynthOptions {
 pub struct SynthRequest {
     pub input: PathBuf,
     pub outputs: OutputPaths,
+    /// Where to save the release (`--save-release`), if anywhere.
+    pub save_release: Option<PathBuf>,
     pub options: SynthOptions,
     pub quiet: bool,
 }
@@ -280,6 +287,7 @@ impl SynthArgs {
             self.default_columns(&names)?;
         }
         let (table, report, diagnostics) = (self.output.take(), self.report.take(), self.diagnostics.take());
+        let save_release = self.save_release.take();
         let quiet = self.quiet;
         let options = self.resolve_options()?;
         Ok(SynthRequest {
@@ -289,6 +297,7 @@ impl SynthArgs {
                 report,
                 diagnostics,
             },
+            save_release,
             options,
             quiet,
         })

@@ -24,6 +24,7 @@ mod mixed;
 mod pe;
 mod privacy_loss;
 mod psmm;
+mod saved_release;
 mod seeded_runs;
 mod stream;
 mod synth_end_to_end;
