@@ -508,7 +508,11 @@ impl<'a> SavedMeasure<'a> {
                     let norm = column.iter().map(|value| value * value).sum::<f64>().sqrt();
                     (0.5..=2.0).contains(&norm)
                 });
-                if dims == 0 || target_dims == 0 || !unit_columns || mean.iter().any(|value| !(value.abs() <= 1e9)) {
+                if dims == 0
+                    || target_dims == 0
+                    || !unit_columns
+                    || mean.iter().any(|value| !value.is_finite() || value.abs() > 1e9)
+                {
                     return Err("its projection is not a d × d' basis of unit columns".to_string());
                 }
                 let basis = Mat::from_fn(dims, target_dims, |row, column| basis[column * dims + row]);
