@@ -22,7 +22,8 @@ use crate::options::{
     bounds_for_columns, check_output_rows, check_threads, last_bounds_per_column, worker_pool, SynthArgs,
 };
 use crate::progress::Progress;
-use crate::synth::synthesize;
+use crate::synth::saved::SavedRelease;
+use crate::synth::{synthesize, synthesize_and_save};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -41,6 +42,8 @@ enum Command {
     #[command(override_usage = "dpsynth synth <INPUT> --epsilon <EPSILON> --output <OUTPUT> [OPTIONS]\n       \
                                 dpsynth synth <INPUT> --config <CONFIG> [OPTIONS]  (ε and the output in the file)")]
     Synth(SynthArgs),
+    /// Draw a synthetic table from a release saved by `synth --save-release`: no data read, no ε spent.
+    Sample(SampleArgs),
     /// Compare a synthetic table with the real one: W1 and friends (owner only: reads the real data).
     Eval(EvalArgs),
     /// Show a Parquet file's or dataset's schema, row count, files and row groups (nothing about its values).
@@ -121,6 +124,38 @@ struct EvalArgs {
     /// --marginals: a value outside its category list is an error or an 'other' bit [default: error].
     #[arg(long, value_enum)]
     unlisted: Option<Unlisted>,
+}
+
+/// `dpsynth sample`: a table drawn from a saved release (post-processing).
+#[derive(Args, Debug)]
+struct SampleArgs {
+    /// The release, a file written by `synth --save-release` (docs/release-format.md); refused if it is
+    /// damaged, truncated, of another format version or not a saved release.
+    release: PathBuf,
+    /// Where the synthetic table goes (written atomically), with synth's columns, names and types.
+    #[arg(long, short)]
+    output: PathBuf,
+    /// Output rows, at most 10^12 (default: the released row count).
+    #[arg(long)]
+    rows: Option<u64>,
+    /// The placement coins of `synth --seed SEED`: with the synth run's own seed (and the same --rows and
+    /// row order) the table is the one synth wrote. Without it the coins come from the OS: a new table
+    /// each time. Either way the release's noise is not redrawn and no budget is spent.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Order of the output rows: random or cells (see synth --row-order) [default: the synth run's].
+    #[arg(long, value_enum)]
+    row_order: Option<crate::sampler::RowOrder>,
+    /// Publishable report of this table (JSON): the synth run's report, this table's rows, and a `sample`
+    /// section saying it was drawn from the saved release and spent no ε.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// Worker threads, at most 1024 and 64 per core [default: all cores]; the table is the same for any.
+    #[arg(long)]
+    threads: Option<usize>,
+    /// No progress bars or summary.
+    #[arg(long)]
+    quiet: bool,
 }
 
 #[derive(Args, Debug)]
@@ -270,6 +305,7 @@ fn parse(argv: Vec<OsString>) -> std::result::Result<Cli, ParseFailure> {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Synth(args) => run_synth(args),
+        Command::Sample(args) => run_sample(args),
         Command::Inspect(args) => run_inspect(args),
         Command::Eval(args) => run_eval(args),
         Command::Generate(args) => run_generate(args),
@@ -282,6 +318,9 @@ fn run_synth(args: SynthArgs) -> Result<()> {
     let request = args.resolve()?;
     #[cfg(feature = "mpi")]
     if crate::cluster::mpi::launched_by_mpi() {
+        if request.save_release.is_some() {
+            return Err(Error::bad_input("--save-release runs on one machine: leave it out under mpirun"));
+        }
         std::process::exit(crate::cluster::mpi::run_synth(request));
     }
     let (options, outputs, quiet) = (&request.options, &request.outputs, request.quiet);
@@ -292,7 +331,10 @@ fn run_synth(args: SynthArgs) -> Result<()> {
         eprintln!("warning: {warning}");
     }
     let progress = Progress::for_terminal(quiet);
-    let outcome = synthesize(&request.input, outputs, options, &progress)?;
+    let outcome = match &request.save_release {
+        None => synthesize(&request.input, outputs, options, &progress)?,
+        Some(saved) => synthesize_and_save(&request.input, outputs, saved, options, &progress)?,
+    };
     if quiet {
         return Ok(());
     }
@@ -360,6 +402,29 @@ fn run_inspect(args: InspectArgs) -> Result<()> {
     }
     write_file_atomically(template, crate::inspect::config_template(&args.input, args.hive_columns)?.as_bytes())?;
     eprintln!("wrote {}: fill in each domain from public knowledge, then pass it to synth --config", template.display());
+    Ok(())
+}
+
+fn run_sample(args: SampleArgs) -> Result<()> {
+    check_output_rows("--rows", args.rows)?;
+    if let Some(threads) = args.threads {
+        check_threads(threads)?;
+    }
+    let outputs = crate::io::paths::OutputPaths { table: args.output, report: args.report, diagnostics: None };
+    check_output_paths(&[NamedPath::new("the saved release", &args.release)], &outputs.named())?;
+    let mut release = SavedRelease::load(&args.release, args.seed, args.threads)?;
+    if let Some(order) = args.row_order {
+        release.set_row_order(order);
+    }
+    let report = release.write(&outputs, args.rows, &Progress::for_terminal(args.quiet))?;
+    if !args.quiet {
+        eprintln!(
+            "wrote {} synthetic rows to {} (drawn from the saved release {}: no data read, no ε spent)",
+            report["release"]["synthetic_rows"],
+            outputs.table.display(),
+            args.release.display()
+        );
+    }
     Ok(())
 }
 

@@ -131,6 +131,11 @@ pub struct SynthArgs {
     /// Owner-only diagnostics (JSON; NOT private).
     #[arg(help_heading = "Output", long)]
     pub diagnostics: Option<PathBuf>,
+    /// Also save the release here (docs/release-format.md: the released measure, the columns' public
+    /// domains and the report; never data), written with the table: `dpsynth sample` draws more tables
+    /// from it without the data and without spending budget.
+    #[arg(help_heading = "Output", long = "save-release", value_name = "FILE")]
+    pub save_release: Option<PathBuf>,
     /// No progress bars or summaries.
     #[arg(help_heading = "Output", long)]
     pub quiet: bool,
@@ -300,6 +305,8 @@ impl SynthOptions {
 pub struct SynthRequest {
     pub input: PathBuf,
     pub outputs: OutputPaths,
+    /// Where to save the release (`--save-release`), if anywhere.
+    pub save_release: Option<PathBuf>,
     pub options: SynthOptions,
     pub quiet: bool,
     /// `--owner-summary`: print the owner-only line even when stderr is not a terminal.
@@ -317,6 +324,7 @@ impl SynthArgs {
             self.default_columns(&names)?;
         }
         let (table, report, diagnostics) = (self.output.take(), self.report.take(), self.diagnostics.take());
+        let save_release = self.save_release.take();
         let (quiet, owner_summary) = (self.quiet, self.owner_summary);
         let options = self.resolve_options()?;
         let table = table.ok_or_else(|| Error::bad_input("--output is required"))?;
@@ -328,6 +336,7 @@ impl SynthArgs {
                 report,
                 diagnostics,
             },
+            save_release,
             options,
             quiet,
             owner_summary,

@@ -26,7 +26,7 @@ import pyarrow as pa
 from . import _native
 from ._native import PrivacyError
 
-__all__ = ["synthesize", "evaluate", "Synthesizer", "PrivacyError", "__version__"]
+__all__ = ["synthesize", "evaluate", "load", "Synthesizer", "PrivacyError", "__version__"]
 __version__: str = _native.__version__
 
 logger = logging.getLogger("dpsynth")
@@ -155,9 +155,35 @@ class Synthesizer:
             return polars.from_arrow(table)
         return table
 
+    def save(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        """Saves the release at ``path`` (atomically): the measure, the columns' public domains and the report,
+        never the data or the diagnostics. :func:`load` and ``dpsynth sample PATH`` draw from it."""
+        if self._release is None:
+            raise ValueError("save before fit: call fit(data, bounds=...) first")
+        self._release.save(os.fspath(path))
+
+    @classmethod
+    def load(cls, path: Union[str, "os.PathLike[str]"], *, seed: Optional[int] = None,
+             quiet: bool = False) -> "Synthesizer":
+        """A Synthesizer fitted from the release saved at ``path`` (by :meth:`save` or ``synth --save-release``);
+        a damaged, truncated or foreign file raises ValueError. Its first ``sample(n)`` is
+        ``dpsynth sample PATH --rows n --seed SEED``'s table: with the fitting run's seed, that run's own first
+        draw; without one, fresh placement coins. Sampling reads no data and spends no budget; it returns a
+        pyarrow Table."""
+        fitted = cls(quiet=quiet)
+        fitted._release = _call(_native.load, os.fspath(path), seed)
+        fitted.report = json.loads(fitted._release.report())
+        fitted.mechanism = fitted.report["mechanism"]
+        return fitted
+
     def fit_sample(self, data: Any, bounds: Optional[Bounds] = None, **options: Any) -> Any:
         """``fit`` then ``sample()`` (smartnoise-synth's name)."""
         return self.fit(data, bounds=bounds, **options).sample()
+
+
+def load(path: Union[str, "os.PathLike[str]"], *, seed: Optional[int] = None, quiet: bool = False) -> Synthesizer:
+    """:meth:`Synthesizer.load`: the release saved at ``path``, ready to ``sample`` without the data."""
+    return Synthesizer.load(path, seed=seed, quiet=quiet)
 
 
 def _call(function: Any, *arguments: Any) -> Any:

@@ -25,6 +25,7 @@ use dpsynth::eval::command::TableInput;
 use dpsynth::io::source::Source;
 use dpsynth::options::{SynthArgs, SynthOptions};
 use dpsynth::progress::{Progress, ProgressWatcher};
+use dpsynth::synth::saved::SavedRelease;
 use dpsynth::synth::{self, Fitted};
 
 create_exception!(
@@ -104,6 +105,11 @@ fn synth_args(words: Vec<String>) -> PyResult<SynthArgs> {
                 "'{flag}' is not a keyword here: the table and the reports are returned (write them with pyarrow or json)"
             )));
         }
+    }
+    if args.save_release.is_some() {
+        return Err(PyValueError::new_err(
+            "'save_release' is not a keyword here: fit a Synthesizer and call its save(path)",
+        ));
     }
     Ok(args)
 }
@@ -258,11 +264,17 @@ impl ArrowStream {
     }
 }
 
+/// A release fitted here, or read from a saved file.
+enum Held {
+    Fitted(Fitted),
+    Saved(SavedRelease),
+}
+
 /// A fitted release: its measure and public facts, never the data. Each `sample` is a new draw from it
 /// (post-processing: no budget spent).
 #[pyclass(frozen, module = "dpsynth._native")]
 struct Release {
-    fitted: Fitted,
+    held: Held,
     /// The number of the next draw; draw 0 is the table the CLI would write.
     next_draw: AtomicU64,
 }
@@ -271,12 +283,27 @@ struct Release {
 impl Release {
     /// The publishable report of the release, as JSON.
     fn report(&self) -> PyResult<String> {
-        to_json(self.fitted.report())
+        match &self.held {
+            Held::Fitted(fitted) => to_json(fitted.report()),
+            Held::Saved(saved) => to_json(saved.report()),
+        }
     }
 
-    /// The owner-only diagnostics of the data pass (NOT private), as JSON.
+    /// The owner-only diagnostics of the data pass (NOT private), as JSON; null for a saved release, which
+    /// holds none.
     fn diagnostics(&self) -> PyResult<String> {
-        to_json(self.fitted.diagnostics())
+        match &self.held {
+            Held::Fitted(fitted) => to_json(fitted.diagnostics()),
+            Held::Saved(_) => Ok("null".to_string()),
+        }
+    }
+
+    /// Saves the release at `path` (atomically; docs/release-format.md), for `load` or `dpsynth sample`.
+    fn save(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+        run_released(py, None, |_| match &self.held {
+            Held::Fitted(fitted) => fitted.save(&path),
+            Held::Saved(saved) => saved.save(&path),
+        })
     }
 
     /// The next draw of `rows` rows (default: the released count): the table and its report as JSON.
@@ -288,11 +315,26 @@ impl Release {
         on_progress: Option<Bound<'_, PyAny>>,
     ) -> PyResult<(ArrowStream, String)> {
         let draw = self.next_draw.fetch_add(1, Ordering::Relaxed);
-        let batches = run_released(py, on_progress.as_ref(), |progress| self.fitted.sample(rows, draw, progress))?;
+        let batches = run_released(py, on_progress.as_ref(), |progress| match &self.held {
+            Held::Fitted(fitted) => fitted.sample(rows, draw, progress),
+            Held::Saved(saved) => saved.sample(rows, draw, progress),
+        })?;
         let drawn = batches.iter().map(|batch| batch.num_rows() as u64).sum();
-        let report = self.fitted.draw_report(drawn, draw);
-        Ok((ArrowStream::new(self.fitted.schema(), batches), to_json(&report)?))
+        let (schema, report) = match &self.held {
+            Held::Fitted(fitted) => (fitted.schema(), to_json(&fitted.draw_report(drawn, draw))?),
+            Held::Saved(saved) => (saved.schema(), to_json(&saved.draw_report(drawn, draw).map_err(to_py)?)?),
+        };
+        Ok((ArrowStream::new(schema, batches), report))
     }
+}
+
+/// The release saved at `path`: draw 0 is `dpsynth sample PATH --seed SEED`'s table (with `seed` the
+/// synth run's, that run's own table); without a seed, fresh placement coins.
+#[pyfunction]
+#[pyo3(signature = (path, seed=None))]
+fn load(py: Python<'_>, path: PathBuf, seed: Option<u64>) -> PyResult<Release> {
+    let saved = run_released(py, None, |_| SavedRelease::load(&path, seed, None))?;
+    Ok(Release { held: Held::Saved(saved), next_draw: AtomicU64::new(0) })
 }
 
 /// Spends the budget once on `data` (called `name` in messages) with the options in `words` (the `synth`
@@ -310,7 +352,7 @@ fn fit(
     let source = open_input(data, name, args.hive_columns)?;
     let options = synth_options(args, &source)?;
     let fitted = run_released(py, on_progress.as_ref(), |progress| synth::fit(&source, &options, progress))?;
-    Ok(Release { fitted, next_draw: AtomicU64::new(0) })
+    Ok(Release { held: Held::Fitted(fitted), next_draw: AtomicU64::new(0) })
 }
 
 /// One `synth` run on `data`: the table (the CLI's output for the same words), the report and the
@@ -380,6 +422,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<Release>()?;
     module.add_class::<ArrowStream>()?;
     module.add_function(wrap_pyfunction!(fit, module)?)?;
+    module.add_function(wrap_pyfunction!(load, module)?)?;
     module.add_function(wrap_pyfunction!(synthesize, module)?)?;
     module.add_function(wrap_pyfunction!(evaluate, module)?)?;
     Ok(())

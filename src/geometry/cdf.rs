@@ -58,6 +58,22 @@ impl CellCdf {
         Some(Self::with_cumulative(cumulative))
     }
 
+    /// The CDF with these cumulative shares ([`CellCdf::cumulative`], of a saved release): `None` unless they
+    /// start at 0, end at 1, never decrease and mark 1 to 2^32 − 1 cells.
+    pub fn from_cumulative(cumulative: Vec<f64>) -> Option<Self> {
+        let valid = cumulative.len() >= 2
+            && u32::try_from(cumulative.len() - 1).is_ok()
+            && cumulative[0] == 0.0
+            && cumulative.last() == Some(&1.0)
+            && cumulative.windows(2).all(|pair| pair[0] <= pair[1]);
+        valid.then(|| Self::with_cumulative(cumulative))
+    }
+
+    /// cumulative[j]: the share of the mass in cells 0..j, all the CDF is (the rest is lookup tables made from it).
+    pub fn cumulative(&self) -> &[f64] {
+        &self.cumulative
+    }
+
     /// F(x) = x: the CDF of one cell.
     pub fn uniform() -> Self {
         Self::with_cumulative(vec![0.0, 1.0])

@@ -9,6 +9,7 @@ pub mod columns;
 pub mod memory;
 mod private_bounds;
 pub mod report;
+pub mod saved;
 
 // Declared with the output checks (io::paths), below the options that name it.
 pub use crate::io::paths::OutputPaths;
@@ -62,6 +63,25 @@ pub fn synthesize(
     synthesize_source(&source, outputs, options, progress)
 }
 
+/// [`synthesize`], also saving the release at `saved_release` ([`saved`], docs/release-format.md), committed
+/// with the table and the reports: all of them appear or none.
+pub fn synthesize_and_save(
+    input: &Path,
+    outputs: &OutputPaths,
+    saved_release: &Path,
+    options: &SynthOptions,
+    progress: &Progress,
+) -> Result<SynthOutcome> {
+    options.validate()?;
+    let mut written = outputs.named();
+    written.push(NamedPath::new("--save-release", saved_release));
+    check_output_paths(&[NamedPath::new("the input", input)], &written)?;
+    let source = Source::open_with(input, options.hive_columns)?;
+    let fitted = fit(&source, options, progress)?;
+    let release = fitted.stage_saved(saved_release)?;
+    fitted.write_with(outputs, options.rows, progress, vec![release])
+}
+
 /// [`synthesize`] on an opened input (a Parquet dataset, or a table in memory).
 pub fn synthesize_source(
     source: &Source,
@@ -112,33 +132,30 @@ pub fn fit(source: &Source, options: &SynthOptions, progress: &Progress) -> Resu
     diagnostics.input_page_checksums = source.has_page_checksums();
     diagnostics.covariance_loss = release.covariance_loss;
     Ok(Fitted {
-        columns,
-        release,
+        draws: Draws {
+            columns,
+            measure: release.measure,
+            placement: options.placement,
+            row_order: options.row_order,
+            placement_seed: seeds.placement(),
+            pool,
+            metadata,
+        },
+        output_phase: release.output_phase,
         report,
         diagnostics,
-        metadata,
-        placement: options.placement,
-        row_order: options.row_order,
-        placement_seed: seeds.placement(),
-        pool,
     })
 }
 
 /// A released measure and the public facts of its run: what [`fit`] returns. Sampling it again spends
 /// nothing: the data is not read, only the release.
 pub struct Fitted {
-    columns: RunColumns,
-    release: Release,
+    draws: Draws,
+    /// The name of the sampling-and-writing phase in the diagnostics.
+    output_phase: &'static str,
     /// The report of the run, with no rows sampled yet.
     report: RunReport,
     diagnostics: Diagnostics,
-    /// The synthetic table's footer: what it is and how it was made ([`TableMetadata`]).
-    metadata: Vec<(String, String)>,
-    placement: Placement,
-    row_order: RowOrder,
-    /// Seeds the placement of draw 0, the run's own output; later draws derive theirs from it.
-    placement_seed: u64,
-    pool: rayon::ThreadPool,
 }
 
 impl Fitted {
@@ -155,9 +172,7 @@ impl Fitted {
     /// The synthetic table's schema: the used input columns, in input order, with their types.
     /// The schema's metadata is the file footer's: what the table is and how it was made.
     pub fn schema(&self) -> SchemaRef {
-        let schema = self.columns.schema();
-        let metadata: std::collections::HashMap<String, String> = self.metadata.iter().cloned().collect();
-        std::sync::Arc::new(schema.as_ref().clone().with_metadata(metadata))
+        self.draws.schema()
     }
 
     /// The report of draw `draw` of `rows` rows: the release's report, the rows, and the note that the
@@ -174,10 +189,63 @@ impl Fitted {
     /// [`Fitted::write`] writes; each draw has its own placement coins, and none reads the data or spends
     /// budget.
     pub fn sample(&self, rows: Option<u64>, draw: u64, progress: &Progress) -> Result<Vec<RecordBatch>> {
+        self.draws.sample(rows, draw, progress)
+    }
+
+    /// Samples draw 0 into the table at `outputs` and commits it with the reports.
+    pub fn write(self, outputs: &OutputPaths, rows: Option<u64>, progress: &Progress) -> Result<SynthOutcome> {
+        self.write_with(outputs, rows, progress, Vec::new())
+    }
+
+    /// [`Fitted::write`], committing the staged files `with` together with the table and the reports.
+    fn write_with(
+        self,
+        outputs: &OutputPaths,
+        rows: Option<u64>,
+        progress: &Progress,
+        with: Vec<StagedFile>,
+    ) -> Result<SynthOutcome> {
+        let mut timings = Timings::default();
+        let written = timings
+            .time_in_parts(self.output_phase, |parts| self.draws.write_table(&outputs.table, rows, progress, parts));
+        let (sink, synthetic_rows) = written?;
+        let Fitted { mut report, mut diagnostics, draws, .. } = self;
+        report.release.synthetic_rows = synthetic_rows;
+        diagnostics.timings_seconds.extend(timings.into_phases());
+        let table = (sink, draws.metadata.as_slice());
+        commit_outputs(outputs, report, diagnostics, table, with)
+    }
+}
+
+/// What tables are drawn from: the released measure, the columns it maps back to, where points go in their
+/// cells and in what order rows come, and the placement seed of draw 0. Public facts only: a [`Fitted`]
+/// release and a saved one ([`saved::SavedRelease`]) draw alike.
+pub(crate) struct Draws {
+    columns: RunColumns,
+    measure: ReleasedMeasure,
+    placement: Placement,
+    row_order: RowOrder,
+    /// Seeds the placement of draw 0, the run's own output; later draws derive theirs from it.
+    placement_seed: u64,
+    pool: rayon::ThreadPool,
+    /// The footer of every table drawn: what it is and how it was made ([`TableMetadata`]).
+    metadata: Vec<(String, String)>,
+}
+
+impl Draws {
+    /// The tables' schema: the used input columns, in input order, with their types; its metadata is the
+    /// file footer's.
+    fn schema(&self) -> SchemaRef {
+        let metadata: std::collections::HashMap<String, String> = self.metadata.iter().cloned().collect();
+        std::sync::Arc::new(self.columns.schema().as_ref().clone().with_metadata(metadata))
+    }
+
+    /// Draw `draw` as record batches ([`Fitted::sample`]).
+    fn sample(&self, rows: Option<u64>, draw: u64, progress: &Progress) -> Result<Vec<RecordBatch>> {
         check_output_rows("rows", rows)?;
         let schema = self.schema();
         if let (ReleasedMeasure::Encoded { points, rows: released }, RunColumns::Encoded(encoding)) =
-            (&self.release.measure, &self.columns)
+            (&self.measure, &self.columns)
         {
             let seed = crate::privacy::draw_seed(self.placement_seed, draw);
             let total_rows = rows.unwrap_or(*released);
@@ -197,7 +265,7 @@ impl Fitted {
             return Ok(batches);
         }
         let (columns, bounds) = self.columns.numeric();
-        let integers = integer_cells(columns, bounds, &self.release.measure.value_cells(columns.len()));
+        let integers = integer_cells(columns, bounds, &self.measure.value_cells(columns.len()));
         self.pool.install(|| {
             let generator = self.rows(rows, draw)?;
             let total_rows = generator.total_rows();
@@ -228,35 +296,32 @@ impl Fitted {
         })
     }
 
-    /// Samples draw 0 into the table at `outputs` and commits it with the reports.
-    pub fn write(self, outputs: &OutputPaths, rows: Option<u64>, progress: &Progress) -> Result<SynthOutcome> {
-        let mut timings = Timings::default();
-        let output_phase = self.release.output_phase;
-        let written = timings.time_in_parts(output_phase, |parts| {
-            self.pool.install(|| match (&self.release.measure, &self.columns) {
-                (ReleasedMeasure::Encoded { points, rows: released }, RunColumns::Encoded(encoding)) => {
-                    let rows = 0..rows.unwrap_or(*released);
-                    write_encoded(encoding, points, rows, self.placement_seed, &outputs.table, progress)
-                }
-                _ => {
-                    let (columns, bounds) = self.columns.numeric();
-                    let value_cells = self.release.measure.value_cells(columns.len());
-                    let mut sink = ParquetSink::create(&outputs.table, columns, bounds, &value_cells)?;
-                    let written = write_rows(&mut sink, self.rows(rows, 0)?.as_ref(), progress, parts)?;
-                    Ok((sink, written))
-                }
-            })
-        });
-        let (sink, synthetic_rows) = written?;
-        let Fitted { mut report, mut diagnostics, metadata, .. } = self;
-        report.release.synthetic_rows = synthetic_rows;
-        diagnostics.timings_seconds.extend(timings.into_phases());
-        commit_outputs(outputs, report, diagnostics, sink, &metadata)
+    /// Samples draw 0 into the table at `table` (uncommitted); returns its sink and its rows.
+    fn write_table(
+        &self,
+        table: &Path,
+        rows: Option<u64>,
+        progress: &Progress,
+        parts: &mut Timings,
+    ) -> Result<(ParquetSink, u64)> {
+        self.pool.install(|| match (&self.measure, &self.columns) {
+            (ReleasedMeasure::Encoded { points, rows: released }, RunColumns::Encoded(encoding)) => {
+                let rows = 0..rows.unwrap_or(*released);
+                write_encoded(encoding, points, rows, self.placement_seed, table, progress)
+            }
+            _ => {
+                let (columns, bounds) = self.columns.numeric();
+                let value_cells = self.measure.value_cells(columns.len());
+                let mut sink = ParquetSink::create(table, columns, bounds, &value_cells)?;
+                let written = write_rows(&mut sink, self.rows(rows, 0)?.as_ref(), progress, parts)?;
+                Ok((sink, written))
+            }
+        })
     }
 
     fn rows(&self, rows: Option<u64>, draw: u64) -> Result<Box<dyn RowGenerator + '_>> {
         let seed = crate::privacy::draw_seed(self.placement_seed, draw);
-        self.release.measure.rows(rows, self.placement, self.row_order, seed)
+        self.measure.rows(rows, self.placement, self.row_order, seed)
     }
 }
 
@@ -429,7 +494,12 @@ pub(crate) fn public_inputs<'a>(
 
 /// The run's worker threads and their pool.
 pub(crate) fn thread_pool(options: &SynthOptions) -> Result<(usize, rayon::ThreadPool)> {
-    let threads = options.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    thread_pool_of(options.threads)
+}
+
+/// `threads` worker threads (default: all cores) and their pool.
+fn thread_pool_of(threads: Option<usize>) -> Result<(usize, rayon::ThreadPool)> {
+    let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     Ok((threads, worker_pool(threads)?))
 }
 
@@ -624,14 +694,14 @@ pub(crate) fn write_encoded(
     Ok((sink, rows.end - rows.start))
 }
 
-/// Finishes the table, writes the reports beside it, then commits all of them as one unit: every old
+/// Finishes the table, writes the reports beside it, then commits all of them (and `with`) as one unit: every old
 /// output stays until every new one is complete, and a failed commit leaves the old ones in place.
 fn commit_outputs(
     outputs: &OutputPaths,
     report: RunReport,
     mut diagnostics: Diagnostics,
-    sink: ParquetSink,
-    metadata: &[(String, String)],
+    (sink, metadata): (ParquetSink, &[(String, String)]),
+    with: Vec<StagedFile>,
 ) -> Result<SynthOutcome> {
     let started = std::time::Instant::now();
     let table = sink.finish(metadata)?;
@@ -639,6 +709,7 @@ fn commit_outputs(
     diagnostics.peak_memory_bytes = peak_memory_bytes();
     let mut staged = vec![table];
     staged.extend(stage_reports(outputs.report.as_deref(), outputs.diagnostics.as_deref(), &report, &diagnostics)?);
+    staged.extend(with);
     commit_all(staged)?;
     Ok(SynthOutcome { report, diagnostics })
 }

@@ -37,6 +37,9 @@ pub struct SampleInfo {
     /// Always 0: the draw reads the release, not the data.
     pub epsilon_spent_by_this_draw: f64,
     pub note: &'static str,
+    /// The saved release the draw read (`dpsynth sample`, the Python package's `load`), as given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub saved_release: Option<String>,
 }
 
 impl SampleInfo {
@@ -46,6 +49,7 @@ impl SampleInfo {
             epsilon_spent_by_this_draw: 0.0,
             note: "drawn from the released measure (post-processing): the data was not read again and no budget \
                    was spent; the guarantee covers every draw together",
+            saved_release: None,
         }
     }
 }

@@ -26,6 +26,7 @@ mod pe;
 mod privacy_loss;
 mod private_bounds;
 mod psmm;
+mod saved_release;
 mod seeded_runs;
 mod stream;
 mod synth_end_to_end;

@@ -19,13 +19,13 @@ use crate::common::{assert_refused, dpsynth, stderr, write_parquet};
 const ROWS: usize = 20_000;
 
 /// Writes `batch` with its own schema (nullability as declared).
-fn write_batch(path: &Path, batch: &RecordBatch) {
+pub(crate) fn write_batch(path: &Path, batch: &RecordBatch) {
     let mut writer = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), batch.schema(), None).unwrap();
     writer.write(batch).unwrap();
     writer.close().unwrap();
 }
 
-fn read_table(path: &Path) -> (SchemaRef, RecordBatch) {
+pub(crate) fn read_table(path: &Path) -> (SchemaRef, RecordBatch) {
     let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap()).unwrap().build().unwrap();
     let schema = reader.schema();
     let batches: Vec<RecordBatch> = reader.map(Result::unwrap).collect();
@@ -33,7 +33,7 @@ fn read_table(path: &Path) -> (SchemaRef, RecordBatch) {
 }
 
 /// Every type the coding reads, with nulls where the field allows them: row i's values follow from i.
-fn every_type_table() -> RecordBatch {
+pub(crate) fn every_type_table() -> RecordBatch {
     let carriers = ["AA", "B6", "UA", "DL"];
     let carrier = |i: usize| carriers[(i * 7 + i / 3) % 4];
     let fields = vec![
@@ -71,7 +71,7 @@ fn every_type_table() -> RecordBatch {
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
 }
 
-const EVERY_TYPE_CONFIG: &str = r#"
+pub(crate) const EVERY_TYPE_CONFIG: &str = r#"
 [bounds]
 month = [1, 12]
 day = ["2024-01-01", "2025-01-01"]

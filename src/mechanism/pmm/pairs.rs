@@ -306,6 +306,24 @@ pub struct PairMap {
 }
 
 impl PairMap {
+    /// The map's parts, for a saved release: the parent and child columns, the drawn child's marginal and
+    /// the knots.
+    pub fn parts(&self) -> (usize, usize, Option<&CellCdf>, &[f64]) {
+        (self.parent, self.child, self.quantile.as_ref(), &self.knots)
+    }
+
+    /// The map with these [`PairMap::parts`]; `None` where they do not make a map between two of `dims`
+    /// columns.
+    pub fn from_parts(
+        (parent, child): (usize, usize),
+        quantile: Option<CellCdf>,
+        knots: Vec<f64>,
+        dims: usize,
+    ) -> Option<PairMap> {
+        let valid = parent < dims && child < dims && parent != child && knots.len() == PAIR_CELLS * (MAP_KNOTS + 1);
+        valid.then_some(PairMap { parent, child, quantile, knots })
+    }
+
     /// The map of the drawn child values (beside their parents' cells) onto the `released` rows.
     fn fit((parent, child): (usize, usize), parent_cells: &[u32], drawn: &DrawnRows, released: &[u64]) -> PairMap {
         let child_values = &drawn.columns[child];
