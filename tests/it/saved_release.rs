@@ -253,10 +253,10 @@ fn the_saved_release_is_an_output_like_the_others() {
     assert_eq!(dpsynth(&args).status.code(), Some(2));
     assert!(!release.exists());
     // The release may not overwrite the input or another output.
-    let mut args = vec!["synth", path(&input), "--quiet", "--epsilon", "1", "-o", path(&release)];
-    args.extend(["--save-release", path(&release)]);
+    let mut args = vec!["synth", path(&input), "--quiet", "--epsilon", "1", "-o", path(&table)];
+    args.extend(["--save-release", path(&table)]);
     args.extend(&bounds);
-    assert_refused(&args, &["--save-release", "r.dpr"]);
+    assert_refused(&args, &["--save-release", "t.parquet"]);
     let mut args = vec!["synth", path(&input), "--quiet", "--epsilon", "1", "-o", path(&table)];
     args.extend(["--save-release", path(&input)]);
     args.extend(&bounds);
