@@ -384,7 +384,9 @@ fn accuracy_statement(accuracy: &AccuracyBound) -> String {
             "no W1 bound is proven for this table (its columns were mapped onto released marginals); the joint tree \
              before the maps has expected W1 ≤ {bound:.4} normalised"
         ),
-        (false, false) => "no W1 bound is proven for this table (its columns were mapped onto released marginals)".to_string(),
+        (false, false) => {
+            "no W1 bound is proven for this table (its columns were mapped onto released marginals)".to_string()
+        }
     }
 }
 
@@ -393,15 +395,15 @@ fn run_inspect(args: InspectArgs) -> Result<()> {
         print!("{}", crate::inspect::describe(&args.input, args.hive_columns)?);
         return Ok(());
     };
-    check_output_paths(
-        &[NamedPath::new("the input", &args.input)],
-        &[NamedPath::new("--config-template", template)],
-    )?;
+    check_output_paths(&[NamedPath::new("the input", &args.input)], &[NamedPath::new("--config-template", template)])?;
     if !args.force && template.exists() {
         return Err(Error::in_file(template, "--config-template exists; pass --force to replace it"));
     }
     write_file_atomically(template, crate::inspect::config_template(&args.input, args.hive_columns)?.as_bytes())?;
-    eprintln!("wrote {}: fill in each domain from public knowledge, then pass it to synth --config", template.display());
+    eprintln!(
+        "wrote {}: fill in each domain from public knowledge, then pass it to synth --config",
+        template.display()
+    );
     Ok(())
 }
 

@@ -101,10 +101,10 @@ pub fn config_template(path: &Path, hive_columns: bool) -> Result<String> {
     let fields: Vec<Field> = schema.fields().iter().map(|field| field.as_ref().clone()).collect();
     let (booleans, needing): (Vec<Field>, Vec<Field>) =
         fields.iter().cloned().partition(|field| *field.data_type() == DataType::Boolean);
-    let (readable, unreadable): (Vec<Field>, Vec<Field>) = needing
-        .into_iter()
-        .partition(|field| is_numeric(field.data_type()) || is_string_type(field.data_type()));
-    let names = |fields: &[Field]| fields.iter().map(|field| format!("{:?}", field.name())).collect::<Vec<_>>().join(", ");
+    let (readable, unreadable): (Vec<Field>, Vec<Field>) =
+        needing.into_iter().partition(|field| is_numeric(field.data_type()) || is_string_type(field.data_type()));
+    let names =
+        |fields: &[Field]| fields.iter().map(|field| format!("{:?}", field.name())).collect::<Vec<_>>().join(", ");
     let mut text = format!(
         "# A config file for `dpsynth synth {input} --config THIS_FILE --epsilon E --output OUT.parquet`,\n\
          # written by `dpsynth inspect --config-template` from the table's schema alone (names, types,\n\
@@ -130,7 +130,11 @@ pub fn config_template(path: &Path, hive_columns: bool) -> Result<String> {
         let _ = writeln!(
             text,
             "# Columns of types dpsynth cannot read are left out of `columns`: {}.",
-            unreadable.iter().map(|field| format!("{} ({})", field.name(), field.data_type())).collect::<Vec<_>>().join(", ")
+            unreadable
+                .iter()
+                .map(|field| format!("{} ({})", field.name(), field.data_type()))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     let used: Vec<Field> = fields.into_iter().filter(|field| !unreadable.contains(field)).collect();

@@ -331,11 +331,7 @@ impl SynthArgs {
         check_parquet_extension(&table, "--output")?;
         Ok(SynthRequest {
             input,
-            outputs: OutputPaths {
-                table,
-                report,
-                diagnostics,
-            },
+            outputs: OutputPaths { table, report, diagnostics },
             save_release,
             options,
             quiet,
@@ -352,7 +348,10 @@ impl SynthArgs {
         }
         if let Some(unknown) = self.exclude.iter().find(|name| !input_columns.contains(name)) {
             let why = " (named by --exclude)";
-            return Err(Error::bad_input(format!("column '{unknown}': {}", no_such_column(unknown, input_columns, why))));
+            return Err(Error::bad_input(format!(
+                "column '{unknown}': {}",
+                no_such_column(unknown, input_columns, why)
+            )));
         }
         self.columns = Some(input_columns.iter().filter(|name| !self.exclude.contains(name)).cloned().collect());
         self.columns_from_input = true;

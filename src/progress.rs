@@ -194,7 +194,7 @@ mod tests {
 
     #[test]
     fn rates_read_with_an_si_prefix_and_three_digits() {
-        assert_eq!(si_prefixed(3_828_632.4256), "3.83 M");
+        assert_eq!(si_prefixed(3_828_632.425_6), "3.83 M");
         assert_eq!(si_prefixed(45_210.0), "45.2 k");
         assert_eq!(si_prefixed(999.0), "999");
         assert_eq!(si_prefixed(2.5e9), "2.50 G");

@@ -409,8 +409,9 @@ fn evaluate(
         .num_threads(threads)
         .build()
         .map_err(|error| PyRuntimeError::new_err(format!("cannot start {threads} threads: {error}")))?;
-    let done =
-        run_released(py, on_progress.as_ref(), |progress| pool.install(|| dpsynth::eval::command::run(&request, progress)))?;
+    let done = run_released(py, on_progress.as_ref(), |progress| {
+        pool.install(|| dpsynth::eval::command::run(&request, progress))
+    })?;
     to_json(&done.output)
 }
 

@@ -146,7 +146,7 @@ impl Encoding {
         let mut columns = Vec::with_capacity(spec.columns.len());
         for name in &spec.columns {
             let index =
-                schema.index_of(name).map_err(|_| Error::in_column(path, name, no_such_column(name, &field_names(&schema), "")))?;
+                schema.index_of(name).map_err(|_| Error::in_column(path, name, no_such_column(name, &field_names(schema), "")))?;
             if columns.iter().any(|column: &EncodedColumn| column.schema_index == index) {
                 return Err(Error::in_column(path, name, "named twice"));
             }

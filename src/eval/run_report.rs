@@ -100,6 +100,71 @@ pub fn read_run_report(path: &Path) -> Result<RunSummary> {
     })
 }
 
+/// Where eval found its public bounds when it was given none.
+pub struct PublishedBounds {
+    pub bounds: Vec<ColumnBounds>,
+    /// The file they came from, and the columns it has that eval cannot compare (categorical, Boolean).
+    pub from: String,
+    pub not_compared: Vec<String>,
+}
+
+/// The public bounds of a synth run, for an eval given none: the run report's columns (`--run-report`),
+/// else the domain a synthetic table's footer gives ([`DOMAIN_KEY`]). Categorical and Boolean columns are
+/// listed apart: eval compares numbers.
+pub fn published_bounds(run_reports: &[PathBuf], synths: &[PathBuf]) -> Result<Option<PublishedBounds>> {
+    if let Some(path) = run_reports.first() {
+        let report: Value = serde_json::from_slice(
+            &std::fs::read(path)
+                .map_err(|error| Error::in_file(path, format!("cannot read the run report: {error}")))?,
+        )
+        .map_err(|error| Error::in_file(path, format!("is not a JSON run report (dpsynth synth --report): {error}")))?;
+        let columns = report.pointer("/input/columns").and_then(Value::as_array).cloned().unwrap_or_default();
+        let (mut bounds, mut not_compared) = (Vec::new(), Vec::new());
+        for column in &columns {
+            let name = column.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+            let number =
+                column.get("encoding").and_then(Value::as_str).is_none_or(|coding| coding.starts_with("number"));
+            match (number, number_of(column, "lo"), number_of(column, "hi")) {
+                (true, Some(lo), Some(hi)) => bounds.push(ColumnBounds::new(name, lo, hi)?),
+                _ => not_compared.push(name),
+            }
+        }
+        return Ok(Some(PublishedBounds { bounds, from: path.display().to_string(), not_compared }));
+    }
+    let Some(path) = synths.first() else { return Ok(None) };
+    let source = Source::open(path)?;
+    let footer = source.files()[0].parquet_metadata().file_metadata().key_value_metadata().cloned().unwrap_or_default();
+    let Some(domain) = footer.iter().find(|pair| pair.key == DOMAIN_KEY).and_then(|pair| pair.value.as_deref()) else {
+        return Ok(None);
+    };
+    let domain: Value = serde_json::from_str(domain)
+        .map_err(|error| Error::in_file(path, format!("its footer's {DOMAIN_KEY} is not JSON: {error}")))?;
+    let mut bounds = Vec::new();
+    for field in source.schema().fields() {
+        if let Some([lo, hi]) = domain
+            .pointer(&format!("/bounds/{}", field.name().replace('~', "~0").replace('/', "~1")))
+            .and_then(|pair| {
+                let pair = pair.as_array()?;
+                Some([pair.first()?.as_f64()?, pair.get(1)?.as_f64()?])
+            })
+        {
+            bounds.push(ColumnBounds::new(field.name().clone(), lo, hi)?);
+        }
+    }
+    let not_compared = source
+        .schema()
+        .fields()
+        .iter()
+        .map(|field| field.name().clone())
+        .filter(|name| !bounds.iter().any(|axis| &axis.column == name))
+        .collect();
+    Ok(Some(PublishedBounds { bounds, from: path.display().to_string(), not_compared }))
+}
+
+fn number_of(column: &Value, key: &str) -> Option<f64> {
+    column.get(key)?.as_f64()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,64 +202,4 @@ mod tests {
             assert!(message.contains(name) && message.contains(fragment), "{message}");
         }
     }
-}
-
-/// Where eval found its public bounds when it was given none.
-pub struct PublishedBounds {
-    pub bounds: Vec<ColumnBounds>,
-    /// The file they came from, and the columns it has that eval cannot compare (categorical, Boolean).
-    pub from: String,
-    pub not_compared: Vec<String>,
-}
-
-/// The public bounds of a synth run, for an eval given none: the run report's columns (`--run-report`),
-/// else the domain a synthetic table's footer gives ([`DOMAIN_KEY`]). Categorical and Boolean columns are
-/// listed apart: eval compares numbers.
-pub fn published_bounds(run_reports: &[PathBuf], synths: &[PathBuf]) -> Result<Option<PublishedBounds>> {
-    if let Some(path) = run_reports.first() {
-        let report: Value = serde_json::from_slice(
-            &std::fs::read(path).map_err(|error| Error::in_file(path, format!("cannot read the run report: {error}")))?,
-        )
-        .map_err(|error| Error::in_file(path, format!("is not a JSON run report (dpsynth synth --report): {error}")))?;
-        let columns = report.pointer("/input/columns").and_then(Value::as_array).cloned().unwrap_or_default();
-        let (mut bounds, mut not_compared) = (Vec::new(), Vec::new());
-        for column in &columns {
-            let name = column.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
-            let number = column.get("encoding").and_then(Value::as_str).is_none_or(|coding| coding.starts_with("number"));
-            match (number, number_of(column, "lo"), number_of(column, "hi")) {
-                (true, Some(lo), Some(hi)) => bounds.push(ColumnBounds::new(name, lo, hi)?),
-                _ => not_compared.push(name),
-            }
-        }
-        return Ok(Some(PublishedBounds { bounds, from: path.display().to_string(), not_compared }));
-    }
-    let Some(path) = synths.first() else { return Ok(None) };
-    let source = Source::open(path)?;
-    let footer = source.files()[0].parquet_metadata().file_metadata().key_value_metadata().cloned().unwrap_or_default();
-    let Some(domain) = footer.iter().find(|pair| pair.key == DOMAIN_KEY).and_then(|pair| pair.value.as_deref()) else {
-        return Ok(None);
-    };
-    let domain: Value = serde_json::from_str(domain)
-        .map_err(|error| Error::in_file(path, format!("its footer's {DOMAIN_KEY} is not JSON: {error}")))?;
-    let mut bounds = Vec::new();
-    for field in source.schema().fields() {
-        if let Some([lo, hi]) = domain.pointer(&format!("/bounds/{}", field.name().replace('~', "~0").replace('/', "~1"))).and_then(|pair| {
-            let pair = pair.as_array()?;
-            Some([pair.first()?.as_f64()?, pair.get(1)?.as_f64()?])
-        }) {
-            bounds.push(ColumnBounds::new(field.name().clone(), lo, hi)?);
-        }
-    }
-    let not_compared = source
-        .schema()
-        .fields()
-        .iter()
-        .map(|field| field.name().clone())
-        .filter(|name| !bounds.iter().any(|axis| &axis.column == name))
-        .collect();
-    Ok(Some(PublishedBounds { bounds, from: path.display().to_string(), not_compared }))
-}
-
-fn number_of(column: &Value, key: &str) -> Option<f64> {
-    column.get(key)?.as_f64()
 }

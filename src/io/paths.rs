@@ -179,6 +179,22 @@ fn inode(_path: &Path) -> Option<(u64, u64)> {
     None
 }
 
+/// dpsynth writes Parquet: an output named for another format (`out.csv`) is refused rather than written as
+/// Parquet under that name. A name without an extension (an MPI run's directory of parts) is taken as it is.
+pub fn check_parquet_extension(path: &Path, flag: &str) -> Result<()> {
+    match path.extension().and_then(|extension| extension.to_str()) {
+        None => Ok(()),
+        Some(extension) if ["parquet", "parq", "pq"].contains(&extension.to_ascii_lowercase().as_str()) => Ok(()),
+        Some(extension) => Err(Error::in_file(
+            path,
+            format!(
+                "{flag} names a .{extension} file, but dpsynth writes Parquet: name it .parquet (convert it \
+                 afterwards with any Parquet reader, e.g. pyarrow or DuckDB, if you need .{extension})"
+            ),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,21 +244,5 @@ mod tests {
         let error = check_output_paths(&inputs, &[NamedPath::new("--output", dir.path())]).unwrap_err().to_string();
         assert!(error.contains("is a directory"), "{error}");
         assert!(check_output_paths(&inputs, &[NamedPath::new("--report", &report)]).is_ok());
-    }
-}
-
-/// dpsynth writes Parquet: an output named for another format (`out.csv`) is refused rather than written as
-/// Parquet under that name. A name without an extension (an MPI run's directory of parts) is taken as it is.
-pub fn check_parquet_extension(path: &Path, flag: &str) -> Result<()> {
-    match path.extension().and_then(|extension| extension.to_str()) {
-        None => Ok(()),
-        Some(extension) if ["parquet", "parq", "pq"].contains(&extension.to_ascii_lowercase().as_str()) => Ok(()),
-        Some(extension) => Err(Error::in_file(
-            path,
-            format!(
-                "{flag} names a .{extension} file, but dpsynth writes Parquet: name it .parquet (convert it \
-                 afterwards with any Parquet reader, e.g. pyarrow or DuckDB, if you need .{extension})"
-            ),
-        )),
     }
 }

@@ -72,7 +72,7 @@ fn check_domains_name_columns(source: &Source, options: &SynthOptions) -> Result
     for name in named {
         if schema.index_of(name).is_err() {
             let why = ", though it has a domain (bounds or categories)";
-            return Err(Error::in_column(source.path(), name, no_such_column(name, &field_names(&schema), why)));
+            return Err(Error::in_column(source.path(), name, no_such_column(name, &field_names(schema), why)));
         }
     }
     Ok(())

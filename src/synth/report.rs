@@ -287,7 +287,8 @@ impl TableMetadata<'_> {
             }
         }
         match self.seeded {
-            true => pairs.push(("seeded", "true: reproducible by anyone who knows the seed, NOT fit for release".to_string())),
+            true => pairs
+                .push(("seeded", "true: reproducible by anyone who knows the seed, NOT fit for release".to_string())),
             false => pairs.push(("released_at", release_time())),
         }
         let mut pairs: Vec<(String, String)> =

@@ -61,7 +61,8 @@ fn synth_help_groups_its_flags_under_headings_and_shows_the_required_arguments()
     let mut outline = String::new();
     for line in help.lines() {
         let indent = line.len() - line.trim_start().len();
-        let flag = line.trim_start().trim_start_matches("-o, ").strip_prefix("--").filter(|_| (2..=6).contains(&indent));
+        let flag =
+            line.trim_start().trim_start_matches("-o, ").strip_prefix("--").filter(|_| (2..=6).contains(&indent));
         if line.starts_with("Usage:") || line.starts_with("       dpsynth") {
             outline += &format!("{}\n", line.trim());
         } else if !line.starts_with(' ') && line.ends_with(':') {
@@ -119,7 +120,10 @@ fn the_config_template_lists_every_column_and_reads_no_value() {
     assert!(written.contains(r#"columns = ["x", "count", "carrier"]"#), "{written}");
     assert!(written.contains("# x = [LO, HI]  # Float64") && written.contains("# count = [LO, HI]  # Int64"));
     assert!(written.contains("# carrier = [\"A\", \"B\", ...]  # Utf8"), "{written}");
-    assert!(!written.contains("ZQ-SECRET") && !written.contains("AA"), "a value of the data in the template:\n{written}");
+    assert!(
+        !written.contains("ZQ-SECRET") && !written.contains("AA"),
+        "a value of the data in the template:\n{written}"
+    );
     // Unfilled, it stops the run and names every column at once.
     let output = dir.path().join("out.parquet");
     let run = |config: &Path| {

@@ -631,7 +631,9 @@ fn numeric_columns_of(
 ) -> Result<Vec<NumericColumn>> {
     let mut columns = Vec::with_capacity(names.len());
     for name in names {
-        let index = schema.index_of(name).map_err(|_| Error::in_column(place, name, no_such_column(name, &field_names(schema), "")))?;
+        let index = schema
+            .index_of(name)
+            .map_err(|_| Error::in_column(place, name, no_such_column(name, &field_names(schema), "")))?;
         if columns.iter().any(|column: &NumericColumn| column.schema_index == index) {
             return Err(Error::in_column(place, name, "named twice"));
         }
