@@ -46,7 +46,8 @@ enum Command {
     Sample(SampleArgs),
     /// Compare a synthetic table with the real one: W1 and friends (owner only: reads the real data).
     Eval(EvalArgs),
-    /// Show a Parquet file's or dataset's schema, row count, files and row groups (nothing about its values).
+    /// Show a Parquet file's or dataset's schema, row count, files and row groups, and what a synthetic file
+    /// says of itself (nothing about the values); or write a config template for its columns.
     Inspect(InspectArgs),
     /// Write a synthetic test table (not private data: a generator for tests and benchmarks).
     Generate(GenerateArgs),
@@ -409,6 +410,7 @@ fn run_inspect(args: InspectArgs) -> Result<()> {
 
 fn run_sample(args: SampleArgs) -> Result<()> {
     check_output_rows("--rows", args.rows)?;
+    check_parquet_extension(&args.output, "--output")?;
     if let Some(threads) = args.threads {
         check_threads(threads)?;
     }

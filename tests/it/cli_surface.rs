@@ -238,6 +238,11 @@ fn an_output_named_for_another_format_is_refused_with_nothing_written() {
     let generated = dir.path().join("g.csv");
     assert_refused(&["generate", text(&generated), "--rows", "10", "--dims", "2"], &["g.csv", "writes Parquet"]);
     assert!(!generated.exists());
+    let (saved, sampled) = (dir.path().join("r.dpr"), dir.path().join("s.tsv"));
+    let result = synth(&input, &dir.path().join("t.parquet"), &["--save-release", text(&saved)]);
+    assert!(result.status.success(), "{}", stderr(&result));
+    assert_refused(&["sample", text(&saved), "--output", text(&sampled)], &["s.tsv", "writes Parquet"]);
+    assert!(!sampled.exists());
 }
 
 /// The owner-only line (true row count) is kept out of a non-interactive run's stderr unless asked for,
