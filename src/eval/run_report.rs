@@ -141,13 +141,8 @@ pub fn published_bounds(run_reports: &[PathBuf], synths: &[PathBuf]) -> Result<O
         .map_err(|error| Error::in_file(path, format!("its footer's {DOMAIN_KEY} is not JSON: {error}")))?;
     let mut bounds = Vec::new();
     for field in source.schema().fields() {
-        if let Some([lo, hi]) = domain
-            .pointer(&format!("/bounds/{}", field.name().replace('~', "~0").replace('/', "~1")))
-            .and_then(|pair| {
-                let pair = pair.as_array()?;
-                Some([pair.first()?.as_f64()?, pair.get(1)?.as_f64()?])
-            })
-        {
+        let pair = domain["bounds"].get(field.name()).and_then(Value::as_array);
+        if let Some([Some(lo), Some(hi)]) = pair.map(|pair| [0, 1].map(|end| pair.get(end).and_then(Value::as_f64))) {
             bounds.push(ColumnBounds::new(field.name().clone(), lo, hi)?);
         }
     }

@@ -744,7 +744,7 @@ fn mpi_parts_are_the_single_machine_table() {
         let single = dir.path().join(format!("single-{name}.parquet"));
         let output = dpsynth(&[&["synth", &text(&input), "--output", &text(&single)][..], &common[..], extra].concat());
         assert!(output.status.success(), "{}", stderr(&output));
-        let expected = rows_of(&[single]);
+        let expected = rows_of(&[single.clone()]);
         for ranks in [2, 3, 4] {
             let parts = dir.path().join(format!("parts-{name}-{ranks}"));
             let output =
