@@ -48,10 +48,7 @@ impl Progress {
 
     /// A bar counting `total` units of `unit` (for example rows) for one phase.
     pub fn phase(&self, label: &str, total: u64, unit: &str) -> PhaseBar {
-        let watcher = self.watcher.as_ref().map(|watcher| {
-            watcher.started(label, total, unit);
-            (watcher.clone(), label.to_string())
-        });
+        let watcher = self.watch(label, total, unit);
         if !self.show {
             return PhaseBar { bar: None, watcher };
         }
@@ -71,10 +68,7 @@ impl Progress {
     /// A spinner with the elapsed time for one phase whose work is not counted in units (choosing and
     /// fitting pair maps, eval's comparisons), so that a long phase still shows it is running.
     pub fn step(&self, label: &str) -> PhaseBar {
-        let watcher = self.watcher.as_ref().map(|watcher| {
-            watcher.started(label, 0, "");
-            (watcher.clone(), label.to_string())
-        });
+        let watcher = self.watch(label, 0, "");
         if !self.show {
             return PhaseBar { bar: None, watcher };
         }
@@ -85,6 +79,14 @@ impl Progress {
         bar.set_prefix(label.to_string());
         bar.enable_steady_tick(std::time::Duration::from_millis(200));
         PhaseBar { bar: Some(bar), watcher }
+    }
+
+    /// Tells the watcher, if any, that phase `label` started; its handle for the phase's bar.
+    fn watch(&self, label: &str, total: u64, unit: &str) -> Option<(Arc<dyn ProgressWatcher>, String)> {
+        self.watcher.as_ref().map(|watcher| {
+            watcher.started(label, total, unit);
+            (watcher.clone(), label.to_string())
+        })
     }
 
     /// [`Error::Interrupted`] once the watcher asked the run to stop.

@@ -34,7 +34,7 @@ use crate::options::{bounds_for_columns, check_threads, last_bounds_per_column, 
 use crate::privacy::{check_epsilon, Budget, NoiseKey, RunSeeds};
 use crate::progress::{Progress, Timings};
 use crate::sampler::{Placement, RowOrder};
-use crate::synth::report::TableMetadata;
+use crate::synth::report::{PublicDomain, TableMetadata};
 use crate::synth::write_rows;
 use held_state::HeldState;
 use report::StreamReleaseReport;
@@ -364,8 +364,8 @@ fn write_release(request: &StreamRequest, state: &OnlineState, t: u64) -> Result
     let json = serde_json::to_string_pretty(&report)
         .map_err(|error| Error::internal(format!("serialising the release report: {error}")))?;
     let report_path = report_directory.join(format!("release-{t}.json"));
-    let bounds: serde_json::Map<String, serde_json::Value> =
-        request.bounds.iter().map(|axis| (axis.column.clone(), serde_json::json!([axis.lo, axis.hi]))).collect();
+    let mut domain = PublicDomain::default();
+    request.bounds.iter().for_each(|axis| domain.add_bounds(&axis.column, axis.lo, axis.hi));
     let metadata = TableMetadata {
         mechanism: "online",
         settings: format!("continual release at t = {t}, depth {}", report.depth),
@@ -373,7 +373,7 @@ fn write_release(request: &StreamRequest, state: &OnlineState, t: u64) -> Result
         anonymity: None,
         neighbours: "replace".to_string(),
         seeded: request.parameters.seed.is_some(),
-        domain: serde_json::json!({ "bounds": bounds, "categories": {} }),
+        domain,
     };
     // The table and its report appear together or not at all.
     commit_all(vec![sink.finish(&metadata.key_values())?, StagedFile::with_bytes(&report_path, json.as_bytes())?])

@@ -383,20 +383,14 @@ impl RunColumns {
     /// The report's description of the columns: public bounds, and the encoding where there is one.
     /// The public domain of the columns, as a synthetic file's footer gives it ([`report::DOMAIN_KEY`]):
     /// each number's, date's or timestamp's bounds (in its stored unit) and each categorical column's list.
-    fn domain(&self) -> serde_json::Value {
-        let (mut bounds, mut categories) = (serde_json::Map::new(), serde_json::Map::new());
+    fn domain(&self) -> PublicDomain {
+        let mut domain = PublicDomain::default();
         match self {
-            RunColumns::Numeric { columns, bounds: axes } => {
-                for (column, axis) in columns.iter().zip(axes) {
+            RunColumns::Numeric { columns, bounds } => {
+                for (column, axis) in columns.iter().zip(bounds) {
                     match &column.coding {
-                        Coding::Number => {
-                            // A nullable number's axis is widened below its bounds for the null band.
-                            let lo = column.nulls.map_or(axis.lo, |slot| slot.below);
-                            bounds.insert(column.name.clone(), serde_json::json!([lo, axis.hi]));
-                        }
-                        Coding::Categories(list) => {
-                            categories.insert(column.name.clone(), serde_json::json!(list.names));
-                        }
+                        Coding::Number => domain.add_bounds(&column.name, public_lo(column, axis), axis.hi),
+                        Coding::Categories(list) => domain.add_categories(&column.name, &list.names),
                         Coding::Boolean => {}
                     }
                 }
@@ -404,18 +398,16 @@ impl RunColumns {
             RunColumns::Encoded(encoding) => {
                 for column in &encoding.columns {
                     match &column.encoding {
-                        ColumnEncoding::Binned { bounds: axis, .. } => {
-                            bounds.insert(column.name.clone(), serde_json::json!([axis.lo, axis.hi]));
-                        }
-                        ColumnEncoding::Categorical { categories: names, .. } => {
-                            categories.insert(column.name.clone(), serde_json::json!(names));
+                        ColumnEncoding::Binned { bounds, .. } => domain.add_bounds(&column.name, bounds.lo, bounds.hi),
+                        ColumnEncoding::Categorical { categories, .. } => {
+                            domain.add_categories(&column.name, categories)
                         }
                         ColumnEncoding::Bit => {}
                     }
                 }
             }
         }
-        serde_json::json!({ "bounds": bounds, "categories": categories })
+        domain
     }
 
     fn infos(&self) -> Vec<ColumnInfo> {
@@ -426,12 +418,18 @@ impl RunColumns {
     }
 }
 
+/// A number's public lower bound: its axis's, or where the axis is widened below for the null band, the
+/// band's top.
+fn public_lo(column: &NumericColumn, axis: &ColumnBounds) -> f64 {
+    column.nulls.map_or(axis.lo, |slot| slot.below)
+}
+
 /// A column in the report: its public bounds, or its codes' range (categories 0:K−1, Booleans 0:1) and
 /// what they code, and whether null is a value of its domain.
 fn column_info((column, axis): (&NumericColumn, &ColumnBounds)) -> ColumnInfo {
     let nulls = if column.nulls.is_some() { "; null is a value of its domain" } else { "" };
     let (lo, hi, coding) = match &column.coding {
-        Coding::Number => (column.nulls.map_or(axis.lo, |slot| slot.below), axis.hi, None),
+        Coding::Number => (public_lo(column, axis), axis.hi, None),
         Coding::Boolean => (0.0, 1.0, Some("Boolean: false 0, true 1".to_string())),
         Coding::Categories(categories) => (
             0.0,

@@ -265,7 +265,29 @@ pub struct TableMetadata<'a> {
     pub neighbours: String,
     /// A run with `--seed`: its time is left out, so that the same seed writes the same bytes.
     pub seeded: bool,
-    pub domain: serde_json::Value,
+    pub domain: PublicDomain,
+}
+
+/// The public domain of a table's columns, as its footer gives it under [`DOMAIN_KEY`]: each number's,
+/// date's or timestamp's bounds (in its stored unit) and each categorical column's list, in column order.
+#[derive(Default)]
+pub struct PublicDomain {
+    bounds: serde_json::Map<String, serde_json::Value>,
+    categories: serde_json::Map<String, serde_json::Value>,
+}
+
+impl PublicDomain {
+    pub fn add_bounds(&mut self, column: &str, lo: f64, hi: f64) {
+        self.bounds.insert(column.to_string(), serde_json::json!([lo, hi]));
+    }
+
+    pub fn add_categories(&mut self, column: &str, names: &[String]) {
+        self.categories.insert(column.to_string(), serde_json::json!(names));
+    }
+
+    fn to_json(&self) -> String {
+        serde_json::json!({ "bounds": self.bounds, "categories": self.categories }).to_string()
+    }
 }
 
 impl TableMetadata<'_> {
@@ -293,7 +315,7 @@ impl TableMetadata<'_> {
         }
         let mut pairs: Vec<(String, String)> =
             pairs.into_iter().map(|(key, value)| (format!("{METADATA_PREFIX}{key}"), value)).collect();
-        pairs.push((DOMAIN_KEY.to_string(), self.domain.to_string()));
+        pairs.push((DOMAIN_KEY.to_string(), self.domain.to_json()));
         pairs
     }
 }
