@@ -49,11 +49,11 @@ impl MechanismOptions {
         matches!(self, MechanismOptions::Pmm(_) | MechanismOptions::Psmm(_))
     }
 
-    /// These options for a run whose categorical columns have at most `most_codes` codes (PMM's marginals
-    /// then get a cell per code; the other mechanisms are as they are).
-    pub fn for_codes(&self, most_codes: usize) -> MechanismOptions {
+    /// These options for a run whose columns have these code slots (0 for a number; PMM's marginals then
+    /// get a cell per code; the other mechanisms are as they are).
+    pub fn for_codes(&self, codes: &[usize]) -> MechanismOptions {
         match self {
-            MechanismOptions::Pmm(pmm) => MechanismOptions::Pmm(pmm.for_codes(most_codes)),
+            MechanismOptions::Pmm(pmm) => MechanismOptions::Pmm(pmm.for_codes(codes)),
             other => other.clone(),
         }
     }

@@ -110,7 +110,7 @@ pub fn fit(source: &Source, options: &SynthOptions, progress: &Progress) -> Resu
     let (numeric, bounds) = columns.numeric();
     let data = DataPass { source, columns: numeric, bounds, nulls: options.nulls, progress, ranks: None };
     let (release, epsilon_spent, timings) = pool.install(|| -> Result<_> {
-        let plan = Plan::new(&public, &options.mechanism.for_codes(columns.most_codes()))?;
+        let plan = Plan::new(&public, &options.mechanism.for_codes(&columns.code_slots()))?;
         let mut timings = Timings::default();
         let mut release = plan.release(&data, &seeds, &mut timings)?;
         if let Some(released) = &private_bounds {
@@ -353,16 +353,15 @@ impl RunColumns {
         }
     }
 
-    /// The most codes of a categorical or Boolean column (0 without one).
-    pub fn most_codes(&self) -> usize {
+    /// Per column, the code slots on a categorical or Boolean column's axis (null and "other" included),
+    /// 0 for a number.
+    pub fn code_slots(&self) -> Vec<usize> {
         let (columns, bounds) = self.numeric();
-        columns
-            .iter()
-            .zip(bounds)
-            .filter(|(column, _)| column.coding != Coding::Number)
-            .map(|(_, axis)| (axis.hi - axis.lo).round() as usize)
-            .max()
-            .unwrap_or(0)
+        let slots = |(column, axis): (&NumericColumn, &ColumnBounds)| match column.coding {
+            Coding::Number => 0,
+            _ => (axis.hi - axis.lo).round() as usize,
+        };
+        columns.iter().zip(bounds).map(slots).collect()
     }
 
     pub fn names(&self) -> Vec<String> {

@@ -276,6 +276,9 @@ struct SavedPairMap<'a> {
     child: usize,
     quantile: Option<Cow<'a, [f64]>>,
     knots: Cow<'a, [f64]>,
+    /// Absent in files written before discrete children took the nearest knot: those interpolate.
+    #[serde(default)]
+    discrete: bool,
 }
 
 /// A check of a decoded part: `Err` says what is wrong.
@@ -458,12 +461,13 @@ impl<'a> SavedMeasure<'a> {
                 maps: maps
                     .iter()
                     .map(|map| {
-                        let (parent, child, quantile, knots) = map.parts();
+                        let (parent, child, quantile, knots, discrete) = map.parts();
                         SavedPairMap {
                             parent,
                             child,
                             quantile: quantile.map(|cdf| cdf.cumulative().into()),
                             knots: knots.into(),
+                            discrete,
                         }
                     })
                     .collect(),
@@ -547,8 +551,13 @@ impl<'a> SavedMeasure<'a> {
                     .into_iter()
                     .map(|map| {
                         let quantile = map.quantile.map(cdf).transpose()?;
-                        PairMap::from_parts((map.parent, map.child), quantile, map.knots.into_owned(), dims)
-                            .ok_or_else(|| format!("a pair map of columns {} and {}", map.parent, map.child))
+                        PairMap::from_parts(
+                            (map.parent, map.child),
+                            quantile,
+                            (map.knots.into_owned(), map.discrete),
+                            dims,
+                        )
+                        .ok_or_else(|| format!("a pair map of columns {} and {}", map.parent, map.child))
                     })
                     .collect::<Checked<_>>()?;
                 ReleasedMeasure::PairMapped { inner: Box::new(inner), maps }

@@ -302,7 +302,7 @@ fn shallow_marginals_are_flat_histograms_and_deep_ones_trees() {
         let tree = plan.tree(None).unwrap();
         let depth = tree.schedule.depth;
         let seeds = RunSeeds::new(Some(1)).unwrap();
-        let released = plan.release_leaves(&tree, vec![vec![0; 1 << tree.leaf_depth()]; 3], &seeds).unwrap();
+        let released = plan.release_leaves(&tree, vec![vec![0; 1 << tree.column_depth(0)]; 3], &seeds).unwrap();
         let per_column = epsilon * 0.3 / 3.0;
         let spent = released.spends[0];
         assert!(spent <= per_column && spent > per_column * (1.0 - 1e-6), "depth {depth}: {spent} of {per_column}");
@@ -356,7 +356,7 @@ fn flat_marginals_stay_within_their_share_of_epsilon() {
     let plan = MarginalPlan::new(&public, 0.5, &PmmOptions::DEFAULT).unwrap();
     let tree = plan.tree(None).unwrap();
     let MarginalShape::Flat { scale, refinement, .. } = tree.shape else { panic!("a shallow marginal is flat") };
-    let leaves = 1usize << tree.leaf_depth();
+    let leaves = 1usize << tree.column_depth(0);
     let column = |moved: u64| {
         let mut counts = vec![0u64; leaves];
         counts[0] = ROWS - moved;
@@ -383,6 +383,44 @@ fn flat_marginals_stay_within_their_share_of_epsilon() {
     assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
 }
 
+/// A categorical column's 1-D marginal (a cell per code): on replace-neighbouring tables where one row
+/// moves from a common code to a rare one, the released difference of the two codes' counts
+/// (post-processing) against the column's share of ε (ε·S = 1, sensitivity 2 under replace). A scale not
+/// doubled for replace, or halved, takes the log ratio to about 2; the column claiming more than its
+/// share fails the claim's check.
+#[test]
+fn coded_marginals_stay_within_their_share_of_epsilon() {
+    use dpsynth::options::PmmOptions;
+    let public = replace_inputs(1, 2.0, 60);
+    let options = PmmOptions { marginal_codes: vec![3], ..PmmOptions::DEFAULT };
+    let plan = MarginalPlan::new(&public, 0.5, &options).unwrap();
+    let tree = plan.tree(None).unwrap();
+    let coded = tree.coded[0].clone().expect("the column is coded");
+    let cells = &coded.code_cells;
+    let table = |common: u64, rare: u64| {
+        let mut codes = vec![0u64; 1 << tree.column_depth(0)];
+        (codes[cells[0] as usize], codes[cells[1] as usize], codes[cells[2] as usize]) = (common, 20, rare);
+        vec![codes]
+    };
+    let frequencies = |tables: Vec<Vec<u64>>, seed_base: u64| {
+        let mut frequencies: HashMap<i64, u64> = HashMap::new();
+        for run in 0..RUNS {
+            let seeds = RunSeeds::new(Some(seed_base + run)).unwrap();
+            let released = &plan.release_leaves(&tree, tables.clone(), &seeds).unwrap().counts[0];
+            let difference = released[cells[0] as usize] as i64 - released[cells[2] as usize] as i64;
+            *frequencies.entry(difference).or_insert(0) += 1;
+        }
+        frequencies
+    };
+    let seeds = RunSeeds::new(Some(0)).unwrap();
+    let claimed = plan.release_leaves(&tree, table(20, 20), &seeds).unwrap().spends[0];
+    assert!(claimed <= 1.0 + 1e-9 && claimed > 1.0 - 1e-6, "the coded column claims {claimed} of its share 1");
+    let worst =
+        max_log_frequency_ratio(&frequencies(table(20, 20), 0), &frequencies(table(19, 21), 1 << 40), MIN_COUNT);
+    assert!(worst <= claimed + SLACK, "log ratio {worst} exceeds the column's ε = {claimed}");
+    assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
+}
+
 /// A flat marginal's heavy cells: on replace-neighbouring tables where a heavy first cell's rows all lie
 /// in its first sub-cell, or all but one, moved to its second. The outcome is those two noisy sub-cells
 /// (unpruned: pruning and the sharing out are post-processing), against what the sub-cells claim: their
@@ -403,7 +441,7 @@ fn flat_marginal_sub_cells_stay_within_their_share_of_epsilon() {
     };
     assert!(ROWS >= marginals::FLAT_REFINE_MIN_HEAVY_CELLS * refinement.threshold(), "the first cell is heavy");
     let column = |moved: u64| {
-        let mut counts = vec![0u64; 1 << tree.leaf_depth()];
+        let mut counts = vec![0u64; 1 << tree.column_depth(0)];
         counts[0] = ROWS - moved;
         counts[1] = moved;
         counts
@@ -481,7 +519,7 @@ fn refined_leaves_stay_within_their_share_of_epsilon() {
 fn pair_histograms_stay_within_their_share_of_epsilon() {
     use dpsynth::mechanism::pmm::pairs::PairPlan;
     let public = dpsynth::mechanism::PublicInputs { neighbours: Neighbours::AddRemove, ..replace_inputs(3, 8.0, 100) };
-    let plan = PairPlan::new(&public, 0.5).unwrap();
+    let plan = PairPlan::new(&public, 0.5, &[]).unwrap();
     let claimed = 2.0 * plan.epsilon_per_pair();
     assert!(claimed <= 3.6 && claimed > 3.6 - 1e-6, "two pairs of 0.9·ε·S/(d − 1) = 1.8 claim {claimed}");
     let frequencies = |count: u64, seed_base: u64| {
@@ -509,7 +547,7 @@ fn pair_histograms_stay_within_their_share_of_epsilon() {
 fn pair_scores_stay_within_their_share_of_epsilon() {
     use dpsynth::mechanism::pmm::pairs::PairPlan;
     let public = dpsynth::mechanism::PublicInputs { neighbours: Neighbours::AddRemove, ..replace_inputs(3, 8.0, 100) };
-    let plan = PairPlan::new(&public, 0.5).unwrap();
+    let plan = PairPlan::new(&public, 0.5, &[]).unwrap();
     let claimed = plan.selection_epsilon();
     assert!(claimed <= 0.4 && claimed > 0.4 - 1e-6, "a tenth of ε·S = 4 claims {claimed}");
     let frequencies = |score: u64, seed_base: u64| {
@@ -594,7 +632,7 @@ fn the_quantile_partition_stays_within_its_marginal_and_joint_epsilon() {
 
     let marginals = MarginalPlan::new(&public, 0.5, &options).unwrap();
     let tree = marginals.tree(None).unwrap();
-    let leaves = 1usize << tree.leaf_depth();
+    let leaves = 1usize << tree.column_depth(0);
     let Plan::Pmm(pmm) = &plan else { panic!("a PMM plan") };
     let joint = pmm.schedule().expect("the joint depth is given").clone();
     let composed = |low: u64, seed: u64| -> (Option<u64>, u64) {

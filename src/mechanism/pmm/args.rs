@@ -125,7 +125,7 @@ impl PmmArgs {
             partition,
             pair_share: self.pair_share.unwrap_or(0.0),
             refine_share: self.refine_share.unwrap_or(0.0),
-            marginal_least_depth: 0,
+            marginal_codes: Vec::new(),
             chosen_by: auto.map(|auto| auto.reason),
             larger_table: None,
             largest_table: None,

@@ -15,11 +15,13 @@ use serde::Serialize;
 
 use super::coarsen_leaves;
 use super::options::PmmOptions;
-use super::pairs::PAIR_CELLS;
+use super::pairs::{PAIR_BITS, PAIR_CELLS};
 use super::plan::{PmmPlan, TreeSize};
 use super::schedule::LevelSchedule;
 use crate::binner::pass::DataPass;
+use crate::binner::AxisPlan;
 use crate::error::{Error, Result};
+use crate::geometry::bounds::ColumnBounds;
 use crate::geometry::cdf::CellCdf;
 use crate::geometry::partition::{CellGeometry, LeafDecoder};
 use crate::mechanism::PublicInputs;
@@ -133,10 +135,24 @@ pub struct MarginalParameters {
     /// fill [`FLAT_REFINE_MIN_HEAVY_CELLS`] of them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub flat_refinement: Option<RefinementParameters>,
+    /// The categorical and Boolean columns' marginals ([`CodedMarginal`]); absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub codes: Option<CodedParameters>,
     /// `midpoint`: the joint tree halves the public bounds; `quantile`: it cuts each axis at the
     /// released marginal's quantiles.
     pub partition: Partition,
     pub map: &'static str,
+}
+
+/// What the report says about the coded columns' marginals.
+#[derive(Clone, Debug, Serialize)]
+pub struct CodedParameters {
+    /// The coded columns (numbered in the run's column order).
+    pub columns: Vec<usize>,
+    /// The Laplace scale of every code's cell and the floor below which its count was taken as empty.
+    pub sigma: f64,
+    pub prune_floor: i64,
+    pub release: &'static str,
 }
 
 /// The released marginals: each column's consistent leaf counts, with their accounting.
@@ -186,14 +202,8 @@ impl MarginalPlan {
             }
         };
         let context = " in one dimension";
-        let mut plan = PmmPlan::with_size(&self.public, 1, self.epsilon_per_column, size, &self.options, context)?;
-        let mut depth_rule = plan.depth_rule().to_string();
-        let least = self.options.marginal_least_depth;
-        if plan.schedule().is_some_and(|schedule| schedule.depth < least) {
-            let deeper = PmmOptions { depth: Some(least), ..self.options.clone() };
-            plan = PmmPlan::with_size(&self.public, 1, self.epsilon_per_column, size, &deeper, context)?;
-            depth_rule = format!("{depth_rule}, deepened to {least} for a cell per category of the longest public list");
-        }
+        let plan = PmmPlan::with_size(&self.public, 1, self.epsilon_per_column, size, &self.options, context)?;
+        let depth_rule = plan.depth_rule().to_string();
         let schedule = plan
             .schedule()
             .ok_or_else(|| Error::internal("a marginal tree's depth is known from its size"))?
@@ -214,7 +224,21 @@ impl MarginalPlan {
         } else {
             MarginalShape::Tree
         };
-        Ok(MarginalTree { plan, schedule, shape, depth_rule })
+        let coded = self.coded_marginals()?;
+        Ok(MarginalTree { plan, schedule, shape, depth_rule, coded })
+    }
+
+    /// Each coded column's histogram with a cell per code (`None` for a number): the whole column's ε on one
+    /// level, where a tree would split it over ⌈log2 codes⌉ of them.
+    fn coded_marginals(&self) -> Result<Vec<Option<CodedMarginal>>> {
+        let sensitivity = self.public.neighbours.histogram_sensitivity();
+        let scale = noise_scale(sensitivity / self.epsilon_per_column, "a categorical column's marginal (--marginal-share)")?;
+        Ok((0..self.public.dims)
+            .map(|column| match self.options.marginal_codes.get(column).copied().unwrap_or(0) {
+                0 => None,
+                slots => Some(CodedMarginal::new(slots, scale)),
+            })
+            .collect())
     }
 
     /// The fewest rows for which every column's tree is at least `depth` deep: n̂ released with
@@ -261,20 +285,22 @@ impl MarginalPlan {
         let size = TreeSize::ReleasedFirst(row_count);
         let planned =
             PmmPlan::with_size(&self.public, 1, self.epsilon_per_column, size, &self.options, "")?.planned_depth();
-        // Deep enough for a flat marginal's sub-cells too, wherever n̂ turns out to give a flat one.
-        Ok(planned.max(planned.min(FLAT_MARGINAL_MAX_DEPTH) + FLAT_REFINE_LEVELS).max(self.options.marginal_least_depth))
+        // Deep enough for a flat marginal's sub-cells too, wherever n̂ turns out to give a flat one, and for a
+        // cell per code of every coded column.
+        let code_depth = self.options.marginal_codes.iter().map(|&slots| code_depth(slots)).max().unwrap_or(0);
+        Ok(planned.max(planned.min(FLAT_MARGINAL_MAX_DEPTH) + FLAT_REFINE_LEVELS).max(code_depth))
     }
 
-    /// Each column's true leaf counts at `tree`'s leaf depth: `binned` coarsened where that pass went as
-    /// deep, else a pass of their own (every column in one pass).
+    /// Each column's true leaf counts at its depth in `tree` ([`MarginalTree::column_depth`]): `binned`
+    /// coarsened where that pass went as deep, else from a pass of their own (every column in one pass).
     pub fn leaves(tree: &MarginalTree, data: &DataPass, binned: Option<BinnedMarginals>) -> Result<Vec<Vec<u64>>> {
-        let depth = tree.leaf_depth();
-        Ok(match binned {
-            Some(binned) if depth <= binned.depth => {
-                binned.leaves.into_iter().map(|leaves| coarsen_leaves(leaves, binned.depth, depth)).collect()
-            }
-            _ => data.marginal_leaf_counts(depth)?.0,
-        })
+        let depth = tree.pass_depth();
+        let binned = match binned {
+            Some(binned) if depth <= binned.depth => binned,
+            _ => BinnedMarginals { depth, leaves: data.marginal_leaf_counts(depth)?.0 },
+        };
+        let column_leaves = binned.leaves.into_iter().enumerate();
+        Ok(column_leaves.map(|(column, leaves)| coarsen_leaves(leaves, binned.depth, tree.column_depth(column))).collect())
     }
 
     /// Noises each column's leaf counts `leaves[k]` (at `tree`'s leaf depth) as `tree`'s shape says (a key
@@ -293,6 +319,9 @@ impl MarginalPlan {
             .enumerate()
             .map(|(column, leaves)| {
                 let seeds = seeds.for_marginal(column as u64);
+                if let Some(coded) = &tree.coded[column] {
+                    return Ok(coded.release(&leaves, &seeds.noise));
+                }
                 match tree.shape {
                     MarginalShape::Tree => tree.plan.release_leaves(leaves, &seeds, &mut Timings::default()),
                     MarginalShape::Flat { scale, floor, refinement } => {
@@ -319,13 +348,25 @@ impl MarginalPlan {
                 (spent, "flat", Some(scale.to_f64()), Some(floor), refined)
             }
         };
+        let coded_spent = |coded: &CodedMarginal| sensitivity / coded.scale.to_f64();
+        let spends = tree.coded.iter().map(|coded| coded.as_ref().map_or(spent, coded_spent)).collect();
+        let depths = (0..columns).map(|column| tree.coded[column].as_ref().map_or(tree.schedule.depth, |coded| coded.depth));
+        let coded_columns: Vec<usize> = (0..columns).filter(|&column| tree.coded[column].is_some()).collect();
+        let codes = tree.coded.iter().flatten().next().map(|coded| CodedParameters {
+            columns: coded_columns,
+            sigma: coded.scale.to_f64(),
+            prune_floor: coded.floor,
+            release: "a histogram with a cell per code (null and other included), Laplace noise on every code's \
+                      cell, counts below prune_floor taken as empty",
+        });
         Ok(ReleasedMarginals {
             counts,
-            spends: vec![spent; columns],
+            spends,
             parameters: MarginalParameters {
                 share: self.share,
                 epsilon_per_column: self.epsilon_per_column,
-                depths: vec![tree.schedule.depth; columns],
+                depths: depths.collect(),
+                codes,
                 depth_rule: tree.depth_rule.clone(),
                 release,
                 flat_sigma,
@@ -360,7 +401,7 @@ pub struct RefinementParameters {
     pub prune_floor: i64,
     /// A cell is heavy from this released count on.
     pub from_count: u64,
-    /// How many cells of each column were heavy.
+    /// How many cells of each number column were heavy.
     pub refined_cells: Vec<usize>,
 }
 
@@ -378,17 +419,80 @@ pub struct MarginalTree {
     pub shape: MarginalShape,
     /// How its depth was chosen, for the report.
     pub depth_rule: String,
+    /// Per column, a coded column's histogram, which it gets instead of the tree (`None`: a number).
+    pub coded: Vec<Option<CodedMarginal>>,
 }
 
 impl MarginalTree {
-    /// The depth the column's true leaves are counted at: a flat histogram's sub-cells lie
+    /// The depth a number's true leaves are counted at: a flat histogram's sub-cells lie
     /// [`FLAT_REFINE_LEVELS`] below its cells.
-    pub fn leaf_depth(&self) -> u32 {
+    fn number_depth(&self) -> u32 {
         match self.shape {
             MarginalShape::Tree => self.schedule.depth,
             MarginalShape::Flat { refinement: Some(_), .. } => self.schedule.depth + FLAT_REFINE_LEVELS,
             MarginalShape::Flat { refinement: None, .. } => self.schedule.depth,
         }
+    }
+
+    /// The depth `column`'s true leaves are counted at: a number's ([`Self::number_depth`]), or a coded
+    /// column's cell per code.
+    pub fn column_depth(&self, column: usize) -> u32 {
+        self.coded.get(column).and_then(Option::as_ref).map_or_else(|| self.number_depth(), |coded| coded.depth)
+    }
+
+    /// The depth one pass bins every column's leaves at, to be coarsened to each column's own.
+    pub fn pass_depth(&self) -> u32 {
+        (0..self.coded.len()).map(|column| self.column_depth(column)).max().unwrap_or_else(|| self.number_depth())
+    }
+}
+
+/// The halvings of a coded axis of `slots` code slots: the fewest that give each code a cell of its own
+/// (each cell is then at most one code wide), and at least the pair histograms' ([`PAIR_BITS`]), so that
+/// each cell lies in one pair cell. The rows drawn for the pairs are spread inside their code's cell; in
+/// cells wider than a pair cell they fell in pair cells the data's codes never do, and every pair with a
+/// short list scored as wrong (flights' three origins: scores 20 times the others').
+fn code_depth(slots: usize) -> u32 {
+    slots.max(1).next_power_of_two().trailing_zeros().max(PAIR_BITS)
+}
+
+/// A categorical or Boolean column's 1-D marginal: one histogram of its codes, Lap_Z(`scale`) on every
+/// code's cell (empty ones included: which codes exist is public, from the list), nothing on the cells
+/// that hold no code, counts below `floor` taken as empty. A row is in one code's cell, so this has the
+/// histogram's sensitivity and spends the column's whole ε on one level. A tree over the list's order
+/// split it over ⌈log2 codes⌉ levels, each leaf carrying every level's noise: on flights' 1 480-airport
+/// list the destination's 1-D TV was 0.026 at ε = 1 (docs/mechanisms/pmm.md, "Mixed columns").
+#[derive(Clone, Debug, PartialEq)]
+pub struct CodedMarginal {
+    /// The axis halved this many times ([`code_depth`]).
+    pub depth: u32,
+    /// The cell of each code slot at `depth`, in code order: where the binner puts it.
+    pub code_cells: Vec<u32>,
+    pub scale: RationalScale,
+    pub floor: i64,
+}
+
+impl CodedMarginal {
+    fn new(slots: usize, scale: RationalScale) -> Self {
+        let depth = code_depth(slots);
+        // The binner's own quantisation of each slot's value on the axis [−½, slots − ½]: a coded axis is
+        // [first − ½, first + slots − ½] with its codes on the integers from `first`, and every value here
+        // is a small half-integer, so both differences from the lower bound are exact and equal.
+        let bounds = ColumnBounds::new("codes", -0.5, slots as f64 - 0.5).expect("a coded axis has a code");
+        let axis = AxisPlan::new(bounds, depth);
+        let code_cells = (0..slots).map(|slot| axis.quantize(slot as f64)).collect();
+        CodedMarginal { depth, code_cells, scale, floor: prune_floor(scale) }
+    }
+
+    /// The column's released counts at `depth` from its true `leaves` there: each code's cell noised and
+    /// pruned, the cells without a code 0.
+    fn release(&self, leaves: &[u64], key: &NoiseKey) -> Vec<u64> {
+        let counts: Vec<u64> = self.code_cells.iter().map(|&cell| leaves[cell as usize]).collect();
+        let noisy = flat_histogram(&counts, self.scale, key);
+        let mut released = vec![0; leaves.len()];
+        for (&cell, count) in self.code_cells.iter().zip(noisy) {
+            released[cell as usize] = pruned(count, self.floor);
+        }
+        released
     }
 }
 
@@ -790,6 +894,39 @@ mod tests {
         let unaligned = CellCdf::from_counts(&marginals[0]).unwrap().mixed_with_uniform(QUANTILE_WARP_WEIGHT);
         let warped = AxisPlan::warped(bounds.clone(), 7, Arc::new(unaligned));
         assert!(crossed_edges(&warped, &AxisPlan::with_cells(bounds, 32), &values).contains(&1));
+    }
+
+    /// A coded column's marginal: a cell per code (every code in a cell of its own, as deep as the pair
+    /// cells at least), Laplace noise on every code's cell in code order, empty codes included, and none
+    /// on the cells that hold no code.
+    #[test]
+    fn a_coded_marginal_noises_every_code_and_only_the_codes() {
+        assert_eq!((code_depth(1480), code_depth(3), code_depth(2)), (11, PAIR_BITS, PAIR_BITS));
+        let scale = RationalScale::round_up(5.0).unwrap();
+        let key = NoiseKey::from_user_seed(11);
+        for slots in [2, 3, 17, 33, 1480] {
+            let coded = CodedMarginal::new(slots, scale);
+            let mut cells = coded.code_cells.clone();
+            cells.dedup();
+            assert_eq!(cells.len(), slots, "{slots} codes in cells of their own, in order");
+            // The binner's cell of each code's value on the axis.
+            let axis = AxisPlan::new(ColumnBounds::new("c", -1.5, slots as f64 - 1.5).unwrap(), coded.depth);
+            let binned: Vec<u32> = (0..slots).map(|slot| axis.quantize(slot as f64 - 1.0)).collect();
+            assert_eq!(binned, coded.code_cells, "{slots} slots: a nullable axis bins its codes in the same cells");
+            // Code 1 holds no row; the others 1000 each.
+            let mut leaves = vec![0u64; 1 << coded.depth];
+            let counts: Vec<u64> = (0..slots).map(|slot| if slot == 1 { 0 } else { 1000 }).collect();
+            for (&cell, &count) in coded.code_cells.iter().zip(&counts) {
+                leaves[cell as usize] = count;
+            }
+            let released = coded.release(&leaves, &key);
+            let noisy = flat_histogram(&counts, scale, &key);
+            for (slot, (&cell, &noisy)) in coded.code_cells.iter().zip(&noisy).enumerate() {
+                assert_eq!(released[cell as usize], pruned(noisy, coded.floor), "{slots} slots, code {slot}");
+            }
+            let off_code = (0..leaves.len() as u32).filter(|cell| !coded.code_cells.contains(cell));
+            assert!(off_code.into_iter().all(|cell| released[cell as usize] == 0), "no mass off the codes");
+        }
     }
 
     #[test]

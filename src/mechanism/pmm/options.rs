@@ -29,9 +29,11 @@ pub struct PmmOptions {
     pub pair_share: f64,
     /// Share of ε spent on the dense leaves' sub-cells (0: none), taken from the tree's.
     pub refine_share: f64,
-    /// The 1-D marginal trees' least depth: a cell per code of the run's categorical column with the most
-    /// codes (0: the depth rule's alone). Set by the run from its columns' public lists, not a flag.
-    pub marginal_least_depth: u32,
+    /// Per column, the code slots on a categorical or Boolean column's axis (null and "other" included), 0
+    /// for a number (empty: every column a number): a coded column's 1-D marginal is a histogram with a
+    /// cell per code ([`super::marginals::CodedMarginal`]). Set by the run from its columns' public
+    /// domains, not a flag.
+    pub marginal_codes: Vec<usize>,
     /// `--mechanism auto`: the rule that chose these settings, for the report.
     pub chosen_by: Option<&'static str>,
     /// `--mechanism auto` at d ≥ 3: the settings it runs instead on a table large enough for them.
@@ -71,18 +73,17 @@ impl PmmOptions {
         partition: Partition::Midpoint,
         pair_share: 0.0,
         refine_share: 0.0,
-        marginal_least_depth: 0,
+        marginal_codes: Vec::new(),
         chosen_by: None,
         larger_table: None,
         largest_table: None,
         smaller_table: None,
     };
 
-    /// These options, and the ones auto switches to, for a run whose categorical columns have at most
-    /// `most_codes` codes: their 1-D marginals get a cell per code ([`Self::marginal_least_depth`]).
-    pub fn for_codes(&self, most_codes: usize) -> PmmOptions {
-        let depth = most_codes.max(1).next_power_of_two().trailing_zeros();
-        let with = |options: &PmmOptions| PmmOptions { marginal_least_depth: depth, ..options.clone() };
+    /// These options, and the ones auto switches to, for a run whose columns have these code slots (0 for a
+    /// number): their 1-D marginals get a cell per code ([`Self::marginal_codes`]).
+    pub fn for_codes(&self, codes: &[usize]) -> PmmOptions {
+        let with = |options: &PmmOptions| PmmOptions { marginal_codes: codes.to_vec(), ..options.clone() };
         let mut options = with(self);
         for larger in [&mut options.larger_table, &mut options.largest_table].into_iter().flatten() {
             larger.options = with(&larger.options);

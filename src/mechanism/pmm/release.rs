@@ -488,7 +488,7 @@ impl PmmPlan {
         if !self.may_map_pairs() {
             return Ok(None);
         }
-        Ok(Some(marginals.tree(None)?.leaf_depth()))
+        Ok(Some(marginals.tree(None)?.pass_depth()))
     }
 
     /// The released `leaves` with the dense ones cut finer when the plan has `--refine-share`: from the finer
