@@ -26,6 +26,10 @@ use crate::error::{Error, Result};
 /// seconds on two cores.
 pub const LEARN_ROWS: usize = 4000;
 
+/// Fewer rows in a table leave the detection score out (a warning says so): its folds would hold a handful
+/// of rows each.
+pub const MIN_DETECTION_ROWS: usize = 50;
+
 /// Cross-validation folds of the detection score.
 pub const FOLDS: usize = 5;
 
@@ -116,14 +120,7 @@ pub fn detection(real: &Table, synth: &Table, sample_rows: usize, seed: u64) -> 
     let mut rng = Rng::seed_from_u64(seed);
     let rows = sample_rows.min(real.rows()).min(synth.rows());
     if rows < FOLDS {
-        return Err(Error::bad_input(format!(
-            "the detection score needs at least {FOLDS} rows in each table; {} has {} and {} has {} (--detection-rows 0 \
-             leaves it out)",
-            real.file.display(),
-            real.rows(),
-            synth.file.display(),
-            synth.rows()
-        )));
+        return Err(Error::bad_input(format!("--detection-rows {sample_rows}: at least {FOLDS} rows are needed")));
     }
     let columns: Vec<usize> = (0..real.dims()).collect();
     let (real_rows, synth_rows) = (draw(real.rows(), rows, &mut rng), draw(synth.rows(), rows, &mut rng));

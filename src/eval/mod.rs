@@ -318,8 +318,16 @@ fn add_publishing_scores(
     let rule_reports = rules::check_rules(parsed_rules, real, synth);
     timed("rules", started);
     let started = Instant::now();
+    let smaller = real.rows().min(synth.rows());
     let detection = match options.detection_rows {
         0 => None,
+        _ if smaller < learn::MIN_DETECTION_ROWS => {
+            report.warnings.push(format!(
+                "no detection score: it needs {} rows in each table and one has {smaller}",
+                learn::MIN_DETECTION_ROWS
+            ));
+            None
+        }
         rows => Some(learn::detection(real, synth, rows, seed)?),
     };
     timed("detection", started);

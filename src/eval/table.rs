@@ -13,6 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use arrow::array::Array;
+use arrow::datatypes::DataType;
 use rayon::prelude::*;
 
 use crate::binner::NullPolicy;
@@ -240,6 +241,22 @@ fn no_columns() -> Error {
 /// resolves them (a value outside a category list is coded "other" rather than refused).
 fn resolve(source: &Source, domains: &Domains) -> Result<(Vec<NumericColumn>, Vec<ColumnBounds>, Vec<EvalColumn>)> {
     let names = domains.names();
+    let schema = source.schema();
+    for name in &names {
+        let has_domain = domains.bounds.iter().any(|bounds| &bounds.column == name)
+            || domains.categories.iter().any(|list| &list.column == name);
+        let boolean = schema.field_with_name(name).is_ok_and(|field| field.data_type() == &DataType::Boolean);
+        if !has_domain && !boolean && schema.field_with_name(name).is_ok() {
+            return Err(Error::in_column(
+                source.path(),
+                name,
+                format!(
+                    "has no public bounds or category list: give --bounds {name}=LO:HI or --categories {name}=A,B,... \
+                     (domains are public knowledge, never taken from the data)"
+                ),
+            ));
+        }
+    }
     let mut options = SynthOptions::new(1.0, Vec::new());
     options.bounds = domains.bounds.iter().filter(|bounds| names.contains(&bounds.column)).cloned().collect();
     options.categories = domains.categories.iter().filter(|list| names.contains(&list.column)).cloned().collect();

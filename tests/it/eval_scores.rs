@@ -173,7 +173,8 @@ fn disclosure_flags_copied_training_rows_and_stays_quiet_on_a_fresh_sample() {
     let mut copying = law_rows(14, 1800, 0.0);
     copying.extend(train.iter().step_by(10).copied());
     write_law(&path("copying.parquet"), &copying);
-    let mut args = vec!["--real", path_of(&path("train.parquet")), "--holdout", path_of(&path("holdout.parquet"))];
+    let (real, holdout) = (path("train.parquet"), path("holdout.parquet"));
+    let mut args = vec!["--real", path_of(&real), "--holdout", path_of(&holdout)];
     let (fresh, copying) = (path("fresh.parquet"), path("copying.parquet"));
     args.extend(["--synth", path_of(&fresh), "--synth", path_of(&copying), "--detection-rows", "0"]);
     args.extend(LAW_DOMAINS);
