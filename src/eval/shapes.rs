@@ -315,7 +315,7 @@ mod tests {
         assert_eq!(ks_statistic(&[1.0, 2.0, 3.0, 4.0], &[3.0, 4.0, 5.0, 6.0]), 0.5);
         assert_eq!(ks_statistic(&[1.0, 2.0], &[1.0, 2.0]), 0.0);
         assert_eq!(total_variation(&[2, 2], &[1, 3]), 0.25);
-        assert_eq!(unseen_share(&[1.0, 2.0], &[1.0, 1.5, 3.0, 2.0]), 0.5);
+        assert_eq!(unseen_share(&[1.0, 2.0], &[1.0, 1.5, 2.0, 3.0]), 0.5);
         assert_eq!(distinct(&[1.0, 1.0, 2.0]), 2);
     }
 

@@ -7,6 +7,9 @@ use super::page::{Block, Cell, Grid, Mark};
 use super::quality::{FORMULA, GOOD, OFF};
 use super::EvalOutput;
 
+/// Verdicts that are off listed per table on the page (the JSON has all).
+pub const LISTED_VERDICTS: usize = 8;
+
 /// Pair trends listed on the page: the worst ones.
 pub const LISTED_PAIRS: usize = 10;
 
@@ -51,12 +54,20 @@ pub fn verdict_blocks(output: &EvalOutput) -> Vec<Block> {
     ];
     for report in reports {
         let prefix = if reports.len() > 1 { format!("{}: ", report.label) } else { String::new() };
-        if report.verdicts.is_empty() {
-            blocks.push(Block::Text(format!("{prefix}no component is off.")));
+        let good: Vec<&str> = report.verdicts.iter().filter(|v| v.kind == "good").map(|v| v.text.as_str()).collect();
+        let off: Vec<String> =
+            report.verdicts.iter().filter(|v| v.kind != "good").map(|v| format!("{}: {}", v.kind, v.text)).collect();
+        if !good.is_empty() {
+            blocks.push(Block::Text(format!("{prefix}good: {}.", good.join("; "))));
         }
-        for verdict in &report.verdicts {
-            let text = format!("{prefix}{}: {}", verdict.kind, verdict.text);
-            blocks.push(if verdict.kind == "good" { Block::Text(text) } else { Block::Warning(text) });
+        match off.len() {
+            0 => blocks.push(Block::Text(format!("{prefix}nothing is off."))),
+            count if count > LISTED_VERDICTS => blocks.push(Block::Warning(format!(
+                "{prefix}{} … and {} more (every verdict is in eval.json).",
+                off[..LISTED_VERDICTS].join(" · "),
+                count - LISTED_VERDICTS
+            ))),
+            _ => blocks.push(Block::Warning(format!("{prefix}{}", off.join(" · ")))),
         }
     }
     blocks
