@@ -18,9 +18,7 @@ use crate::geometry::bounds::ColumnBounds;
 use crate::io::paths::{check_output_paths, check_parquet_extension, NamedPath};
 use crate::io::staging::{commit_all, write_file_atomically, StagedFile};
 use crate::mechanism::AccuracyBound;
-use crate::options::{
-    bounds_for_columns, check_output_rows, check_threads, last_bounds_per_column, worker_pool, SynthArgs,
-};
+use crate::options::{check_output_rows, check_threads, last_bounds_per_column, worker_pool, SynthArgs};
 use crate::progress::Progress;
 use crate::synth::saved::SavedRelease;
 use crate::synth::{synthesize, synthesize_and_save};
@@ -76,12 +74,28 @@ struct EvalArgs {
     /// Seed of the subsample draws [default: 0].
     #[arg(long)]
     seed: Option<u64>,
-    /// Columns to compare (default: every column given public bounds).
+    /// Columns to compare, in report order; name Boolean columns here (default: every column given public
+    /// bounds, then every one given a category list).
     #[arg(long, value_delimiter = ',')]
     columns: Option<Vec<String>>,
     /// Public bounds COLUMN=LO:HI, repeatable; the same for both tables.
     #[arg(long = "bounds", value_name = "COLUMN=LO:HI")]
     bounds: Vec<ColumnBounds>,
+    /// Real rows that synthesis did not read (a Parquet file or dataset, the real table's columns): adds the
+    /// owner-only disclosure-risk figures and is the utility score's test set.
+    #[arg(long)]
+    holdout: Option<PathBuf>,
+    /// Validity rules checked on every table, comma-separated (`distance / air_time * 60 <= 700`); in a
+    /// config file `rules = ["...", "..."]`. Numbers, dates, timestamps and Booleans by column name.
+    #[arg(long, value_name = "RULE,...")]
+    rules: Vec<String>,
+    /// The column of the utility score: a model of it trained on synthetic rows, tested on real ones.
+    #[arg(long)]
+    target: Option<String>,
+    /// Rows drawn from each table for the detection score (a classifier telling real from synthetic); 0
+    /// leaves it out [default: 4000].
+    #[arg(long = "detection-rows")]
+    detection_rows: Option<usize>,
     /// A synth config file: its `columns`, `[bounds]`, `nulls`, `threads` and `quiet` apply (the command
     /// line wins); its other keys are ignored.
     #[arg(long)]
@@ -116,7 +130,8 @@ struct EvalArgs {
     /// encoding of --columns (as covloss and microagg encode them: --categories, --bins, --bounds).
     #[arg(long)]
     marginals: bool,
-    /// --marginals: public category list COLUMN=V1,V2,... (repeatable; or [categories] in the config).
+    /// Public category list COLUMN=V1,V2,... of a categorical column (repeatable; or [categories] in the
+    /// config); a value outside it is counted, not refused.
     #[arg(long = "categories", value_name = "COLUMN=V1,V2,...")]
     categories: Vec<CategoryList>,
     /// --marginals: K equal bins of a numeric column's public --bounds (repeatable).
@@ -289,8 +304,10 @@ fn parse(argv: Vec<OsString>) -> std::result::Result<Cli, ParseFailure> {
         return Cli::from_arg_matches(&matches).map_err(ParseFailure::Usage);
     };
     let target = command.find_subcommand(&name).expect("the parsed subcommand exists");
-    let synth = command.find_subcommand("synth").filter(|_| name != "synth");
-    let extra = config_arguments(&path, target, &given, synth).map_err(ParseFailure::Config)?;
+    // A config file serves synth and eval: each skips the other's keys (eval's `rules`, synth's `epsilon`).
+    let other = if name == "synth" { "eval" } else { "synth" };
+    let tolerated = command.find_subcommand(other);
+    let extra = config_arguments(&path, target, &given, tolerated).map_err(ParseFailure::Config)?;
     // The subcommand is the first argument (dpsynth has no global options besides --help/--version).
     let mut full: Vec<OsString> = argv[..2].to_vec();
     full.extend(extra);
@@ -451,11 +468,13 @@ fn run_eval(args: EvalArgs) -> Result<()> {
     let pool = worker_pool(threads)?;
     pool.install(|| {
         let done = crate::eval::command::run(&request, &Progress::for_terminal(quiet))?;
-        if let Some(text) = done.stdout {
+        if let Some(text) = &done.stdout {
             print!("{text}");
         }
         if !quiet {
-            for warning in done.output.comparisons.iter().flat_map(|report| &report.warnings) {
+            // The printed summary carries the warnings already; with --json they go to stderr.
+            let printed = done.stdout.is_some();
+            for warning in done.output.comparisons.iter().flat_map(|report| &report.warnings).filter(|_| !printed) {
                 eprintln!("warning: {warning}");
             }
             eprintln!("NOT PRIVATE (owner only): these numbers are computed from the real data");
@@ -470,24 +489,22 @@ fn eval_request(
     args: EvalArgs,
     published: Option<Vec<ColumnBounds>>,
 ) -> Result<(crate::eval::command::EvalRequest, usize, bool)> {
-    if !args.categories.is_empty() || !args.bins.is_empty() || args.unlisted.is_some() {
-        return Err(Error::bad_input("--categories, --bins and --unlisted apply to eval --marginals only"));
+    if !args.bins.is_empty() || args.unlisted.is_some() {
+        return Err(Error::bad_input("--bins and --unlisted apply to eval --marginals only"));
     }
-    let bounds = last_bounds_per_column(published.unwrap_or(args.bounds));
-    let mut options = EvalOptions::new(bounds_for_columns(args.columns.as_deref(), &bounds)?);
-    if options.bounds.is_empty() {
+    let mut options = EvalOptions::new(last_bounds_per_column(published.unwrap_or(args.bounds)));
+    options.categories = crate::options::last_list_per_column(args.categories);
+    options.columns = args.columns;
+    if options.domains().names().is_empty() {
         return Err(Error::bad_input(
-            "no columns to compare: give --bounds COLUMN=LO:HI for each (or a config file with [bounds]), or \
-             --run-report with the synth run's report",
-        ));
-    }
-    if args.nulls == Some(NullPolicy::Keep) {
-        return Err(Error::bad_input(
-            "eval --nulls keep: eval compares numbers and reads null as an error or drops its row (--nulls drop \
-             compares the rows without nulls); --nulls keep applies to synth",
+            "no columns to compare: give --bounds COLUMN=LO:HI or --categories COLUMN=A,B,... for each (or a \
+             config file with [bounds] and [categories]), or --run-report with the synth run's report",
         ));
     }
     options.nulls = args.nulls.unwrap_or(options.nulls);
+    options.rules = args.rules.iter().flat_map(|rules| crate::eval::rules::split_rules(rules)).collect();
+    options.target = args.target;
+    options.detection_rows = args.detection_rows.unwrap_or(options.detection_rows);
     options.real_hive_columns = args.hive_columns;
     if args.grid_side == Some(0) {
         return Err(Error::bad_input("--grid-side must be at least 1"));
@@ -504,6 +521,7 @@ fn eval_request(
         real: TableInput::File(args.real),
         synths: args.synth.into_iter().map(TableInput::File).collect(),
         run_reports: args.run_report,
+        holdout: args.holdout.map(TableInput::File),
         json: args.json,
         report_dir: args.report_dir,
         options,

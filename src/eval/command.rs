@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use super::report_dir::report_pages;
 use super::run_report::{read_run_report, RunSummary};
 use super::table::load_source;
-use super::{evaluate_all, load_table, EvalOptions, EvalOutput, PhaseTiming, Table};
+use super::{evaluate_all, load_mixed_table, place_nulls, EvalOptions, EvalOutput, PhaseTiming, Table};
 use crate::error::{Error, Result};
 use crate::io::paths::{check_output_paths, NamedPath};
 use crate::io::source::Source;
@@ -36,8 +36,8 @@ impl TableInput {
 
     fn load(&self, hive_columns: bool, options: &EvalOptions) -> Result<Table> {
         match self {
-            TableInput::File(path) => load_table(path, hive_columns, &options.bounds, options.nulls),
-            TableInput::Memory(source) => load_source(source, &options.bounds, options.nulls),
+            TableInput::File(path) => load_mixed_table(path, hive_columns, &options.domains(), options.nulls),
+            TableInput::Memory(source) => load_source(source, &options.domains(), options.nulls),
         }
     }
 }
@@ -49,6 +49,8 @@ pub struct EvalRequest {
     pub synths: Vec<TableInput>,
     /// The k-th run report describes the k-th synthetic table; tables after the last report have none.
     pub run_reports: Vec<PathBuf>,
+    /// Real rows synthesis did not read (`--holdout`): the disclosure figures and the utility test rows.
+    pub holdout: Option<TableInput>,
     pub json: Option<PathBuf>,
     pub report_dir: Option<PathBuf>,
     pub options: EvalOptions,
@@ -65,6 +67,7 @@ impl EvalRequest {
         file("the input --real", &self.real)
             .into_iter()
             .chain(self.synths.iter().filter_map(|input| file("the input --synth", input)))
+            .chain(self.holdout.iter().filter_map(|input| file("the input --holdout", input)))
             .chain(self.run_reports.iter().map(|path| NamedPath::new("the input --run-report", path)))
             .collect()
     }
@@ -92,24 +95,32 @@ pub fn run(request: &EvalRequest, progress: &Progress) -> Result<EvalCommandOutp
     let runs: Vec<RunSummary> = request.run_reports.iter().map(|path| read_run_report(path)).collect::<Result<_>>()?;
 
     let started = Instant::now();
-    let inputs: Vec<&TableInput> = std::iter::once(&request.real).chain(&request.synths).collect();
+    // The holdout, if any, comes last; it is real data, read like the real table.
+    let inputs: Vec<&TableInput> =
+        std::iter::once(&request.real).chain(&request.synths).chain(&request.holdout).collect();
     let options = &request.options;
     let step = progress.step("load");
+    let synth_count = request.synths.len();
     let mut tables: Vec<Table> = inputs
         .par_iter()
         .enumerate()
-        .map(|(index, input)| input.load(index == 0 && options.real_hive_columns, options))
+        .map(|(index, input)| {
+            let is_real = index == 0 || index > synth_count;
+            input.load(is_real && options.real_hive_columns, options)
+        })
         .collect::<Result<_>>()?;
+    place_nulls(&mut tables.iter_mut().collect::<Vec<_>>())?;
     step.finish();
     progress.check_interrupted()?;
     let load_seconds = started.elapsed().as_secs_f64();
+    let holdout = if request.holdout.is_some() { tables.pop() } else { None };
     let synth_tables = tables.split_off(1);
     let real = tables.pop().ok_or_else(|| Error::internal("the real table was not loaded"))?;
 
     let synths: Vec<(&Table, Option<RunSummary>)> =
         synth_tables.iter().enumerate().map(|(k, table)| (table, runs.get(k).cloned())).collect();
     let step = progress.step("compare");
-    let mut output = evaluate_all(&real, &synths, &request.options)?;
+    let mut output = evaluate_all(&real, &synths, holdout.as_ref(), &request.options)?;
     step.finish();
     progress.check_interrupted()?;
     for report in std::iter::once(&mut output.first).chain(&mut output.comparisons) {

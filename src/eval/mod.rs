@@ -9,20 +9,31 @@
 //! plain numbers ([`EvalReport`], [`EvalOutput`], serialised to JSON) and optionally a page with plots
 //! ([`report_dir`]); [`command`] is `dpsynth eval` itself.
 //!
+//! Beside the transport figures, the scores a data owner needs to decide whether to publish: column shapes
+//! and pair trends of every column type, domain adherence and support ([`shapes`]), the owner's validity
+//! rules ([`rules`]), detection and utility ([`learn`]), disclosure risk against a holdout ([`disclosure`]),
+//! and one quality score with the verdicts a page leads with ([`quality`]).
+//!
 //! Eval reads the real data and its output is not private: it is an owner tool, like the diagnostics.
 
 pub mod command;
+pub mod disclosure;
 pub mod distance;
 pub mod format;
+pub mod learn;
 pub mod marginals;
 pub mod page;
 pub mod pairwise;
+pub mod quality;
 pub mod report_dir;
+pub mod rules;
 pub mod run_report;
+pub mod shapes;
 pub mod subsample;
 pub mod summary;
 pub mod svg;
 pub mod table;
+pub mod verdict_page;
 pub mod w1;
 
 use std::path::Path;
@@ -33,13 +44,14 @@ use serde::Serialize;
 use crate::binner::NullPolicy;
 use crate::error::Result;
 use crate::geometry::bounds::ColumnBounds;
+use crate::io::domain::CategoryList;
 
 pub use distance::{Distances, GridEstimate, Sandwich, W1Estimate, W1Method};
 pub use pairwise::{PairSelection, PairW1, PairwiseW1};
 pub use run_report::{read_run_report, RunSummary};
 pub use subsample::{Spread, SubsampleOptions, SubsampleTransport};
 pub use summary::MarginalErrors;
-pub use table::{load_table, Table};
+pub use table::{load_mixed_table, load_table, place_nulls, Domains, EvalColumn, Table, ValueType};
 
 /// The `units` string of the report.
 pub const UNITS: &str = "normalised l-infinity on [0,1]^d";
@@ -47,8 +59,14 @@ pub const UNITS: &str = "normalised l-infinity on [0,1]^d";
 /// What an evaluation compares and how.
 #[derive(Clone, Debug)]
 pub struct EvalOptions {
-    /// Public bounds of the compared columns, applied to both tables (their order is the report's).
+    /// Public bounds of the compared numbers, dates and timestamps, applied to both tables (their order is
+    /// the report's unless `columns` gives one).
     pub bounds: Vec<ColumnBounds>,
+    /// Public category lists of the compared categorical columns.
+    pub categories: Vec<CategoryList>,
+    /// The compared columns in report order (Boolean columns are named here); `None`: every column with
+    /// bounds, then every one with a category list.
+    pub columns: Option<Vec<String>>,
     pub nulls: NullPolicy,
     /// Side of the grid estimate; `None` picks [`distance::default_grid_side`] when no exact method fits.
     pub grid_side: Option<usize>,
@@ -59,17 +77,33 @@ pub struct EvalOptions {
     /// Column pairs of the pairwise 2-D W1, drawn with `subsample.seed` when sampled; `None` (the
     /// default) picks [`PairSelection::default_for`] the table's d.
     pub pairs: Option<PairSelection>,
+    /// Validity rules checked on every table ([`rules`]).
+    pub rules: Vec<String>,
+    /// Rows drawn from each table for the detection score; 0 leaves it out.
+    pub detection_rows: usize,
+    /// The column of the utility score (train on synthetic, test on real), if any.
+    pub target: Option<String>,
 }
 
 impl EvalOptions {
+    /// The public domains the tables are read with.
+    pub fn domains(&self) -> Domains {
+        Domains { bounds: self.bounds.clone(), categories: self.categories.clone(), columns: self.columns.clone() }
+    }
+
     pub fn new(bounds: Vec<ColumnBounds>) -> Self {
         EvalOptions {
             bounds,
+            categories: Vec::new(),
+            columns: None,
             nulls: NullPolicy::DEFAULT,
             grid_side: None,
             subsample: SubsampleOptions::default(),
             real_hive_columns: false,
             pairs: None,
+            rules: Vec::new(),
+            detection_rows: learn::LEARN_ROWS,
+            target: None,
         }
     }
 }
@@ -169,6 +203,22 @@ pub struct EvalReport {
     /// What a reader should know before trusting a number (a headline that cannot rank methods, a run
     /// report that does not match the table, ...).
     pub warnings: Vec<String>,
+    /// One score, 0–100, from named components, with its formula.
+    pub quality: quality::Quality,
+    /// What is good, what is off, which rules break: what a reader should see first.
+    pub verdicts: Vec<quality::Verdict>,
+    /// Shape score, null shares, domain adherence and support of every column, by its type.
+    pub column_shapes: Vec<shapes::ColumnShape>,
+    /// Trend score and association error of every column pair; empty for d = 1.
+    pub pair_trends: Vec<shapes::PairTrend>,
+    /// The validity rules, broken shares in the real and the synthetic table.
+    pub rules: Vec<rules::RuleReport>,
+    /// Can a classifier tell real from synthetic rows; null when left out (`--detection-rows 0`).
+    pub detection: Option<learn::Detection>,
+    /// Train on synthetic, test on real (`--target`); null without a target.
+    pub utility: Option<learn::Utility>,
+    /// Owner-only disclosure-risk figures (`--holdout`); null without a holdout. Never publishable.
+    pub disclosure: Option<disclosure::Disclosure>,
 }
 
 /// The JSON of `dpsynth eval`: the report of the first synthetic table at the top level (so a single
@@ -189,27 +239,33 @@ pub fn evaluate(real: &Path, synth: &Path, options: &EvalOptions) -> Result<Eval
 /// Loads the real and synthetic tables (in parallel) and the seconds it took.
 pub fn load_pair(real: &Path, synth: &Path, options: &EvalOptions) -> Result<(Table, Table, f64)> {
     let started = Instant::now();
+    let domains = options.domains();
     let (real, synth) = rayon::join(
-        || load_table(real, options.real_hive_columns, &options.bounds, options.nulls),
-        || load_table(synth, false, &options.bounds, options.nulls),
+        || load_mixed_table(real, options.real_hive_columns, &domains, options.nulls),
+        || load_mixed_table(synth, false, &domains, options.nulls),
     );
-    Ok((real?, synth?, started.elapsed().as_secs_f64()))
+    let (mut real, mut synth) = (real?, synth?);
+    place_nulls(&mut [&mut real, &mut synth])?;
+    Ok((real, synth, started.elapsed().as_secs_f64()))
 }
 
 /// Compares two loaded tables with the same columns.
 pub fn evaluate_tables(real: &Table, synth: &Table, options: &EvalOptions) -> Result<EvalReport> {
-    let output = evaluate_all(real, &[(synth, None)], options)?;
+    let output = evaluate_all(real, &[(synth, None)], None, options)?;
     Ok(output.first)
 }
 
 /// Compares every synthetic table (each with the run that made it, if known) with the real one. The
-/// subsample estimate draws the same real rows for every table, so their values are comparable.
+/// subsample estimate draws the same real rows for every table, so their values are comparable. `holdout`:
+/// real rows synthesis did not read, for the disclosure figures (and the utility score's test rows).
 pub fn evaluate_all(
     real: &Table,
     synths: &[(&Table, Option<RunSummary>)],
+    holdout: Option<&Table>,
     options: &EvalOptions,
 ) -> Result<EvalOutput> {
     let dims = real.dims();
+    let parsed_rules = rules::parse_rules(&options.rules, real)?;
     let started = Instant::now();
     let synth_rows: Vec<usize> = synths.iter().map(|(table, _)| table.rows()).collect();
     let subsamples = match subsample::plan(&options.subsample, real.rows(), &synth_rows) {
@@ -230,6 +286,7 @@ pub fn evaluate_all(
     let mut comparisons = Vec::with_capacity(synths.len());
     for ((synth, run), subsample) in synths.iter().zip(subsamples) {
         let mut report = compare(real, synth, options, run.clone(), subsample, &rank_real)?;
+        add_publishing_scores(&mut report, real, synth, holdout, &parsed_rules, options)?;
         report.timings_seconds.extend([
             PhaseTiming { phase: "subsample_transport_all_tables", seconds: subsample_seconds },
             PhaseTiming { phase: "rank_correlation_real_table", seconds: rank_real_seconds },
@@ -237,6 +294,69 @@ pub fn evaluate_all(
         comparisons.push(report);
     }
     Ok(EvalOutput { first: comparisons[0].clone(), comparisons })
+}
+
+/// The scores that answer "may I publish this?": shapes, trends, validity, detection, utility, disclosure,
+/// and the quality score and verdicts made from them.
+fn add_publishing_scores(
+    report: &mut EvalReport,
+    real: &Table,
+    synth: &Table,
+    holdout: Option<&Table>,
+    parsed_rules: &[rules::Rule],
+    options: &EvalOptions,
+) -> Result<()> {
+    let seed = options.subsample.seed;
+    let mut timed = |phase: &'static str, started: Instant| {
+        report.timings_seconds.push(PhaseTiming { phase, seconds: started.elapsed().as_secs_f64() })
+    };
+    let started = Instant::now();
+    let (column_shapes, pair_trends) =
+        rayon::join(|| shapes::column_shapes(real, synth), || shapes::pair_trends(real, synth));
+    timed("column_shapes_and_pair_trends", started);
+    let started = Instant::now();
+    let rule_reports = rules::check_rules(parsed_rules, real, synth);
+    timed("rules", started);
+    let started = Instant::now();
+    let smaller = real.rows().min(synth.rows());
+    let detection = match options.detection_rows {
+        0 => None,
+        _ if smaller < learn::MIN_DETECTION_ROWS => {
+            report.warnings.push(format!(
+                "no detection score: it needs {} rows in each table and one has {smaller}",
+                learn::MIN_DETECTION_ROWS
+            ));
+            None
+        }
+        rows => Some(learn::detection(real, synth, rows, seed)?),
+    };
+    timed("detection", started);
+    let started = Instant::now();
+    let utility = match &options.target {
+        Some(target) => Some(learn::utility(real, synth, holdout, target, seed)?),
+        None => None,
+    };
+    timed("utility", started);
+    let started = Instant::now();
+    let disclosure = holdout.map(|holdout| disclosure::disclosure(real, holdout, synth, seed));
+    timed("disclosure", started);
+    let quality = quality::quality(&column_shapes, &pair_trends, &rule_reports, detection.as_ref());
+    report.verdicts = quality::verdicts(
+        &quality,
+        &column_shapes,
+        &pair_trends,
+        &rule_reports,
+        detection.as_ref(),
+        disclosure.as_ref(),
+    );
+    report.quality = quality;
+    report.column_shapes = column_shapes;
+    report.pair_trends = pair_trends;
+    report.rules = rule_reports;
+    report.detection = detection;
+    report.utility = utility;
+    report.disclosure = disclosure;
+    Ok(())
 }
 
 /// Every number of one comparison but the subsample estimate and the real table's rank correlation matrix,
@@ -331,6 +451,14 @@ fn compare(
         correlation_error: CorrelationError { frobenius: correlation_frobenius, max_abs: correlation_max },
         rank_correlation_error: CorrelationError { frobenius: rank_frobenius, max_abs: rank_max },
         warnings,
+        quality: quality::Quality { score: 0.0, components: Vec::new(), formula: quality::FORMULA },
+        verdicts: Vec::new(),
+        column_shapes: Vec::new(),
+        pair_trends: Vec::new(),
+        rules: Vec::new(),
+        detection: None,
+        utility: None,
+        disclosure: None,
     })
 }
 
@@ -397,35 +525,39 @@ fn table_report(table: &Table) -> TableReport {
 }
 
 impl EvalReport {
-    /// A short human summary (what `dpsynth eval` prints without `--json`).
+    /// A short human summary (what `dpsynth eval` prints without `--json`): the quality score, the run
+    /// and the verdicts first, then the figures that rank methods, then the details.
     pub fn summary(&self) -> String {
         let mut text = format!(
-            "real {} ({} rows) vs synthetic {} ({} rows), d = {}, W1 in {}\n",
+            "real {} ({} rows) vs synthetic {} ({} rows), d = {}\n",
             self.real.file,
             self.real.rows,
             self.synth.file,
             self.synth.rows,
             self.columns.len(),
-            self.units
         );
+        text += &self.publishing_summary();
+        text += &self.ranking_summary();
+        text += &format!("details (W1 in {}):\n", self.units);
+        let ranks = if self.w1.method == W1Method::Sandwich { " (a bracket only: not for ranking)" } else { "" };
         text += &format!(
-            "W1 = {:.6} (guaranteed within [{:.6}, {:.6}]): {}\n",
+            "  whole-table W1 = {:.6} (guaranteed within [{:.6}, {:.6}]){ranks}: {}\n",
             self.w1.value, self.w1.lower, self.w1.upper, self.w1.detail
         );
         text += &format!(
-            "sandwich: {:.6} <= W1 <= {:.6} (max 1-D W1; dyadic tree bound at depth {})\n",
+            "  sandwich: {:.6} <= W1 <= {:.6} (max 1-D W1; dyadic tree bound at depth {})\n",
             self.sandwich.lower, self.sandwich.upper, self.sandwich.depth
         );
         if let Some(grid) = &self.grid {
-            text += &format!("grid W1 (side {}): {:.6} +- {:.3e}\n", grid.side, grid.w1, grid.error_bound);
+            text += &format!("  grid W1 (side {}): {:.6} +- {:.3e}\n", grid.side, grid.w1, grid.error_bound);
         }
         text += &format!(
-            "mean error: max {:.3e}, l2 {:.3e}; covariance error: max {:.3e}, Frobenius {:.3e} (normalised)\n",
+            "  mean error: max {:.3e}, l2 {:.3e}; covariance error: max {:.3e}, Frobenius {:.3e} (normalised)\n",
             self.mean_error.max_abs, self.mean_error.l2, self.covariance_error.max_abs, self.covariance_error.frobenius
         );
         for marginal in &self.marginals {
             text += &format!(
-                "{}-way marginals (grid side {}): TV max {:.4} ({}), mean {:.4} over {}\n",
+                "  {}-way marginals (grid side {}): TV max {:.4} ({}), mean {:.4} over {}\n",
                 marginal.k,
                 marginal.side,
                 marginal.max_tv,
@@ -434,10 +566,10 @@ impl EvalReport {
                 marginal.count
             );
         }
-        text += "column: W1 (normalised, column units), mean error, std error, clamped real/synth\n";
+        text += "  column: W1 (normalised, column units), mean error, std error, clamped real/synth\n";
         for (k, column) in self.columns.iter().enumerate() {
             text += &format!(
-                "  {}: {:.6} ({:.6}), {:.6}, {:.6}, {}/{}\n",
+                "    {}: {:.6} ({:.6}), {:.6}, {:.6}, {}/{}\n",
                 column.name,
                 column.w1,
                 column.w1_column_units,
@@ -447,15 +579,98 @@ impl EvalReport {
                 self.synth.clamped_values[k]
             );
         }
-        text + &self.ranking_summary()
+        for warning in &self.warnings {
+            text += &format!("warning: {warning}\n");
+        }
+        text
+    }
+
+    /// The quality score, the run that made the table, the verdicts, and the publishing scores.
+    fn publishing_summary(&self) -> String {
+        let components: Vec<String> = self
+            .quality
+            .components
+            .iter()
+            .map(|component| format!("{} {}", component.name.replace('_', " "), format::sig(component.score)))
+            .collect();
+        let mut text = format!(
+            "quality score: {:.1} / 100 ({}; the formula is in the JSON)\n",
+            self.quality.score,
+            components.join(", ")
+        );
+        if let Some(run) = &self.run {
+            text += &format!("made by: {} ({})\n", run.label(), run.file);
+            if let Some(reason) = &run.chosen_by {
+                text += &format!("  auto chose {}: {reason}\n", run.mechanism);
+            }
+        }
+        for verdict in &self.verdicts {
+            text += &format!("{}: {}\n", verdict.kind, verdict.text);
+        }
+        if let Some(worst) = self.column_shapes.iter().min_by(|a, b| a.score.total_cmp(&b.score)) {
+            text += &format!("worst column shape: {} {} ({})\n", worst.name, format::sig(worst.score), worst.metric);
+        }
+        if let Some(worst) = self.pair_trends.iter().min_by(|a, b| a.score.total_cmp(&b.score)) {
+            text += &format!(
+                "worst pair trend: {} × {} {}\n",
+                worst.columns[0],
+                worst.columns[1],
+                format::sig(worst.score)
+            );
+        }
+        for rule in &self.rules {
+            text += &format!(
+                "rule '{}': broken by {} of synthetic rows, {} of real\n",
+                rule.rule,
+                format::sig(rule.broken_share_synth),
+                format::sig(rule.broken_share_real)
+            );
+        }
+        if let Some(found) = &self.detection {
+            text += &format!(
+                "detection ({} rows per table, sampled, {}-fold): AUC logistic {}, boosted trees {} (0.5 = \
+                 indistinguishable)\n",
+                found.rows_per_table,
+                found.folds,
+                format::sig(found.logistic_regression_auc),
+                format::sig(found.boosted_trees_auc)
+            );
+        }
+        if let Some(found) = &self.utility {
+            let scores = |scores: &learn::ModelScores| match (scores.r2, scores.accuracy, scores.macro_f1) {
+                (Some(r2), _, _) => format!("R² {}", format::sig(r2)),
+                (_, Some(accuracy), Some(f1)) => {
+                    format!("accuracy {}, macro F1 {}", format::sig(accuracy), format::sig(f1))
+                }
+                _ => "-".into(),
+            };
+            text += &format!(
+                "utility for {} ({}, sampled): train on synthetic {}; train on real {}\n",
+                found.target,
+                found.model,
+                scores(&found.train_synth_test_real),
+                scores(&found.train_real_test_real)
+            );
+        }
+        if let Some(risk) = &self.disclosure {
+            text += &format!(
+                "disclosure (OWNER ONLY, never publish; holdout {}{}): exact copies {} (holdout {}), DCR ratio {}, \
+                 closer to training {} (about 0.5 expected), membership-inference AUC {}\n",
+                risk.holdout_file,
+                if risk.sampled { ", sampled" } else { "" },
+                format::sig(risk.exact_copy_share),
+                format::sig(risk.holdout_exact_copy_share),
+                risk.dcr_ratio.map_or("-".into(), format::sig),
+                format::sig(risk.closer_to_train_share),
+                format::sig(risk.membership_inference_auc)
+            );
+        }
+        text
     }
 
     /// The estimates that rank methods at any d, and the warnings, rounded for reading.
     fn ranking_summary(&self) -> String {
         let mut text = String::new();
-        if let Some(run) = &self.run {
-            text += &format!("made by: {} ({})\n", run.label(), run.file);
-        }
         if let Some(found) = &self.subsample_transport {
             text += &format!(
                 "subsample transport ({} rows, {} repeats, exact): W1 {}, real-vs-real floor {}{}\n",
@@ -496,9 +711,6 @@ impl EvalReport {
             format::sig(self.rank_correlation_error.max_abs),
             format::sig(self.rank_correlation_error.frobenius)
         );
-        for warning in &self.warnings {
-            text += &format!("warning: {warning}\n");
-        }
         text
     }
 }
@@ -509,12 +721,13 @@ impl EvalOutput {
         let mut text = self.comparisons.iter().map(EvalReport::summary).collect::<Vec<_>>().join("\n");
         if self.comparisons.len() > 1 {
             text +=
-                "\nside by side: subsample W1 (x floor), mean pairwise 2-D W1, max 1-D W1, max 2-way TV (one grid)\n";
+                "\nside by side: quality score, subsample W1 (x floor), mean pairwise 2-D W1, max 1-D W1, max 2-way TV (one grid)\n";
             for report in &self.comparisons {
                 let subsample = report.subsample_transport.as_ref();
                 text += &format!(
-                    "  {}: {} ({}), {}, {}, {}\n",
+                    "  {}: {:.1}, {} ({}), {}, {}, {}\n",
                     report.label,
+                    report.quality.score,
                     subsample.map_or("-".into(), |found| format::sig(found.w1.mean)),
                     subsample.and_then(|found| found.ratio_to_floor).map_or("-".into(), format::sig),
                     report.pairwise_w1.as_ref().map_or("-".into(), |pairs| format::sig(pairs.mean)),
@@ -562,6 +775,7 @@ mod tests {
             synthetic_rows: Some(99),
             accuracy_bound: None,
             tool_version: None,
+            chosen_by: None,
         };
         let found = warnings(&exact, Some(&run), &synth, &options, None);
         assert!(found[0].contains("r.json") && found[0].contains("99"), "{found:?}");

@@ -2,9 +2,10 @@
 //! files beside it), one histogram SVG per column, 2-D density SVGs (real, synthetic, difference) for the
 //! column pairs with the largest 2-D W1, and `eval.json` with every number.
 //!
-//! The page leads with what was compared (the run behind each synthetic table) and a table of the
-//! headline numbers with what each means, then per-column and per-pair detail with the worst ones
-//! highlighted. Skewed columns get a second, zoomed histogram panel (the real rows' 1–99% range), and the
+//! The page leads with the quality score and the verdicts ([`super::verdict_page`]) and what was compared
+//! (the run behind each synthetic table), then the column shapes, pair trends, rules, detection, utility and
+//! disclosure figures, then a table of the transport numbers with what each means, then per-column and
+//! per-pair detail with the worst ones highlighted. Skewed columns get a second, zoomed histogram panel (the real rows' 1–99% range), and the
 //! densities use the same zoomed windows.
 
 use rayon::prelude::*;
@@ -13,6 +14,7 @@ use super::format::{count, plus_minus, sig};
 use super::page::{html, markdown, Block, Cell, Figure, Grid, Mark};
 use super::summary::{marginal_histogram, EQUAL_GRID_MARGINAL_SIDE, MARGINAL_SIDES, SUM_CHUNK_ROWS};
 use super::svg::{density_panels, histogram, Axis, HistogramPanel, Series};
+use super::verdict_page::{self, disclosure_blocks, learning_blocks, rules_block, shapes_block, verdict_blocks};
 use super::{EvalOutput, EvalReport, MarginalErrors, Table, W1Method};
 
 /// Bins of each column histogram panel.
@@ -166,7 +168,10 @@ fn compared(output: &EvalOutput) -> Block {
             Cell::plain(report.label.clone()),
             Cell::plain(report.synth.file.clone()),
             Cell::plain(count(report.synth.rows)),
-            text(run.map(|run| run.mechanism.clone())),
+            text(run.map(|run| match run.chosen_by {
+                Some(_) => format!("auto (chose {})", run.mechanism),
+                None => run.mechanism.clone(),
+            })),
             text(run.map(|run| format!("{}", run.epsilon))),
             text(run.and_then(|run| run.delta).map(|delta| format!("{delta}"))),
             // The relation's name, without the report's explanation after the colon.
@@ -247,32 +252,6 @@ fn headline(output: &EvalOutput) -> Vec<Block> {
                 .collect::<Vec<_>>(),
         ));
     }
-    let method_meaning = match first.w1.method {
-        W1Method::Exact1d | W1Method::ExactTransport => "Exact W1 between the whole tables.".to_string(),
-        W1Method::Grid => format!(
-            "Estimated on a grid of {} cells per axis; the true value is guaranteed inside the interval.",
-            first.grid.as_ref().map_or(0, |grid| grid.side)
-        ),
-        W1Method::Sandwich => "Only bracketed at this many columns (midpoint shown): the interval is \
-                               guaranteed, the value is not an estimate to rank by."
-            .to_string(),
-    };
-    rows.push(headline_row(
-        "Joint W1, whole tables",
-        &method_meaning,
-        &reports
-            .iter()
-            .map(|report| {
-                let w1 = &report.w1;
-                let text = if w1.method == W1Method::Exact1d || w1.method == W1Method::ExactTransport {
-                    sig(w1.value)
-                } else {
-                    format!("{} in [{}, {}]", sig(w1.value), sig(w1.lower), sig(w1.upper))
-                };
-                Some((w1.value, text))
-            })
-            .collect::<Vec<_>>(),
-    ));
     if let Some(pairs) = &first.pairwise_w1 {
         rows.push(headline_row(
             "Mean 2-D W1 over column pairs",
@@ -358,6 +337,33 @@ fn headline(output: &EvalOutput) -> Vec<Block> {
         &reports
             .iter()
             .map(|report| Some((report.covariance_error.frobenius, sig(report.covariance_error.frobenius))))
+            .collect::<Vec<_>>(),
+    ));
+    // Last: at many columns only an interval is known, which cannot rank methods.
+    let method_meaning = match first.w1.method {
+        W1Method::Exact1d | W1Method::ExactTransport => "Exact W1 between the whole tables.".to_string(),
+        W1Method::Grid => format!(
+            "Estimated on a grid of {} cells per axis; the true value is guaranteed inside the interval.",
+            first.grid.as_ref().map_or(0, |grid| grid.side)
+        ),
+        W1Method::Sandwich => "Only bracketed at this many columns (midpoint shown): the interval is \
+                               guaranteed, the value is not an estimate to rank by."
+            .to_string(),
+    };
+    rows.push(headline_row(
+        "Joint W1, whole tables (guaranteed interval)",
+        &method_meaning,
+        &reports
+            .iter()
+            .map(|report| {
+                let w1 = &report.w1;
+                let text = if w1.method == W1Method::Exact1d || w1.method == W1Method::ExactTransport {
+                    sig(w1.value)
+                } else {
+                    format!("{} in [{}, {}]", sig(w1.value), sig(w1.lower), sig(w1.upper))
+                };
+                Some((w1.value, text))
+            })
             .collect::<Vec<_>>(),
     ));
     let mut head = vec!["measure".to_string(), "what it means".to_string()];
@@ -659,7 +665,31 @@ pub fn report_pages(output: &EvalOutput, json: &str, real: &Table, synths: &[Tab
     let windows: Vec<Window> = (0..real.dims()).map(|axis| window(real, axis)).collect();
     let histogram_figures = histograms(output, real, synths, &windows);
     let density_figures = densities(output, real, synths, &windows);
-    let mut blocks = vec![
+    let mut blocks = vec![Block::Heading("Verdict".into())];
+    blocks.extend(verdict_blocks(output));
+    blocks.extend([Block::Heading("What was compared".into()), compared(output)]);
+    blocks.push(Block::Heading("Column shapes, domain and support".into()));
+    blocks.push(shapes_block(output));
+    if let Some(block) = verdict_page::pairs_block(output) {
+        blocks.push(Block::Heading("Pair trends".into()));
+        blocks.push(block);
+    }
+    if let Some(block) = rules_block(output) {
+        blocks.push(Block::Heading("Validity rules".into()));
+        blocks.push(block);
+    }
+    let learning = learning_blocks(output);
+    if !learning.is_empty() {
+        blocks.push(Block::Heading("Detection and utility".into()));
+        blocks.extend(learning);
+    }
+    let disclosure = disclosure_blocks(output);
+    if !disclosure.is_empty() {
+        blocks.push(Block::Heading("Disclosure risk (owner only)".into()));
+        blocks.extend(disclosure);
+    }
+    blocks.extend([
+        Block::Heading("Transport numbers".into()),
         Block::Text(
             "Distances are in normalised units: each column is scaled to [0, 1] by its public bounds, so 0.01 \
              is 1% of a column's range, and points are compared in ℓ∞ (the largest coordinate difference). \
@@ -667,10 +697,7 @@ pub fn report_pages(output: &EvalOutput, json: &str, real: &Table, synths: &[Tab
              for identical tables, lower is better."
                 .into(),
         ),
-        Block::Heading("What was compared".into()),
-        compared(output),
-        Block::Heading("Headline numbers".into()),
-    ];
+    ]);
     blocks.extend(headline(output));
     blocks.push(Block::Heading("Columns".into()));
     blocks.push(columns_table(output));
@@ -714,13 +741,9 @@ mod tests {
     use crate::geometry::bounds::ColumnBounds;
 
     fn table(points: Vec<f64>, dims: usize) -> Table {
-        Table {
-            file: "t.parquet".into(),
-            bounds: (0..dims).map(|k| ColumnBounds::new(format!("c{k}"), 0.0, 100.0).unwrap()).collect(),
-            points,
-            clamped_values: vec![0; dims],
-            dropped_rows: 0,
-        }
+        let bounds: Vec<ColumnBounds> =
+            (0..dims).map(|k| ColumnBounds::new(format!("c{k}"), 0.0, 100.0).unwrap()).collect();
+        Table::of_numbers("t.parquet", bounds, points)
     }
 
     #[test]

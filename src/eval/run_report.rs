@@ -35,12 +35,18 @@ pub struct RunSummary {
     /// The report's bound on the expected W1 (`accuracy.expected_w1_bound`), in its own units.
     pub accuracy_bound: Option<f64>,
     pub tool_version: Option<String>,
+    /// Why `--mechanism auto` (the default) chose the mechanism that ran; null for a mechanism named by
+    /// the user.
+    pub chosen_by: Option<String>,
 }
 
 impl RunSummary {
     /// A short label: "pmm, ε = 1, depth 18".
     pub fn label(&self) -> String {
-        let mut label = format!("{}, ε = {}", self.mechanism, self.epsilon);
+        let mut label = match self.chosen_by {
+            Some(_) => format!("auto (chose {}), ε = {}", self.mechanism, self.epsilon),
+            None => format!("{}, ε = {}", self.mechanism, self.epsilon),
+        };
         if let Some(depth) = self.depth {
             label += &format!(", depth {depth}");
         }
@@ -97,6 +103,7 @@ pub fn read_run_report(path: &Path) -> Result<RunSummary> {
         synthetic_rows: integer(&report, &["release", "synthetic_rows"]),
         accuracy_bound: number(&report, &["accuracy", "expected_w1_bound"]),
         tool_version: text(&report, &["tool", "version"]),
+        chosen_by: text(parameters, &["auto"]).or_else(|| text(inner, &["auto"])),
     })
 }
 

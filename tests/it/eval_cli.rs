@@ -208,7 +208,7 @@ fn bad_input_is_rejected_naming_file_and_column_and_writes_nothing() {
         dir.path(),
         &inputs,
         &["--real", r, "--synth", o, "--bounds", "x=0:100", "--bounds", "y=-1:1"],
-        &["other.parquet", "'y'", "not numeric"],
+        &["other.parquet", "'y'", "is not a number"],
     );
     assert_rejected(
         dir.path(),
@@ -495,9 +495,15 @@ fn the_report_page_renders_in_a_headless_browser() {
     let skewed = |seed| -> Vec<(f64, f64)> {
         random_points(seed, 2500, 1.0).into_iter().map(|(x, y)| (0.1 * x * x, y)).collect()
     };
+    let holdout = dir.path().join("holdout.parquet");
     write_xy(&real, &skewed(10));
     write_xy(&synth, &skewed(11));
+    write_xy(&holdout, &skewed(12));
+    // A run of the default `--mechanism auto`, which says why it chose PMM.
     write_run_report(&run, "pmm", 1.0, 14, 2500);
+    let mut report_json: Value = serde_json::from_str(&std::fs::read_to_string(&run).unwrap()).unwrap();
+    report_json["parameters"]["auto"] = "--mechanism auto: PMM for this table".into();
+    std::fs::write(&run, report_json.to_string()).unwrap();
     let report = dir.path().join("report");
     let mut args = vec![
         "--real",
@@ -508,11 +514,37 @@ fn the_report_page_renders_in_a_headless_browser() {
         path_str(&run),
         "--report-dir",
         path_str(&report),
+        "--holdout",
+        path_str(&holdout),
+        "--rules",
+        "x <= 5",
+        "--target",
+        "y",
+        "--detection-rows",
+        "500",
     ];
     args.extend_from_slice(&XY_BOUNDS);
     eval_json(dir.path(), &args);
     let html = std::fs::read_to_string(report.join("index.html")).unwrap();
-    assert!(html.contains("zoom:") && html.contains("pmm, ε = 1, depth 14"));
+    assert!(html.contains("zoom:") && html.contains("auto (chose pmm), ε = 1, depth 14"));
+    // The page leads with the score and the verdicts; the transport numbers follow the publishing scores.
+    let at = |text: &str| html.find(text).unwrap_or_else(|| panic!("'{text}' missing from the page"));
+    let sections = [
+        "<h2>Verdict</h2>",
+        "quality score (0–100)",
+        "<h2>What was compared</h2>",
+        "<h2>Column shapes, domain and support</h2>",
+        "<h2>Validity rules</h2>",
+        "<h2>Detection and utility</h2>",
+        "<h2>Disclosure risk (owner only)</h2>",
+        "<h2>Transport numbers</h2>",
+        "Joint W1 on subsamples",
+        "Joint W1, whole tables",
+    ];
+    for pair in sections.windows(2) {
+        assert!(at(pair[0]) < at(pair[1]), "'{}' should come before '{}'", pair[0], pair[1]);
+    }
+    assert!(html.contains("x &lt;= 5") && html.contains("OWNER ONLY"));
 
     let (width, height) = (1280u32, 3000u32);
     let shot = dir.path().join("shot.png");

@@ -14,6 +14,7 @@ mod covloss;
 mod dataset;
 mod docs;
 mod eval_cli;
+mod eval_scores;
 mod fuzz;
 mod hostile;
 mod hostile_outputs;
