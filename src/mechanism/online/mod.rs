@@ -33,9 +33,9 @@ use crate::privacy::{NoiseKey, NoiseStream};
 use counter::{LevelChecks, LevelSpan, SparseCounter};
 pub use plan::{OnlinePlan, MAX_ONLINE_DEPTH};
 
-/// Steps processed per pass over the cells: each busy cell's noise stream is opened once per pass, and
-/// every cell is looked at once (an idle one only to see that it is idle).
-const STEPS_PER_PASS: usize = 1 << 20;
+/// Steps processed per pass: each cell hit or still deciding opens its noise stream once per pass, so a
+/// deep cell hit k times in a pass opens it once, not k times; a pass holds about 32 bytes a step.
+const STEPS_PER_PASS: usize = 1 << 22;
 
 /// Cells whose level noise comes from one stream ([`NoiseStream::OnlineLevel`]), in cell order.
 const LEVEL_NOISE_CELLS: usize = 1 << 12;
