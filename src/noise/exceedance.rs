@@ -46,6 +46,54 @@ pub fn first_rare_exceedance<R: Rng + ?Sized>(
     first_exceedance_after_quick_word(rng, scale, level, trials, RARE_BITS)
 }
 
+/// The index of the first of `trials` draws of Lap_Z(`scale`) that is ≥ `level` (≥ 1), or `None`, with
+/// exactly the law of drawing them one by one, for any run, rare or not. A rare run costs one word
+/// ([`first_rare_exceedance`]); another is decided by inverting the same W in floating point: the index
+/// is ⌊x⌋ for x = ln W / ln c (W ≤ c^i ⟺ x ≥ i), and W's first word brackets x. When the bracket,
+/// widened far beyond the rounding of the few operations (10^−9 relative), holds no integer, ⌊x⌋ is
+/// certain; otherwise the big-integer comparisons decide from the same W, so the law stays exact.
+pub fn first_exceedance<R: Rng + ?Sized>(
+    rng: &mut R,
+    scale: RationalScale,
+    level: u64,
+    trials: u64,
+) -> Option<u64> {
+    assert!(level >= 1, "the level of an exceedance run is at least 1");
+    if is_rare(scale, level, trials) {
+        return first_rare_exceedance(rng, scale, level, trials);
+    }
+    let word = rng.next_u64();
+    match certified_inversion(scale, level, trials, word) {
+        Some(decided) => decided,
+        None => locate(&mut LazyUniform::new(word), rng, scale, level, trials),
+    }
+}
+
+/// The first index ⌊ln W / ln c⌋ (`Some(None)`: none below `trials`) for W in [word, word + 1]·2^−64,
+/// when the floating-point bracket decides it; `None` when W's further bits are needed.
+fn certified_inversion(scale: RationalScale, level: u64, trials: u64, word: u64) -> Option<Option<u64>> {
+    const MARGIN: f64 = 1e-9;
+    let (numerator, denominator) = scale.reduced();
+    let inverse_scale = denominator as f64 / numerator as f64;
+    // p = q^K/(1 + q) and ln c = ln(1 − p), both < 0 side kept as magnitudes.
+    let p = (-(level as f64) * inverse_scale).exp() / (1.0 + (-inverse_scale).exp());
+    let log_c = -(-p).ln_1p();
+    // −ln W at both ends of W's bracket, from 1 − W (exact in u128) so that W near 1 keeps its precision.
+    let minus_log = |gap: u128| -(-(gap as f64) * 2f64.powi(-64)).ln_1p();
+    let two_64 = 1u128 << 64;
+    let low = minus_log(two_64 - u128::from(word) - 1) / log_c * (1.0 - MARGIN) - MARGIN;
+    let high = if word == 0 {
+        f64::INFINITY
+    } else {
+        minus_log(two_64 - u128::from(word)) / log_c * (1.0 + MARGIN) + MARGIN
+    };
+    if low >= trials as f64 {
+        return Some(None);
+    }
+    let index = low.max(0.0).floor();
+    (high < index + 1.0).then_some(Some(index as u64))
+}
+
 /// [`first_rare_exceedance`] for runs with n·p ≤ 2^−`quick_bits` (tests use few bits, so that the
 /// big-integer path is taken often enough to check its law).
 fn first_exceedance_after_quick_word<R: Rng + ?Sized>(
@@ -240,6 +288,37 @@ mod tests {
         // A wrong level (K − 1) is told apart: the test has power.
         let wrong = p_value(&outcomes, &exact_law(sigma, level - 1, trials));
         assert!(wrong < MIN_P_VALUE, "K − 1 was not told apart: p-value {wrong}");
+    }
+
+    #[test]
+    fn the_certified_inversion_decides_as_the_big_integers_do_and_keeps_the_law() {
+        // Runs that are not rare, some with indices in the thousands: the floating-point inversion and
+        // the exact comparisons read the same W, so they must agree wherever the inversion decides.
+        for (sigma, level, trials) in [(4.0, 3u64, 40u64), (400.0, 2_000, 100_000), (2.0, 1, 6)] {
+            assert!(!is_rare(scale(sigma), level, trials));
+            let mut rng = ChaCha12Rng::seed_from_u64(level);
+            let mut decided = 0;
+            for _ in 0..20_000 {
+                let word = rng.next_u64();
+                let mut exact_rng = rng.clone();
+                let exact = locate(&mut LazyUniform::new(word), &mut exact_rng, scale(sigma), level, trials);
+                if let Some(inverted) = certified_inversion(scale(sigma), level, trials, word) {
+                    assert_eq!(inverted, exact, "σ = {sigma}, K = {level}, n = {trials}, word {word}");
+                    decided += 1;
+                }
+            }
+            assert!(decided > 19_900, "the inversion decided only {decided} of 20 000");
+        }
+        // Its outcomes have the exact law; a halved scale is told apart.
+        let (sigma, level, trials) = (3.0, 2u64, 25u64);
+        let mut rng = ChaCha12Rng::seed_from_u64(11);
+        let outcomes: Vec<u64> = (0..100_000)
+            .map(|_| first_exceedance(&mut rng, scale(sigma), level, trials).unwrap_or(trials))
+            .collect();
+        let p = p_value(&outcomes, &exact_law(sigma, level, trials));
+        assert!(p > MIN_P_VALUE, "p-value {p}");
+        let halved = p_value(&outcomes, &exact_law(sigma / 2.0, level, trials));
+        assert!(halved < MIN_P_VALUE, "a halved scale was not told apart: p-value {halved}");
     }
 
     #[test]

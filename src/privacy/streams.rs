@@ -53,9 +53,14 @@ pub enum NoiseStream {
     /// The sub-cells of one refined leaf of the joint tree (`--refine-share`; chunk = the leaf), drawn in
     /// order.
     PmmRefinedLeaf,
-    /// One cell of the online tree (chunk = the cell's heap index 2^depth + code): its thresholds,
-    /// checks, Binary Mechanism and level totals, drawn in order and resumed from a saved position.
+    /// One cell of the online tree (chunk = the cell's heap index 2^depth + code): its checks, the
+    /// thresholds of its later segments and its Binary Mechanism, drawn in order and resumed from a
+    /// saved position.
     OnlineCell,
+    /// The level noise of the online tree's cells (chunk = level, depth and block of cells): each cell's
+    /// S̃ update and first threshold of a level, drawn in cell order, so a level's start opens no cell's
+    /// own stream.
+    OnlineLevel,
     /// The exponential mechanisms of `--private-bounds` (chunk = 2 · the column's index among the released
     /// columns, + 1 for its upper end).
     PrivateBounds,
@@ -78,6 +83,7 @@ impl NoiseStream {
             NoiseStream::CovlossWeights => 121,
             NoiseStream::CovlossCentroids => 122,
             NoiseStream::OnlineCell => 100,
+            NoiseStream::OnlineLevel => 101,
             NoiseStream::PmmMarginalKey => 130,
             NoiseStream::PairHistogram => 131,
             NoiseStream::MarginalHistogram => 132,
@@ -102,6 +108,7 @@ impl NoiseStream {
             NoiseStream::CovlossWeights,
             NoiseStream::CovlossCentroids,
             NoiseStream::OnlineCell,
+            NoiseStream::OnlineLevel,
             NoiseStream::PmmMarginalKey,
             NoiseStream::PairHistogram,
             NoiseStream::MarginalHistogram,

@@ -15,8 +15,10 @@
 //! a counter at rest holds the output of the last step read.
 //!
 //! Checks are decided ahead ([`SparseCounter::run_steps`]): while N and λ stay put, the checks are
-//! i.i.d., and a run of them that almost surely never fires is decided at once by
-//! [`first_rare_exceedance`] (one 64-bit word for the run, the same law as drawing each check). A run
+//! i.i.d., and the first of them that fires is found at once by [`first_exceedance`] (one 64-bit word
+//! for the run, inverted in floating point where that is certain; the same law as drawing each check).
+//! Only a run whose check fires at N = its segment's threshold or beyond (K ≤ 0 below: it fires within a
+//! step or two) draws its checks one by one. A run
 //! ends at a 1-bit read, at a closing or at the end of the level: points fixed by the data and the
 //! plan, so where a feed stops never changes which draws are made (resuming ≡ one run).
 
@@ -26,7 +28,7 @@ use rand::Rng;
 
 use crate::mechanism::online::plan::CellLevelNoise;
 use crate::noise::discrete_laplace::sample_discrete_laplace;
-use crate::noise::exceedance::{first_rare_exceedance, is_rare};
+use crate::noise::exceedance::first_exceedance;
 use crate::noise::laplace_table::ScaleSampler;
 
 /// `closing_step` when no decided check closes.
@@ -250,7 +252,8 @@ impl SparseCounter {
     }
 
     /// Decides the checks from step `step` on, while N and λ stay as they are: to the end of the level
-    /// at once when that run is rare, else the one check of `step`, drawn as such.
+    /// at once (up to the first that fires), or, when a check fires more often than not (K ≤ 0), the
+    /// one check of `step`, drawn as such.
     fn decide_checks<R: Rng + ?Sized>(&mut self, step: u64, checks: &LevelChecks, rng: &mut R) {
         let noise = &checks.noise;
         let trials = checks.span.last - step + 1;
@@ -259,9 +262,9 @@ impl SparseCounter {
             - i128::from(self.segment_count)
             + 1;
         match u64::try_from(level) {
-            Ok(level) if level >= 1 && is_rare(noise.check, level, trials) => {
-                self.closing_step = first_rare_exceedance(rng, noise.check, level, trials)
-                    .map_or(NEVER, |index| step + index);
+            Ok(level) if level >= 1 => {
+                self.closing_step =
+                    first_exceedance(rng, noise.check, level, trials).map_or(NEVER, |index| step + index);
                 self.decided_through = checks.span.last;
             }
             _ => {

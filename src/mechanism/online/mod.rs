@@ -33,9 +33,12 @@ use crate::privacy::{NoiseKey, NoiseStream};
 use counter::{LevelChecks, LevelSpan, SparseCounter};
 pub use plan::{OnlinePlan, MAX_ONLINE_DEPTH};
 
-/// Steps processed per pass over the cells: each busy cell's noise stream is opened once per pass, and
-/// every cell is looked at once (an idle one only to see that it is idle).
-const STEPS_PER_PASS: usize = 1 << 20;
+/// Steps processed per pass: each cell hit or still deciding opens its noise stream once per pass, so a
+/// deep cell hit k times in a pass opens it once, not k times; a pass holds about 32 bytes a step.
+const STEPS_PER_PASS: usize = 1 << 22;
+
+/// Cells whose level noise comes from one stream ([`NoiseStream::OnlineLevel`]), in cell order.
+const LEVEL_NOISE_CELLS: usize = 1 << 12;
 
 /// Cells handled per rayon task, at most.
 const CELLS_PER_TASK: usize = 1 << 8;
@@ -66,6 +69,7 @@ pub struct OnlineTree {
     /// its history (the note's P4). 4 bytes per element; d ≥ 2 keeps none (O(εt) cells only).
     history: Vec<u32>,
     checks: CheckCache,
+    active: ActiveCells,
 }
 
 /// The check samplers of one level, one per depth, built on first use (a table costs about 9σ big-integer
@@ -120,6 +124,48 @@ impl std::fmt::Debug for CheckCache {
     }
 }
 
+/// Per depth, the cells that may draw before the level ends without being hit: those whose decided
+/// checks stop short of it or hold a closing (ascending cell codes; `None`: every cell, as after a
+/// level starts or a state is loaded). A superset is always correct, so a clone starts over.
+#[derive(Default)]
+struct ActiveCells(Vec<Option<Vec<u32>>>);
+
+impl ActiveCells {
+    fn at(&self, index: usize) -> Option<&[u32]> {
+        self.0.get(index).and_then(|active| active.as_deref())
+    }
+
+    fn set(&mut self, index: usize, cells: Vec<u32>) {
+        if self.0.len() <= index {
+            self.0.resize(index + 1, None);
+        }
+        self.0[index] = Some(cells);
+    }
+
+    /// Every cell may draw again (a level starts).
+    fn reset(&mut self) {
+        self.0.clear();
+    }
+}
+
+impl Clone for ActiveCells {
+    fn clone(&self) -> Self {
+        ActiveCells::default()
+    }
+}
+
+impl PartialEq for ActiveCells {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for ActiveCells {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("ActiveCells")
+    }
+}
+
 /// What a release at time t is made of (before placing points).
 pub struct OnlineRelease {
     pub geometry: CellGeometry,
@@ -135,6 +181,7 @@ impl OnlineTree {
             cells: Vec::new(),
             history: Vec::new(),
             checks: CheckCache::default(),
+            active: ActiveCells::default(),
         }
     }
 
@@ -146,6 +193,7 @@ impl OnlineTree {
             cells,
             history,
             checks: CheckCache::default(),
+            active: ActiveCells::default(),
         }
     }
 
@@ -200,14 +248,9 @@ impl OnlineTree {
     /// grows the tree to depth `level` and starts the level in every cell.
     fn begin_level(&mut self, level: u32, key: &NoiseKey) -> Result<()> {
         let plan = self.plan;
-        if self.position > 0 {
-            let previous = plan.level_at(self.position);
-            for (index, cells) in self.cells.iter_mut().enumerate() {
-                let depth = index as u32 + 1;
-                let noise = plan.cell_noise(depth, previous)?;
-                for_each_cell(cells, depth, key, |_, cell, rng| cell.counter.finish_level(&noise, rng));
-            }
-        }
+        self.active.reset();
+        let previous = (self.position > 0).then(|| plan.level_at(self.position));
+        let existing = self.cells.len();
         for depth in self.depth() + 1..=level {
             let mut cells = vec![Cell::default(); 1usize << depth];
             if plan.dims() == 1 {
@@ -234,54 +277,124 @@ impl OnlineTree {
             }
             self.cells.push(cells);
         }
+        // Every cell finishes the previous level (if it had one) and starts this one with draws from the
+        // level's streams, read in cell order by blocks of cells: data-independent draws that need no
+        // cell's own stream.
         for (index, cells) in self.cells.iter_mut().enumerate() {
             let depth = index as u32 + 1;
+            let finished = match previous {
+                Some(previous) if index < existing => Some(plan.cell_noise(depth, previous)?),
+                _ => None,
+            };
             let noise = plan.cell_noise(depth, level)?;
-            for_each_cell(cells, depth, key, |_, cell, rng| cell.counter.start_level(&noise, rng));
+            cells.par_chunks_mut(LEVEL_NOISE_CELLS).enumerate().for_each(|(block, chunk)| {
+                // level ≤ 31, depth ≤ 30 and block < 2^18: disjoint fields below the chunk's 2^40.
+                let stream = u64::from(level) << 35 | u64::from(depth) << 30 | block as u64;
+                let mut rng = key.stream(NoiseStream::OnlineLevel, stream);
+                for cell in chunk {
+                    if let Some(finished) = &finished {
+                        cell.counter.finish_level(finished, &mut rng);
+                    }
+                    cell.counter.start_level(&noise, &mut rng);
+                }
+            });
         }
         Ok(())
     }
 
     /// Reads `codes` (the next steps, all of level `level`) into every cell: each step's pending check
-    /// (none at the level's first step), then its read.
+    /// (none at the level's first step), then its read. Only the cells hit in these steps and those
+    /// whose decided checks do not reach the level's end are visited: the others would draw nothing,
+    /// and visiting every cell at every pass would make a stream of n elements cost n²/pass.
     fn read_steps(&mut self, codes: &[u32], level: u32, key: &NoiseKey) -> Result<()> {
         let plan = self.plan;
         let (first, last) = (self.position + 1, self.position + codes.len() as u64);
+        let level_last = plan.level_start(level + 1) - 1;
+        // The steps as (finest code, step), kept sorted by (cell at the current depth, step): each depth
+        // splits every cell's run of its parent's order stably by the code's next bit (Morton order is
+        // prefix order), so a cell's steps are consecutive and ascending at O(steps) a depth.
+        let mut keyed: Vec<u64> =
+            codes.iter().enumerate().map(|(step, &code)| u64::from(code) << 32 | step as u64).collect();
+        let mut split = vec![0u64; keyed.len()];
+        let mut sorted_steps = vec![0u32; keyed.len()];
         for (index, cells) in self.cells.iter_mut().enumerate() {
             let depth = index as u32 + 1;
             let checks = self.checks.get(&plan, depth, level)?;
-            // The steps at which each cell's bit is 1, grouped by cell (counting sort).
-            let shift = MAX_ONLINE_DEPTH - depth;
-            let mut starts = vec![0u32; cells.len() + 1];
-            for &code in codes {
-                starts[(code >> shift) as usize + 1] += 1;
+            let shift = 32 + MAX_ONLINE_DEPTH - depth;
+            split_by_next_bit(&keyed, &mut split, shift);
+            std::mem::swap(&mut keyed, &mut split);
+            for (step, &keyed) in sorted_steps.iter_mut().zip(&keyed) {
+                *step = keyed as u32;
             }
-            for cell in 0..cells.len() {
-                starts[cell + 1] += starts[cell];
+            // (cell, first, end) of each cell hit, in cell order, as ranges of `sorted_steps`.
+            let mut hit_cells: Vec<(u32, u32, u32)> = Vec::new();
+            for (position, &keyed) in keyed.iter().enumerate() {
+                let cell = (keyed >> shift) as u32;
+                match hit_cells.last_mut() {
+                    Some(open) if open.0 == cell => open.2 = position as u32 + 1,
+                    _ => hit_cells.push((cell, position as u32, position as u32 + 1)),
+                }
             }
-            let mut hits = vec![0u32; codes.len()];
-            let mut fill = starts.clone();
-            for (step, &code) in codes.iter().enumerate() {
-                let cell = (code >> shift) as usize;
-                hits[fill[cell] as usize] = step as u32;
-                fill[cell] += 1;
-            }
-            let ones_of = |code: u64| &hits[starts[code as usize] as usize..starts[code as usize + 1] as usize];
-            // The densest cells (small depths) draw checks one by one over long feeds: then a task per
-            // cell or few, so that they run in parallel.
+            // The densest cells (small depths) draw many checks over long feeds: then a task per cell
+            // or few, so that they run in parallel; deep depths get about a thousand tasks per pass.
             let per_task = if codes.len() >= LONG_FEED {
                 (cells.len() / (4 * rayon::current_num_threads())).clamp(1, CELLS_PER_TASK)
             } else {
-                CELLS_PER_TASK
+                CELLS_PER_TASK.max(cells.len() >> 10)
             };
-            for_each_busy_cell(
-                cells,
-                per_task,
-                depth,
-                key,
-                |code, cell| !ones_of(code).is_empty() || !cell.counter.is_idle_through(last),
-                |code, cell, rng| cell.counter.run_steps(first, last, ones_of(code), checks.as_ref(), rng),
-            );
+            let active = self.active.at(index);
+            let still_active: Vec<Vec<u32>> = cells
+                .par_chunks_mut(per_task)
+                .enumerate()
+                .map(|(task, chunk)| {
+                    let base = (task * per_task) as u32;
+                    let end = base + chunk.len() as u32;
+                    let in_chunk = |cell: u32| cell >= base && cell < end;
+                    let hits = &hit_cells[hit_cells.partition_point(|hit| hit.0 < base)..];
+                    let mut hits = hits.iter().take_while(|hit| in_chunk(hit.0)).peekable();
+                    let mut visit = |cell: u32, ones: &[u32], kept: &mut Vec<u32>| {
+                        let counter_cell = &mut chunk[(cell - base) as usize];
+                        if !ones.is_empty() || !counter_cell.counter.is_idle_through(last) {
+                            with_cell_stream(counter_cell, depth, u64::from(cell), key, |counter_cell, rng| {
+                                counter_cell.counter.run_steps(first, last, ones, checks.as_ref(), rng)
+                            });
+                        }
+                        if !counter_cell.counter.is_idle_through(level_last) {
+                            kept.push(cell);
+                        }
+                    };
+                    let mut kept = Vec::new();
+                    let candidates: Box<dyn Iterator<Item = u32>> = match active {
+                        None => Box::new(base..end),
+                        Some(active) => {
+                            let from = active.partition_point(|&cell| cell < base);
+                            Box::new(active[from..].iter().copied().take_while(move |&cell| cell < end))
+                        }
+                    };
+                    let mut candidates = candidates.peekable();
+                    loop {
+                        let next_hit = hits.peek().map(|hit| hit.0);
+                        let next_candidate = candidates.peek().copied();
+                        let cell = match (next_hit, next_candidate) {
+                            (None, None) => break,
+                            (Some(hit), Some(candidate)) => hit.min(candidate),
+                            (Some(hit), None) => hit,
+                            (None, Some(candidate)) => candidate,
+                        };
+                        let mut ones: &[u32] = &[];
+                        if next_hit == Some(cell) {
+                            let (_, from, to) = *hits.next().expect("peeked");
+                            ones = &sorted_steps[from as usize..to as usize];
+                        }
+                        if next_candidate == Some(cell) {
+                            candidates.next();
+                        }
+                        visit(cell, ones, &mut kept);
+                    }
+                    kept
+                })
+                .collect();
+            self.active.set(index, still_active.concat());
         }
         Ok(())
     }
@@ -307,6 +420,26 @@ impl OnlineTree {
     }
 }
 
+/// Writes `sorted` (sorted by (code >> (shift + 1), step)) into `split` sorted by (code >> shift, step):
+/// each run of one parent keeps its order, its 0-bit children first.
+fn split_by_next_bit(sorted: &[u64], split: &mut [u64], shift: u32) {
+    let mut start = 0;
+    while start < sorted.len() {
+        let parent = sorted[start] >> (shift + 1);
+        let end = start + sorted[start..].partition_point(|&keyed| keyed >> (shift + 1) == parent);
+        let mut written = start;
+        for bit in [0, 1] {
+            for &keyed in &sorted[start..end] {
+                if keyed >> shift & 1 == bit {
+                    split[written] = keyed;
+                    written += 1;
+                }
+            }
+        }
+        start = end;
+    }
+}
+
 /// Runs `work(code, cell, rng)` on every cell of one depth in parallel, each cell with its own noise
 /// stream resumed where it stopped, so the draws do not depend on the thread count.
 fn for_each_cell(
@@ -315,25 +448,10 @@ fn for_each_cell(
     key: &NoiseKey,
     work: impl Fn(u64, &mut Cell, &mut ChaCha12Rng) + Sync,
 ) {
-    for_each_busy_cell(cells, CELLS_PER_TASK, depth, key, |_, _| true, work);
-}
-
-/// [`for_each_cell`] on the cells for which `busy(code, cell)` holds, `per_task` cells per rayon task;
-/// the others' streams stay closed.
-fn for_each_busy_cell(
-    cells: &mut [Cell],
-    per_task: usize,
-    depth: u32,
-    key: &NoiseKey,
-    busy: impl Fn(u64, &Cell) -> bool + Sync,
-    work: impl Fn(u64, &mut Cell, &mut ChaCha12Rng) + Sync,
-) {
-    cells.par_chunks_mut(per_task).enumerate().for_each(|(task, chunk)| {
+    cells.par_chunks_mut(CELLS_PER_TASK).enumerate().for_each(|(task, chunk)| {
         for (offset, cell) in chunk.iter_mut().enumerate() {
-            let code = (task * per_task + offset) as u64;
-            if busy(code, cell) {
-                with_cell_stream(cell, depth, code, key, |cell, rng| work(code, cell, rng));
-            }
+            let code = (task * CELLS_PER_TASK + offset) as u64;
+            with_cell_stream(cell, depth, code, key, |cell, rng| work(code, cell, rng));
         }
     });
 }

@@ -2,18 +2,19 @@
 //! started with, the noise key and post-processing seeds, the files already read, and the tree of
 //! counters. It is **sensitive**: it holds exact counts of the current level and the noise key.
 //!
-//! Format, little-endian throughout, one fixed layout (no self-describing overhead: 65 bytes per cell
-//! without a Binary Mechanism, 8 + 16·L more with one):
+//! Format, little-endian throughout, one fixed layout (no self-describing overhead). A cell's fields are
+//! varints (LEB128; signed ones zigzag-coded), since nearly all are small: 9 bytes at least, about 14
+//! for a quiet cell (its decided step is the one large number), more with a Binary Mechanism:
 //!
 //! ```text
 //! magic "DPSYNTH-ONLINE\0\0" (16 B) | version u32
 //! epsilon f64 | columns u32, each: name str, type str, lo f64, hi f64 | seed flag u8 (+ u64)
 //! noise key [32 B] | consistency seed u64 | placement seed u64
 //! files u32, each: path str, bytes u64, rows u64, footer hash u64
-//! position u64 | depth u32 | per depth j = 1..depth, 2^j cells, each:
-//!     S̃ i64, level count u64, segment count u64, threshold noise i64, closed output i64, noise words u64,
-//!     checks decided through u64, closing step u64 (u64::MAX: none),
-//!     Binary Mechanism levels u8 (0: none), then steps u64 and L p-sums i64 and L noisy p-sums i64
+//! position u64 | depth u32 | per depth j = 1..depth, 2^j cells, each (varints):
+//!     S̃ i, level count u, segment count u, threshold noise i, closed output i, noise words u,
+//!     checks decided through u, closing step + 1 u (0: none),
+//!     Binary Mechanism levels u8 (0: none), then steps u and L p-sums i and L noisy p-sums i
 //! history u64 count, then u32 codes (d = 1 only; 0 otherwise)
 //! checksum u64: FNV-1a 64 of every byte before it
 //! ```
@@ -30,7 +31,7 @@ use crate::mechanism::online::{Cell, OnlinePlan, OnlineTree, MAX_ONLINE_DEPTH};
 
 const MAGIC: &[u8; 16] = b"DPSYNTH-ONLINE\0\0";
 /// Bumped whenever the layout changes; an older or newer file is refused, never misread.
-pub const STATE_VERSION: u32 = 2;
+pub const STATE_VERSION: u32 = 3;
 
 /// One column of the stream, as the state remembers it.
 #[derive(Clone, Debug, PartialEq)]
@@ -194,21 +195,21 @@ impl OnlineState {
         for cells in tree.cells() {
             for cell in cells {
                 let counter = &cell.counter;
-                out.i64(counter.noisy_past_levels);
-                out.u64(counter.level_count);
-                out.u64(counter.segment_count);
-                out.i64(counter.threshold_noise);
-                out.i64(counter.closed_segments_output);
-                out.u64(cell.noise_words);
-                out.u64(counter.decided_through);
-                out.u64(counter.closing_step);
+                out.signed(counter.noisy_past_levels);
+                out.varint(counter.level_count);
+                out.varint(counter.segment_count);
+                out.signed(counter.threshold_noise);
+                out.signed(counter.closed_segments_output);
+                out.varint(cell.noise_words);
+                out.varint(counter.decided_through);
+                out.varint(counter.closing_step.wrapping_add(1));
                 match &counter.binary {
                     None => out.u8(0),
                     Some(binary) => {
                         out.u8(binary.partial_sums().len() as u8);
-                        out.u64(binary.steps());
-                        binary.partial_sums().iter().for_each(|&sum| out.i64(sum));
-                        binary.noisy_partial_sums().iter().for_each(|&sum| out.i64(sum));
+                        out.varint(binary.steps());
+                        binary.partial_sums().iter().for_each(|&sum| out.signed(sum));
+                        binary.noisy_partial_sums().iter().for_each(|&sum| out.signed(sum));
                     }
                 }
             }
@@ -290,29 +291,29 @@ impl OnlineState {
         let mut cells = Vec::with_capacity(depth as usize);
         for level in 1..=depth {
             let count = 1usize << level;
-            // Each cell takes at least 65 bytes: refuse before allocating for a short file.
-            if input.left() < count as u64 * 65 {
+            // Each cell takes at least 9 bytes: refuse before allocating for a short file.
+            if input.left() < count as u64 * 9 {
                 return Err("it ends inside the tree of counters".into());
             }
             let mut row = Vec::with_capacity(count);
             for _ in 0..count {
                 let mut counter = SparseCounter {
-                    noisy_past_levels: input.i64()?,
-                    level_count: input.u64()?,
-                    segment_count: input.u64()?,
-                    threshold_noise: input.i64()?,
-                    closed_segments_output: input.i64()?,
+                    noisy_past_levels: input.signed()?,
+                    level_count: input.varint()?,
+                    segment_count: input.varint()?,
+                    threshold_noise: input.signed()?,
+                    closed_segments_output: input.signed()?,
                     binary: None,
                     ..SparseCounter::default()
                 };
-                let noise_words = input.u64()?;
-                counter.decided_through = input.u64()?;
-                counter.closing_step = input.u64()?;
+                let noise_words = input.varint()?;
+                counter.decided_through = input.varint()?;
+                counter.closing_step = input.varint()?.wrapping_sub(1);
                 let levels = input.u8()?;
                 if levels > 0 {
-                    let steps = input.u64()?;
-                    let sums = (0..levels).map(|_| input.i64()).collect::<std::result::Result<Vec<_>, _>>()?;
-                    let noisy = (0..levels).map(|_| input.i64()).collect::<std::result::Result<Vec<_>, _>>()?;
+                    let steps = input.varint()?;
+                    let sums = (0..levels).map(|_| input.signed()).collect::<std::result::Result<Vec<_>, _>>()?;
+                    let noisy = (0..levels).map(|_| input.signed()).collect::<std::result::Result<Vec<_>, _>>()?;
                     counter.binary = Some(Box::new(
                         BinaryMechanism::from_parts(steps, sums, noisy)
                             .ok_or("a Binary Mechanism past its horizon")?,
@@ -401,15 +402,31 @@ impl<W: Write> Writer<W> {
     fn u64(&mut self, value: u64) {
         self.bytes(&value.to_le_bytes());
     }
-    fn i64(&mut self, value: i64) {
-        self.bytes(&value.to_le_bytes());
-    }
     fn f64(&mut self, value: f64) {
         self.bytes(&value.to_le_bytes());
     }
     fn str(&mut self, value: &str) {
         self.u32(value.len() as u32);
         self.bytes(value.as_bytes());
+    }
+    /// LEB128: seven bits a byte, low first, the high bit set on all but the last.
+    fn varint(&mut self, mut value: u64) {
+        let mut encoded = [0u8; 10];
+        let mut length = 0;
+        loop {
+            let low = (value & 0x7f) as u8;
+            value >>= 7;
+            encoded[length] = low | if value == 0 { 0 } else { 0x80 };
+            length += 1;
+            if value == 0 {
+                break;
+            }
+        }
+        self.bytes(&encoded[..length]);
+    }
+    /// Zigzag (0, −1, 1, −2, … → 0, 1, 2, 3, …), then LEB128: small magnitudes take one byte.
+    fn signed(&mut self, value: i64) {
+        self.varint(((value << 1) ^ (value >> 63)) as u64);
     }
 }
 
@@ -474,15 +491,33 @@ impl<R: Read> Reader<R> {
     fn u64(&mut self) -> std::result::Result<u64, String> {
         Ok(u64::from_le_bytes(self.array()?))
     }
-    fn i64(&mut self) -> std::result::Result<i64, String> {
-        Ok(i64::from_le_bytes(self.array()?))
-    }
     fn f64(&mut self) -> std::result::Result<f64, String> {
         Ok(f64::from_le_bytes(self.array()?))
     }
     fn str(&mut self) -> std::result::Result<String, String> {
         let length = self.u32()? as usize;
         String::from_utf8(self.take(length)?).map_err(|_| "a name is not UTF-8".to_string())
+    }
+    /// [`Writer::varint`]'s LEB128; more than 64 bits is damage.
+    fn varint(&mut self) -> std::result::Result<u64, String> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = self.u8()?;
+            let bits = u64::from(byte & 0x7f);
+            if shift == 63 && bits > 1 {
+                break;
+            }
+            value |= bits << shift;
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err("a number longer than 64 bits".into())
+    }
+    /// [`Writer::signed`]'s zigzag varint.
+    fn signed(&mut self) -> std::result::Result<i64, String> {
+        let zigzag = self.varint()?;
+        Ok((zigzag >> 1) as i64 ^ -((zigzag & 1) as i64))
     }
 }
 
@@ -526,7 +561,7 @@ mod tests {
             assert_eq!(OnlineState::decode(&bytes).unwrap(), state);
             // O(εt) cells of about 50 bytes (plus 4 bytes per element of history for d = 1).
             let cells: usize = state.tree.cells().iter().map(Vec::len).sum();
-            assert!(bytes.len() <= 400 + cells * 70 + state.tree.history().len() * 4, "d={dims}: {}", bytes.len());
+            assert!(bytes.len() <= 400 + cells * 40 + state.tree.history().len() * 4, "d={dims}: {}", bytes.len());
         }
     }
 
