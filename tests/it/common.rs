@@ -142,3 +142,18 @@ pub fn no_gpu_adapter(unchecked: &str) {
     // Straight to the stderr handle: libtest captures eprintln! of passing tests.
     let _ = writeln!(std::io::stderr(), "SKIPPED: no wgpu adapter; {unchecked}");
 }
+
+/// Runs eval with `args` (plus `--quiet`) and returns the parsed JSON it wrote.
+pub fn eval_json(dir: &Path, args: &[&str]) -> serde_json::Value {
+    let json = dir.join("eval.json");
+    let mut all = vec!["eval", "--json", json.to_str().unwrap(), "--quiet"];
+    all.extend_from_slice(args);
+    let output = dpsynth(&all);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
+/// The number at `path` (object keys) in `value`.
+pub fn number(value: &serde_json::Value, path: &[&str]) -> f64 {
+    path.iter().fold(value, |v, key| &v[*key]).as_f64().unwrap_or_else(|| panic!("{path:?} is not a number in {value}"))
+}

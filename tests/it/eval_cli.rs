@@ -8,20 +8,6 @@ use crate::common::*;
 use arrow::array::{ArrayRef, Int32Array, StringArray};
 use serde_json::Value;
 
-/// Runs eval with `args` (plus `--quiet`) and returns the parsed JSON it wrote.
-fn eval_json(dir: &Path, args: &[&str]) -> Value {
-    let json = dir.join("eval.json");
-    let mut all = vec!["eval", "--json", json.to_str().unwrap(), "--quiet"];
-    all.extend_from_slice(args);
-    let output = dpsynth(&all);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
-}
-
-fn number(value: &Value, path: &[&str]) -> f64 {
-    path.iter().fold(value, |v, key| &v[*key]).as_f64().unwrap_or_else(|| panic!("{path:?} is not a number in {value}"))
-}
-
 /// A table of columns x (in [0, 100]) and y (in [-1, 1]) from `points` in [0,1]², plus a text column.
 fn write_xy(path: &Path, points: &[(f64, f64)]) {
     write_parquet(

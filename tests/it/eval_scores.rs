@@ -9,17 +9,9 @@ use crate::common::*;
 use arrow::array::{ArrayRef, BooleanArray, Float64Array, StringArray};
 use serde_json::Value;
 
-fn eval_json(dir: &Path, args: &[&str]) -> Value {
-    let json = dir.join("eval.json");
-    let mut all = vec!["eval", "--json", json.to_str().unwrap(), "--quiet", "--subsample-repeats", "0"];
-    all.extend_from_slice(args);
-    let output = dpsynth(&all);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
-}
-
-fn number(value: &Value, path: &[&str]) -> f64 {
-    path.iter().fold(value, |v, key| &v[*key]).as_f64().unwrap_or_else(|| panic!("{path:?} is not a number in {value}"))
+/// [`eval_json`] without the subsample transport's repeats, which these scores do not need.
+fn scores_json(dir: &Path, args: &[&str]) -> Value {
+    eval_json(dir, &[&["--subsample-repeats", "0"], args].concat())
 }
 
 fn shape<'a>(json: &'a Value, column: &str) -> &'a Value {
@@ -51,7 +43,7 @@ fn mixed_columns_are_scored_by_type_against_hand_counts() {
     );
     // One carrier outside the list (ZZ), one more null, a delay outside the bounds, a value real never has.
     write_mixed(&synth, &["AA", "ZZ", "B6", "B6"], &[true, true, false, false], &[Some(10.0), None, None, Some(500.0)]);
-    let json = eval_json(
+    let json = scores_json(
         dir.path(),
         &[
             "--real",
@@ -143,7 +135,7 @@ fn detection_is_near_a_half_on_one_law_and_near_one_on_shifted_laws() {
     let mut args = vec!["--real", real.to_str().unwrap(), "--synth", same.to_str().unwrap()];
     args.extend(["--synth", shifted.to_str().unwrap(), "--detection-rows", "1500", "--target", "y"]);
     args.extend(LAW_DOMAINS);
-    let json = eval_json(dir.path(), &args);
+    let json = scores_json(dir.path(), &args);
     let auc = |k: usize| {
         let found = &json["comparisons"][k]["detection"];
         number(found, &["logistic_regression_auc"]).max(number(found, &["boosted_trees_auc"]))
@@ -178,7 +170,7 @@ fn disclosure_flags_copied_training_rows_and_stays_quiet_on_a_fresh_sample() {
     let (fresh, copying) = (path("fresh.parquet"), path("copying.parquet"));
     args.extend(["--synth", path_of(&fresh), "--synth", path_of(&copying), "--detection-rows", "0"]);
     args.extend(LAW_DOMAINS);
-    let json = eval_json(dir.path(), &args);
+    let json = scores_json(dir.path(), &args);
     let (quiet, loud) = (&json["comparisons"][0]["disclosure"], &json["comparisons"][1]["disclosure"]);
     assert_eq!(number(quiet, &["exact_copy_share"]), 0.0, "{quiet}");
     assert!((number(loud, &["exact_copy_share"]) - 0.1).abs() < 1e-12, "{loud}");
