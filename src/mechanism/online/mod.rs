@@ -106,23 +106,31 @@ impl CheckCache {
     }
 }
 
-impl Clone for CheckCache {
-    fn clone(&self) -> Self {
-        CheckCache::default()
-    }
+/// A cache the state carries beside its released values: a clone starts empty, and two states compare
+/// equal whatever their caches hold (they are derived, never part of the state's meaning).
+macro_rules! derived_cache {
+    ($name:ident) => {
+        impl Clone for $name {
+            fn clone(&self) -> Self {
+                $name::default()
+            }
+        }
+
+        impl PartialEq for $name {
+            fn eq(&self, _: &Self) -> bool {
+                true
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str(stringify!($name))
+            }
+        }
+    };
 }
 
-impl PartialEq for CheckCache {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl std::fmt::Debug for CheckCache {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str("CheckCache")
-    }
-}
+derived_cache!(CheckCache);
 
 /// Per depth, the cells that may draw before the level ends without being hit: those whose decided
 /// checks stop short of it or hold a closing (ascending cell codes; `None`: every cell, as after a
@@ -148,23 +156,7 @@ impl ActiveCells {
     }
 }
 
-impl Clone for ActiveCells {
-    fn clone(&self) -> Self {
-        ActiveCells::default()
-    }
-}
-
-impl PartialEq for ActiveCells {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl std::fmt::Debug for ActiveCells {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str("ActiveCells")
-    }
-}
+derived_cache!(ActiveCells);
 
 /// What a release at time t is made of (before placing points).
 pub struct OnlineRelease {
