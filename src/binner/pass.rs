@@ -5,6 +5,7 @@
 //! share of the row groups and every histogram a pass returns is the whole table's (the bit planes are the
 //! rank's own rows).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -174,18 +175,18 @@ impl DataPass<'_> {
     /// all from one pass on the CPU, and what the scan saw. A row counts in every column's histogram or,
     /// dropped by the null policy, in none: the marginals describe the rows the joint release does.
     pub fn marginal_leaf_counts(&self, depth: u32) -> Result<(Vec<Vec<u64>>, ScanStats)> {
-        let (marginals, _, stats) = self.marginal_and_pair_counts(depth, &[], 0)?;
+        let (marginals, _, stats) = self.marginal_and_pair_counts(depth, &[], &[])?;
         Ok((marginals, stats))
     }
 
-    /// [`Self::marginal_leaf_counts`] and, from the same pass, [`Self::pair_counts`] of `pairs` at `pair_bits`
-    /// (at most `depth`): an equal cell of 2^`pair_bits` per axis is the top bits of the 2^`depth` ones, to the
-    /// bit, since both scales are the same quotient times a power of two.
+    /// [`Self::marginal_leaf_counts`] and, from the same pass, [`Self::pair_counts`] of `pairs` on `cuts` (one
+    /// per column, none deeper than `depth`): a column's cell among 2^bits equal ones is the top bits of its
+    /// 2^`depth` ones, to the bit, since both scales are the same quotient times a power of two.
     pub fn marginal_and_pair_counts(
         &self,
         depth: u32,
         pairs: &[(usize, usize)],
-        pair_bits: u32,
+        cuts: &[PairCut],
     ) -> Result<(Vec<Vec<u64>>, Vec<Vec<u64>>, ScanStats)> {
         struct Marginals<'p>(Vec<SpillingHistogram>, PairHistograms<'p>);
         impl BinnerWorker for Marginals<'_> {
@@ -199,14 +200,15 @@ impl DataPass<'_> {
                 self.1.add_batch(axes)
             }
         }
-        if !pairs.is_empty() && pair_bits > depth {
+        if !pairs.is_empty() && cuts.iter().any(|cut| cut.bits > depth) {
             return Err(Error::internal("pair cells are counted in the marginals' pass only as deep as its cells"));
         }
         let cells = 1usize << depth;
         let axes: Vec<AxisPlan> = self.bounds.iter().map(|bounds| AxisPlan::new(bounds.clone(), depth)).collect();
+        let shifts: Vec<u32> = cuts.iter().map(|cut| depth.saturating_sub(cut.bits)).collect();
         let new_worker = || {
             let marginals = (0..self.dims()).map(|_| SpillingHistogram::new(cells)).collect();
-            Ok(Marginals(marginals, PairHistograms::new(pairs, pair_bits, depth.saturating_sub(pair_bits))))
+            Ok(Marginals(marginals, PairHistograms::new(pairs, cuts, shifts.clone())))
         };
         let (workers, stats) = self.fold_quantised_rows("marginals", &axes, &new_worker)?;
         let mut by_column: Vec<Vec<SpillingHistogram>> = (0..self.dims()).map(|_| Vec::new()).collect();
@@ -219,19 +221,20 @@ impl DataPass<'_> {
         }
         let mut counts: Vec<Vec<u64>> =
             by_column.iter().map(|histograms| SpillingHistogram::sum_all(histograms, cells)).collect();
-        let mut pair_counts = PairHistograms::summed(pairs.len(), pair_bits, pair_workers);
+        let mut pair_counts = PairHistograms::summed(pair_workers);
         counts.iter_mut().chain(&mut pair_counts).for_each(|counts| self.sum_over_ranks(counts));
         Ok((counts, pair_counts, stats))
     }
 
-    /// The 2-D histogram of each column pair `(a, b)` in `pairs`, 2^`bits` equal cells per axis on the
-    /// columns' bounds, cell `a_cell · 2^bits + b_cell`, all from one pass on the CPU; and what the scan
+    /// The 2-D histogram of each column pair `(a, b)` in `pairs`, each column put in its cells by its cut
+    /// (`cuts[a]`), cell `a_cell · cuts[b].cells + b_cell`, all from one pass on the CPU; and what the scan
     /// saw. Rows dropped by the null policy count in none.
-    pub fn pair_counts(&self, pairs: &[(usize, usize)], bits: u32) -> Result<(Vec<Vec<u64>>, ScanStats)> {
-        let axes: Vec<AxisPlan> = self.bounds.iter().map(|bounds| AxisPlan::new(bounds.clone(), bits)).collect();
-        let new_worker = || Ok(PairHistograms::new(pairs, bits, 0));
+    pub fn pair_counts(&self, pairs: &[(usize, usize)], cuts: &[PairCut]) -> Result<(Vec<Vec<u64>>, ScanStats)> {
+        let axes: Vec<AxisPlan> =
+            self.bounds.iter().zip(cuts).map(|(bounds, cut)| AxisPlan::new(bounds.clone(), cut.bits)).collect();
+        let new_worker = || Ok(PairHistograms::new(pairs, cuts, vec![0; cuts.len()]));
         let (workers, stats) = self.fold_quantised_rows("pairs", &axes, &new_worker)?;
-        let mut counts = PairHistograms::summed(pairs.len(), bits, workers);
+        let mut counts = PairHistograms::summed(workers);
         counts.iter_mut().for_each(|counts| self.sum_over_ranks(counts));
         Ok((counts, stats))
     }
@@ -277,22 +280,50 @@ impl DataPass<'_> {
     }
 }
 
-/// One thread's pair histograms ([`DataPass::pair_counts`]) of rows quantised `shift` bits finer than their cells.
+/// How a pair histogram puts one column's rows in its cells: the column quantised to 2^`bits` equal cells of
+/// its public bounds, cell k then in cell `groups[k]` of `cells` (`None`: in cell k, of 2^`bits`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PairCut {
+    pub bits: u32,
+    pub groups: Option<Vec<u32>>,
+    pub cells: usize,
+}
+
+impl PairCut {
+    /// 2^`bits` equal cells.
+    pub fn equal(bits: u32) -> PairCut {
+        PairCut { bits, groups: None, cells: 1 << bits }
+    }
+
+    /// The cell of each of the 2^`bits` equal ones.
+    pub fn groups(&self) -> Cow<'_, [u32]> {
+        match &self.groups {
+            Some(groups) => Cow::Borrowed(groups),
+            None => Cow::Owned((0..1 << self.bits).collect()),
+        }
+    }
+}
+
+/// One thread's pair histograms ([`DataPass::pair_counts`]) of rows quantised `shifts[column]` bits finer
+/// than their cut.
 struct PairHistograms<'p> {
     pairs: &'p [(usize, usize)],
-    bits: u32,
-    shift: u32,
+    cuts: &'p [PairCut],
+    shifts: Vec<u32>,
     counts: Vec<Vec<u64>>,
 }
 
 impl<'p> PairHistograms<'p> {
-    fn new(pairs: &'p [(usize, usize)], bits: u32, shift: u32) -> Self {
-        PairHistograms { pairs, bits, shift, counts: vec![vec![0; 1 << (2 * bits)]; pairs.len()] }
+    fn new(pairs: &'p [(usize, usize)], cuts: &'p [PairCut], shifts: Vec<u32>) -> Self {
+        let counts = pairs.iter().map(|&(a, b)| vec![0; cuts[a].cells * cuts[b].cells]).collect();
+        PairHistograms { pairs, cuts, shifts, counts }
     }
 
     /// The threads' histograms added up (each pair's, in `pairs` order).
-    fn summed(pairs: usize, bits: u32, workers: Vec<PairHistograms>) -> Vec<Vec<u64>> {
-        let mut counts = vec![vec![0u64; 1 << (2 * bits)]; pairs];
+    fn summed(workers: Vec<PairHistograms>) -> Vec<Vec<u64>> {
+        let mut workers = workers.into_iter();
+        let Some(first) = workers.next() else { return Vec::new() };
+        let mut counts = first.counts;
         for worker in workers {
             for (total, part) in counts.iter_mut().zip(worker.counts) {
                 total.iter_mut().zip(part).for_each(|(total, count)| *total += count);
@@ -304,10 +335,26 @@ impl<'p> PairHistograms<'p> {
 
 impl BinnerWorker for PairHistograms<'_> {
     fn add_batch(&mut self, axes: &[&[u32]]) -> Result<()> {
-        let (bits, shift) = (self.bits, self.shift);
         for (&(a, b), counts) in self.pairs.iter().zip(&mut self.counts) {
-            for (&first, &second) in axes[a].iter().zip(axes[b]) {
-                counts[(((first >> shift) << bits) | (second >> shift)) as usize] += 1;
+            let (first_shift, second_shift) = (self.shifts[a], self.shifts[b]);
+            let (first_cut, second_cut) = (&self.cuts[a], &self.cuts[b]);
+            let rows = axes[a].iter().zip(axes[b]);
+            match (&first_cut.groups, &second_cut.groups) {
+                // Equal cells on both: the cell's index is the two cells' bits side by side.
+                (None, None) => {
+                    let bits = second_cut.bits;
+                    for (&first, &second) in rows {
+                        counts[(((first >> first_shift) << bits) | (second >> second_shift)) as usize] += 1;
+                    }
+                }
+                _ => {
+                    let (first_groups, second_groups) = (first_cut.groups(), second_cut.groups());
+                    let cells = second_cut.cells;
+                    for (&first, &second) in rows {
+                        let first = first_groups[(first >> first_shift) as usize] as usize;
+                        counts[first * cells + second_groups[(second >> second_shift) as usize] as usize] += 1;
+                    }
+                }
             }
         }
         Ok(())
@@ -396,14 +443,33 @@ mod tests {
             let (columns, bounds, progress) = (&columns, &bounds, &progress);
             let pass = DataPass { source: &source, columns, bounds, nulls, progress, ranks: None };
             let pairs = [(0, 1), (2, 0), (1, 2)];
-            let (own, own_stats) = pass.pair_counts(&pairs, 5).unwrap();
-            for depth in [5, 9, 13] {
-                let (marginals, counted, stats) = pass.marginal_and_pair_counts(depth, &pairs, 5).unwrap();
+            // Each column at a depth of its own.
+            let cuts = [5, 7, 6].map(PairCut::equal);
+            let (own, own_stats) = pass.pair_counts(&pairs, &cuts).unwrap();
+            for depth in [7, 9, 13] {
+                let (marginals, counted, stats) = pass.marginal_and_pair_counts(depth, &pairs, &cuts).unwrap();
                 assert_eq!(counted, own, "bounds {lo}:{hi}, depth {depth}");
                 assert_eq!(stats.rows_binned, own_stats.rows_binned);
                 assert_eq!(marginals, pass.marginal_leaf_counts(depth).unwrap().0);
             }
-            assert!(pass.marginal_and_pair_counts(4, &pairs, 5).is_err(), "pair cells finer than the pass's");
+            assert!(pass.marginal_and_pair_counts(6, &pairs, &cuts).is_err(), "pair cells finer than the pass's");
+            // Cells grouped in the pass are the equal cells' counts summed by group.
+            let grouping = |bits: u32, cells: u32| (0..1u32 << bits).map(|cell| cell * cells >> bits).collect::<Vec<_>>();
+            let grouped: Vec<PairCut> = cuts
+                .iter()
+                .zip([3, 10, 1])
+                .map(|(cut, cells)| PairCut { bits: cut.bits, groups: Some(grouping(cut.bits, cells)), cells: cells as usize })
+                .collect();
+            let (in_groups, _) = pass.pair_counts(&pairs, &grouped).unwrap();
+            for ((&(a, b), own), in_groups) in pairs.iter().zip(&own).zip(&in_groups) {
+                let (first, second) = (grouped[a].groups(), grouped[b].groups());
+                let mut summed = vec![0; grouped[a].cells * grouped[b].cells];
+                for (cell, &count) in own.iter().enumerate() {
+                    let (x, y) = (cell >> cuts[b].bits, cell & ((1 << cuts[b].bits) - 1));
+                    summed[first[x] as usize * grouped[b].cells + second[y] as usize] += count;
+                }
+                assert_eq!(&summed, in_groups, "pair ({a}, {b}) in groups");
+            }
         }
     }
 }

@@ -41,6 +41,7 @@ use crate::io::staging::{commit_all, StagedFile};
 use crate::mechanism::covloss::points::WeightedPoints;
 use crate::mechanism::lowdim::projection::Projection;
 use crate::mechanism::pmm::marginals::MonotoneMap;
+use crate::mechanism::pmm::pair_axis::PairAxis;
 use crate::mechanism::pmm::pairs::PairMap;
 use crate::mechanism::pmm::refine::SparseLeaves;
 use crate::mechanism::ReleasedMeasure;
@@ -279,6 +280,10 @@ struct SavedPairMap<'a> {
     /// Absent in files written before discrete children took the nearest knot: those interpolate.
     #[serde(default)]
     discrete: bool,
+    /// A coded parent's pair cell of each code; absent for a number's equal cells (and in files written
+    /// before coded columns had cells of their own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    parent_cells: Option<Cow<'a, [u32]>>,
 }
 
 /// A check of a decoded part: `Err` says what is wrong.
@@ -461,13 +466,14 @@ impl<'a> SavedMeasure<'a> {
                 maps: maps
                     .iter()
                     .map(|map| {
-                        let (parent, child, quantile, knots, discrete) = map.parts();
+                        let (parent, child, parent_axis, quantile, knots, discrete) = map.parts();
                         SavedPairMap {
                             parent,
                             child,
                             quantile: quantile.map(|cdf| cdf.cumulative().into()),
                             knots: knots.into(),
                             discrete,
+                            parent_cells: parent_axis.cell_of_code().map(Cow::Borrowed),
                         }
                     })
                     .collect(),
@@ -551,12 +557,14 @@ impl<'a> SavedMeasure<'a> {
                     .into_iter()
                     .map(|map| {
                         let quantile = map.quantile.map(cdf).transpose()?;
-                        PairMap::from_parts(
-                            (map.parent, map.child),
-                            quantile,
-                            (map.knots.into_owned(), map.discrete),
-                            dims,
-                        )
+                        let parent_axis = match map.parent_cells {
+                            None => Some(PairAxis::Equal),
+                            Some(cells) => PairAxis::from_cell_of_code(cells.into_owned()),
+                        };
+                        let pair = parent_axis.map(|axis| (map.parent, map.child, axis));
+                        pair.and_then(|pair| {
+                            PairMap::from_parts(pair, quantile, (map.knots.into_owned(), map.discrete), dims)
+                        })
                         .ok_or_else(|| format!("a pair map of columns {} and {}", map.parent, map.child))
                     })
                     .collect::<Checked<_>>()?;

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::coarsen_leaves;
 use super::options::PmmOptions;
-use super::pairs::{PAIR_BITS, PAIR_CELLS};
+use super::pair_axis::{PAIR_BITS, PAIR_CELLS};
 use super::plan::{PmmPlan, TreeSize};
 use super::schedule::LevelSchedule;
 use crate::binner::pass::DataPass;
@@ -455,6 +455,18 @@ fn code_depth(slots: usize) -> u32 {
     slots.max(1).next_power_of_two().trailing_zeros().max(PAIR_BITS)
 }
 
+/// A coded axis of `slots` code slots: its [`code_depth`] and each slot's cell there, in code order, where
+/// the binner puts it.
+pub fn code_leaves(slots: usize) -> (u32, Vec<u32>) {
+    let depth = code_depth(slots);
+    // The binner's own quantisation of each slot's value on the axis [−½, slots − ½]: a coded axis is
+    // [first − ½, first + slots − ½] with its codes on the integers from `first`, and every value here
+    // is a small half-integer, so both differences from the lower bound are exact and equal.
+    let bounds = ColumnBounds::new("codes", -0.5, slots as f64 - 0.5).expect("a coded axis has a code");
+    let axis = AxisPlan::new(bounds, depth);
+    (depth, (0..slots).map(|slot| axis.quantize(slot as f64)).collect())
+}
+
 /// A categorical or Boolean column's 1-D marginal: one histogram of its codes, Lap_Z(`scale`) on every
 /// code's cell (empty ones included: which codes exist is public, from the list), nothing on the cells
 /// that hold no code, counts below `floor` taken as empty. A row is in one code's cell, so this has the
@@ -473,13 +485,7 @@ pub struct CodedMarginal {
 
 impl CodedMarginal {
     fn new(slots: usize, scale: RationalScale) -> Self {
-        let depth = code_depth(slots);
-        // The binner's own quantisation of each slot's value on the axis [−½, slots − ½]: a coded axis is
-        // [first − ½, first + slots − ½] with its codes on the integers from `first`, and every value here
-        // is a small half-integer, so both differences from the lower bound are exact and equal.
-        let bounds = ColumnBounds::new("codes", -0.5, slots as f64 - 0.5).expect("a coded axis has a code");
-        let axis = AxisPlan::new(bounds, depth);
-        let code_cells = (0..slots).map(|slot| axis.quantize(slot as f64)).collect();
+        let (depth, code_cells) = code_leaves(slots);
         CodedMarginal { depth, code_cells, scale, floor: prune_floor(scale) }
     }
 

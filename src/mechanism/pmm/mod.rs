@@ -8,6 +8,7 @@
 //! - [`noise`]: noise on every cell of every noised level; [`averaging`]: the optional bottom-up pass;
 //!   [`consistency`]: the top-down step;
 //! - [`marginals`], [`pairs`]: released 1-D and 2-way marginals the synthetic columns are mapped onto;
+//!   [`pair_axis`]: how a 2-way marginal cuts each of its columns;
 //! - [`refine`]: the dense leaves cut finer (`--refine-share`);
 //! - [`report`]: what the run report says about a PMM release.
 
@@ -18,6 +19,7 @@ pub mod consistency;
 pub mod marginals;
 pub mod noise;
 pub mod options;
+pub mod pair_axis;
 pub mod pairs;
 pub mod plan;
 pub mod refine;

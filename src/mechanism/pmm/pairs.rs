@@ -17,7 +17,9 @@ use std::ops::Range;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::marginals::MonotoneMap;
+use super::marginals::{code_leaves, MonotoneMap, ReleasedMarginals};
+use super::pair_axis::{cell_of, PairAxis, PAIR_BITS, PAIR_CELLS};
+use crate::binner::pass::PairCut;
 use crate::error::{Error, Result};
 use crate::geometry::cdf::CellCdf;
 use crate::mechanism::PublicInputs;
@@ -26,11 +28,6 @@ use crate::noise::laplace_table::ScaleSampler;
 use crate::privacy::{noise_scale, Budget, NoiseKey, NoiseStream, RunSeeds};
 use crate::ranks::RankSums;
 use crate::sampler::RowGenerator;
-
-/// log2 of the cells per axis of each pair histogram: 32 did best on flights' 2-way TV at every width
-/// and ε tried against 8, 16 and 64 (docs/mechanisms/pmm.md).
-pub const PAIR_BITS: u32 = 5;
-pub const PAIR_CELLS: usize = 1 << PAIR_BITS;
 
 /// Released counts below this many noise scales are taken as empty before rows are mapped onto them.
 pub const PAIR_PRUNE_SCALES: f64 = 3.0;
@@ -63,10 +60,8 @@ pub const PAIR_SAMPLE_VALUES: usize = 1 << 24;
 /// release is wrong").
 pub const PAIR_SELECTION_FRACTION: f64 = 0.1;
 
-/// Equal cells of the fitted CDFs: the child's within one parent cell (on its quantile), and on x its
-/// whole 1-D marginal and its shape inside each parent cell.
+/// Equal cells of the child's fitted CDF within one parent cell (on its quantile).
 const CONDITIONAL_CELLS: usize = 1 << 10;
-const MARGINAL_CELLS: usize = 1 << 12;
 
 /// Knots per parent cell of each tabulated pair map: one lookup and a linear step per written row
 /// instead of two CDF lookups and two inversions, which halved sampling and writing at 10^7 rows, with
@@ -84,8 +79,8 @@ pub struct PairPlan {
     /// A row's ℓ1 effect on one histogram (and on one score) under the run's neighbouring relation.
     sensitivity: f64,
     dims: usize,
-    /// Per column, whether it is categorical or Boolean ([`PairMap::discrete`]).
-    discrete: Vec<bool>,
+    /// Per column, a categorical or Boolean column's code slots, 0 for a number.
+    codes: Vec<usize>,
 }
 
 /// What the report says about the pairs.
@@ -96,7 +91,10 @@ pub struct PairParameters {
     /// What the noisy scores that chose the tree spent (0 at d = 2), and their Laplace scale.
     pub selection_epsilon: f64,
     pub selection_sigma: f64,
+    /// A number's cells (equal ones of its public bounds).
     pub cells_per_axis: usize,
+    /// Each column's cells in the pair histograms: a coded column's are its codes with released rows.
+    pub cells_of_columns: Vec<usize>,
     /// The Laplace scale of every cell of every pair histogram.
     pub sigma: f64,
     /// Released counts below it were taken as empty.
@@ -144,8 +142,40 @@ impl PairPlan {
         let histograms = if selection_scale.is_some() { 1.0 - PAIR_SELECTION_FRACTION } else { 1.0 };
         let epsilon_per_pair = public.epsilon * share * histograms / (public.dims - 1) as f64;
         let scale = noise_scale(sensitivity / epsilon_per_pair, "a pair histogram (--pair-share)")?;
-        let discrete = (0..public.dims).map(|column| codes.get(column).is_some_and(|&slots| slots > 0)).collect();
-        Ok(PairPlan { share, scale, selection_scale, sensitivity, dims: public.dims, discrete })
+        let codes = (0..public.dims).map(|column| codes.get(column).copied().unwrap_or(0)).collect();
+        Ok(PairPlan { share, scale, selection_scale, sensitivity, dims: public.dims, codes })
+    }
+
+    /// Each column's pair cells: a coded column's from its released 1-D marginal where there is one
+    /// ([`PairAxis::of_codes`], as many as [`PairAxis::coded_cells_for`] the joint release's
+    /// `released_rows` allows), else equal cells.
+    pub fn axes(&self, marginals: Option<&ReleasedMarginals>, released_rows: u64) -> Vec<PairAxis> {
+        let most_cells = PairAxis::coded_cells_for(released_rows, self.scale.to_f64());
+        (self.codes.iter().enumerate())
+            .map(|(column, &slots)| match marginals {
+                Some(released) if slots > 0 => {
+                    let (_, leaves) = code_leaves(slots);
+                    let counts = &released.counts[column];
+                    PairAxis::of_codes(&leaves.iter().map(|&leaf| counts[leaf as usize]).collect::<Vec<_>>(), most_cells)
+                }
+                _ => PairAxis::Equal,
+            })
+            .collect()
+    }
+
+    /// How the data's pass puts each column in `axes`' cells: binned at the depth they need (a number at
+    /// [`PAIR_BITS`], a coded column at its codes' depth), grouped into them.
+    pub fn cuts(&self, axes: &[PairAxis]) -> Vec<PairCut> {
+        let fine = self.fine_cuts();
+        axes.iter().zip(fine).map(|(axis, fine)| axis.cut(fine.bits)).collect()
+    }
+
+    /// The equal cells a pass may count the pairs on before the 1-D marginals are released, fine enough to be
+    /// grouped into any of [`Self::cuts`] afterwards: [`PAIR_BITS`] for a number, a cell per code.
+    pub fn fine_cuts(&self) -> Vec<PairCut> {
+        (self.codes.iter())
+            .map(|&slots| PairCut::equal(if slots == 0 { PAIR_BITS } else { code_leaves(slots).0 }))
+            .collect()
     }
 
     /// What each pair histogram spends: its sensitivity over its (rounded-up) scale.
@@ -184,22 +214,30 @@ impl PairPlan {
         (released_rows as usize).clamp(PAIR_SAMPLE_MIN_ROWS, most)
     }
 
-    /// Releases the pair histograms of the tree chosen from the rows drawn from the joint release (`drawn`,
-    /// seeded by [`RunSeeds::pair_sample`]) and the data's histograms of the pairs it is given (`pair_counts`;
-    /// it is given [`candidate_pairs`]), and fits the maps of the pairs the gate lets through; the maps come
-    /// back in the order they apply.
+    /// Releases the pair histograms, on `axes`' cells, of the tree chosen from the rows drawn from the joint
+    /// release (`drawn`, seeded by [`RunSeeds::pair_sample`]) and the data's histograms of the pairs it is
+    /// given (`pair_counts`, on `axes`' cells; it is given [`candidate_pairs`]), and fits the maps of the
+    /// pairs the gate lets through; the maps come back in the order they apply.
     pub fn release_on(
         &self,
         mut drawn: DrawnRows,
+        axes: &[PairAxis],
         pair_counts: impl FnOnce(&[(usize, usize)]) -> Result<Vec<Vec<u64>>>,
         seeds: &RunSeeds,
     ) -> Result<(Vec<PairMap>, PairParameters)> {
-        let mut cells: Vec<Vec<u32>> = drawn.columns.iter().map(|values| pair_cells(values)).collect();
+        let mut cells: Vec<Vec<u32>> = drawn.columns.iter().zip(axes).map(|(values, axis)| pair_cells(values, axis)).collect();
         let candidates = candidate_pairs(self.dims);
         let counts = pair_counts(&candidates)?;
         // Every candidate's histogram of the drawn rows, from one pass over them (in candidate order).
-        let drawn_pairs = drawn.histogram(pair_histograms(&cells, &candidates));
-        let drawn_pairs: Vec<&[u64]> = drawn_pairs.chunks_exact(PAIR_CELLS * PAIR_CELLS).collect();
+        let drawn_pairs = drawn.histogram(pair_histograms(&cells, &candidates, axes));
+        let mut rest = drawn_pairs.as_slice();
+        let drawn_pairs: Vec<&[u64]> = (candidates.iter())
+            .map(|&(a, b)| {
+                let (pair, after) = rest.split_at(axes[a].cells() * axes[b].cells());
+                rest = after;
+                pair
+            })
+            .collect();
         let scores: Vec<u64> = (counts.iter().zip(&drawn_pairs))
             .map(|(counts, synthetic)| distance_to_drawn(counts, synthetic, drawn.released_rows))
             .collect();
@@ -213,22 +251,28 @@ impl PairPlan {
         let mut moved = vec![false; self.dims];
         for &(parent, child) in &tree {
             let index = candidate_index(self.dims, parent, child);
-            let in_order = |counts: &[u64]| if parent < child { counts.to_vec() } else { transposed(counts) };
+            let (parent_cells, child_cells) = (axes[parent].cells(), axes[child].cells());
+            // A candidate's histogram has its lower column first.
+            let in_order = |counts: &[u64]| match parent < child {
+                true => counts.to_vec(),
+                false => transposed(counts, parent_cells),
+            };
             let noisy = self.noisy_histogram(&in_order(&counts[index]), (parent, child), &seeds.noise);
             // The drawn rows' histogram of the pair is the candidate's until a map moves one of its columns.
             let synthetic = match moved[parent] || moved[child] {
                 false => in_order(drawn_pairs[index]),
-                true => drawn.histogram(pair_histogram(&cells[parent], &cells[child])),
+                true => drawn.histogram(pair_histogram(&cells[parent], &cells[child], (parent_cells, child_cells))),
             };
-            let (disagreement_z, disagreement_z_over_rows) = disagreement(&synthetic, &noisy, sigma);
+            let (disagreement_z, disagreement_z_over_rows) = disagreement(&synthetic, &noisy, sigma, child_cells);
             let mapped = disagreement_z > PAIR_GATE_Z || disagreement_z_over_rows > PAIR_ROWS_GATE_Z;
             if mapped {
                 let floor = PAIR_PRUNE_SCALES * sigma;
                 let released: Vec<u64> =
                     noisy.iter().map(|&count| if (count as f64) < floor { 0 } else { count as u64 }).collect();
-                let map = PairMap::fit((parent, child), &cells[parent], &drawn, &released, self.discrete[child]);
+                let axes = (&axes[parent], &axes[child]);
+                let map = PairMap::fit((parent, child), axes, &cells[parent], &drawn, &released, self.codes[child] > 0);
                 map.apply(&mut drawn.columns);
-                cells[child] = pair_cells(&drawn.columns[child]);
+                cells[child] = pair_cells(&drawn.columns[child], axes.1);
                 moved[child] = true;
                 maps.push(map);
             }
@@ -241,6 +285,7 @@ impl PairPlan {
             selection_epsilon: self.selection_epsilon(),
             selection_sigma: self.selection_scale.map_or(0.0, |scale| scale.to_f64()),
             cells_per_axis: PAIR_CELLS,
+            cells_of_columns: axes.iter().map(PairAxis::cells).collect(),
             sigma,
             prune_floor: PAIR_PRUNE_SCALES * sigma,
             gate_z: PAIR_GATE_Z,
@@ -248,8 +293,9 @@ impl PairPlan {
             sample_rows: self.drawn_rows(drawn.released_rows),
             pairs,
             tree: "maximum spanning tree of the noisy scores, grown from column 0; a pair's score is the l1 distance \
-                   between the data's 32 x 32 histogram of it and that of rows drawn from the joint release (scaled to \
-                   its released rows), with Laplace noise",
+                   between the data's histogram of it (32 equal cells of a number, a cell per code the released 1-D \
+                   marginal gives rows) and that of rows drawn from the joint release (scaled to its released rows), \
+                   with Laplace noise",
             map: "in tree order, where the gate lets a pair through: x -> G_b^-1(F_b(x)) on the child, b the \
                   parent's cell, F_b the synthetic child's CDF in it, G_b the released row's (pruned, each \
                   cell's rows spread inside it as the synthetic rows are); then the child back onto its own \
@@ -295,7 +341,7 @@ impl PairParameters {
 /// linear between them.
 ///
 /// The child's conditionals and the knots live on its quantile u = F(x) (F the drawn child's marginal on
-/// [`MARGINAL_CELLS`] cells), not on x: an integer column with fine released cells (month at ε = 10: 2048
+/// its finer cells, [`PairAxis::fine_cells`]), not on x: an integer column with fine released cells (month at ε = 10: 2048
 /// cells on [1, 12]) has all its mass in spikes narrower than a conditional cell or a knot step in x, and
 /// a map tabulated in x spread each spike's rows over the wrong integers (its largest 1-D W1 5–20× the
 /// unmapped column's on flights, d = 6). On u every cell holds about the same share of the rows.
@@ -303,6 +349,8 @@ impl PairParameters {
 pub struct PairMap {
     parent: usize,
     child: usize,
+    /// The parent's pair cells.
+    parent_axis: PairAxis,
     /// The drawn child's marginal F (`None`: no rows were drawn; u = x).
     quantile: Option<CellCdf>,
     /// Parent cell b's map at child quantile u = k / MAP_KNOTS: `knots[b · (MAP_KNOTS + 1) + k]`.
@@ -315,66 +363,89 @@ pub struct PairMap {
 }
 
 impl PairMap {
-    /// The map's parts, for a saved release: the parent and child columns, the drawn child's marginal, the
-    /// knots, and whether the child is discrete.
-    pub fn parts(&self) -> (usize, usize, Option<&CellCdf>, &[f64], bool) {
-        (self.parent, self.child, self.quantile.as_ref(), &self.knots, self.discrete)
+    /// The map's parts, for a saved release: the parent and child columns, the parent's pair cells, the drawn
+    /// child's marginal, the knots, and whether the child is discrete.
+    pub fn parts(&self) -> (usize, usize, &PairAxis, Option<&CellCdf>, &[f64], bool) {
+        (self.parent, self.child, &self.parent_axis, self.quantile.as_ref(), &self.knots, self.discrete)
     }
 
     /// The map with these [`PairMap::parts`]; `None` where they do not make a map between two of `dims`
     /// columns.
     pub fn from_parts(
-        (parent, child): (usize, usize),
+        (parent, child, parent_axis): (usize, usize, PairAxis),
         quantile: Option<CellCdf>,
         (knots, discrete): (Vec<f64>, bool),
         dims: usize,
     ) -> Option<PairMap> {
-        let valid = parent < dims && child < dims && parent != child && knots.len() == PAIR_CELLS * (MAP_KNOTS + 1);
-        valid.then_some(PairMap { parent, child, quantile, knots, discrete })
+        let knots_fit = knots.len() == parent_axis.cells() * (MAP_KNOTS + 1);
+        let valid = parent < dims && child < dims && parent != child && knots_fit;
+        valid.then_some(PairMap { parent, child, parent_axis, quantile, knots, discrete })
     }
 
-    /// The map of the drawn child values (beside their parents' cells) onto the `released` rows.
+    /// The map of the drawn child values (beside their parents' cells on `parent_axis`) onto the `released`
+    /// rows (on the two axes' cells).
     fn fit(
         (parent, child): (usize, usize),
+        (parent_axis, child_axis): (&PairAxis, &PairAxis),
         parent_cells: &[u32],
         drawn: &DrawnRows,
         released: &[u64],
         discrete: bool,
     ) -> PairMap {
         let child_values = &drawn.columns[child];
+        let (parents, fine) = (parent_axis.cells(), child_axis.fine_cells());
         // The drawn child's shape on x in each parent cell, finer than the released rows; summed over the
         // parent cells, its whole 1-D marginal.
-        let shapes = drawn.histogram(counts_on_the_pool(PAIR_CELLS * MARGINAL_CELLS, parent_cells.len(), |row| {
-            parent_cells[row] as usize * MARGINAL_CELLS + cell_of(child_values[row], MARGINAL_CELLS)
+        let shapes = drawn.histogram(counts_on_the_pool(parents * fine, parent_cells.len(), |row| {
+            parent_cells[row] as usize * fine + cell_of(child_values[row], fine)
         }));
-        let marginal_counts = shapes.chunks_exact(MARGINAL_CELLS).fold(vec![0; MARGINAL_CELLS], |mut sum, shape| {
+        let marginal_counts = shapes.chunks_exact(fine).fold(vec![0; fine], |mut sum, shape| {
             sum.iter_mut().zip(shape).for_each(|(sum, &count)| *sum += count);
             sum
         });
+        let cell_of_fine = child_axis.cell_of_fine();
+        // Where a parent cell has no drawn rows in a child cell, a coded child's released rows there go to
+        // its codes as the drawn rows' marginal has them: spread evenly, they would land on codes the 1-D
+        // release pruned.
+        let fallback = matches!(child_axis, PairAxis::Codes(_)).then_some(marginal_counts.as_slice());
         let quantile = CellCdf::from_counts(&marginal_counts);
         let to_quantile = |x: f64| quantile.as_ref().map_or(x, |cdf| cdf.value(x));
         let to_value = |u: f64| quantile.as_ref().map_or(u, |cdf| cdf.inverse(u));
         // The drawn rows' quantiles and moved values are only counted: worked out row by row where they are,
         // not kept (two more columns of millions of rows to allocate and fill).
         let child_quantile = |row: usize| to_quantile(child_values[row]);
-        let within = drawn.histogram(counts_on_the_pool(PAIR_CELLS * CONDITIONAL_CELLS, parent_cells.len(), |row| {
+        let within = drawn.histogram(counts_on_the_pool(parents * CONDITIONAL_CELLS, parent_cells.len(), |row| {
             parent_cells[row] as usize * CONDITIONAL_CELLS + cell_of(child_quantile(row), CONDITIONAL_CELLS)
         }));
         // Per parent cell, F_b (on u) → G_b (on x); none where the drawn rows or the release have nothing
         // in that cell.
         let conditionals: Vec<Option<MonotoneMap>> = within
             .par_chunks_exact(CONDITIONAL_CELLS)
-            .zip(shapes.par_chunks_exact(MARGINAL_CELLS))
-            .zip(released.par_chunks_exact(PAIR_CELLS))
+            .zip(shapes.par_chunks_exact(fine))
+            .zip(released.par_chunks_exact(child_axis.cells()))
             .map(|((synthetic, shape), released)| {
-                let to = CellCdf::from_weights(&released_within(shape, released))?;
+                let to = CellCdf::from_weights(&released_within(shape, released, &cell_of_fine, fallback))?;
                 Some(MonotoneMap { from: CellCdf::from_counts(synthetic)?, to })
             })
             .collect();
+        // A coded child's mapped values settle on the centre of the nearest code the drawn rows have. The
+        // inverse CDFs put a value on the upper edge of a code where the next codes have no rows, and that
+        // edge is the next code's: whole parent cells of flights' destinations went to airports without
+        // flights (1-D TV 0.18). Only the knots settle: a value moved within its parent cell keeps its place
+        // inside its code, so that the step back onto the marginal can split a code's rows by their ranks
+        // (settled there too, every row of a code went to one code: 1-D TV 0.10).
+        let settled = match child_axis {
+            PairAxis::Codes(_) => Some(nearest_with_rows(&marginal_counts)),
+            PairAxis::Equal => None,
+        };
+        let settle = |value: f64| match &settled {
+            Some(nearest) => (nearest[cell_of(value, fine)] as f64 + 0.5) / fine as f64,
+            None => value,
+        };
         let conditional =
             |cell: usize, u: f64| conditionals[cell].as_ref().map_or_else(|| to_value(u), |map| map.apply(u));
-        let moved_counts = counts_on_the_pool(MARGINAL_CELLS, parent_cells.len(), |row| {
-            cell_of(conditional(parent_cells[row] as usize, child_quantile(row)), MARGINAL_CELLS)
+        let moved_counts = counts_on_the_pool(fine, parent_cells.len(), |row| {
+            cell_of(conditional(parent_cells[row] as usize, child_quantile(row)), fine)
         });
         // The moved child's marginal → the child's marginal before the move.
         let marginal = CellCdf::from_counts(&drawn.histogram(moved_counts))
@@ -384,17 +455,17 @@ impl PairMap {
             (0..=MAP_KNOTS)
                 .map(|knot| {
                     let moved = conditional(cell, knot as f64 / MAP_KNOTS as f64);
-                    marginal.as_ref().map_or(moved, |map| map.apply(moved))
+                    settle(marginal.as_ref().map_or(moved, |map| map.apply(moved)))
                 })
                 .collect()
         };
-        let knots = (0..PAIR_CELLS).into_par_iter().map(cell_knots).collect::<Vec<_>>().concat();
-        PairMap { parent, child, quantile, knots, discrete }
+        let knots = (0..parents).into_par_iter().map(cell_knots).collect::<Vec<_>>().concat();
+        PairMap { parent, child, parent_axis: parent_axis.clone(), quantile, knots, discrete }
     }
 
     /// The child value `value` mapped beside the parent value `parent`.
     fn map(&self, parent: f64, value: f64) -> f64 {
-        let knots = &self.knots[cell_of(parent, PAIR_CELLS) * (MAP_KNOTS + 1)..][..=MAP_KNOTS];
+        let knots = &self.knots[self.parent_axis.cell_of(parent) * (MAP_KNOTS + 1)..][..=MAP_KNOTS];
         let u = self.quantile.as_ref().map_or(value, |cdf| cdf.value(value));
         let scaled = u.clamp(0.0, 1.0) * MAP_KNOTS as f64;
         if self.discrete {
@@ -419,23 +490,54 @@ impl PairMap {
 }
 
 /// A released row of child cells (`released`) spread over the finer cells of `shape` (the synthetic
-/// child's counts on them, [`MARGINAL_CELLS`] equal cells of x, nested in the child cells) as the
-/// synthetic rows are in each child cell, evenly where there are none. The map then moves rows between
-/// child cells and keeps the joint release's shape inside them, which at ε·n̂ = 10^8 is finer than the
-/// pairs' 32 cells.
-fn released_within(shape: &[u64], released: &[u64]) -> Vec<f64> {
-    let within = shape.len() / released.len();
-    shape
-        .chunks_exact(within)
-        .zip(released)
-        .flat_map(|(shape, &released)| {
-            let rows: u64 = shape.iter().sum();
-            shape.iter().map(move |&count| match rows {
-                0 => released as f64 / within as f64,
-                rows => released as f64 * count as f64 / rows as f64,
-            })
-        })
-        .collect()
+/// child's counts on them, [`PairAxis::fine_cells`], finer cell f in child cell `cell_of_fine[f]`) as the
+/// synthetic rows are in each child cell; where there are none, as `fallback`'s are, or evenly. The map
+/// then moves rows between child cells and keeps the joint release's shape inside them, which at
+/// ε·n̂ = 10^8 is finer than the pairs' 32 cells.
+fn released_within(shape: &[u64], released: &[u64], cell_of_fine: &[u32], fallback: Option<&[u64]>) -> Vec<f64> {
+    let mut spread = vec![0.0; shape.len()];
+    let mut start = 0;
+    while start < shape.len() {
+        let cell = cell_of_fine[start];
+        let end = start + cell_of_fine[start..].iter().take_while(|&&other| other == cell).count();
+        let released = released[cell as usize] as f64;
+        let weights = [Some(&shape[start..end]), fallback.map(|fallback| &fallback[start..end])]
+            .into_iter()
+            .flatten()
+            .find(|weights| weights.iter().any(|&count| count > 0));
+        let spread = &mut spread[start..end];
+        match weights {
+            Some(weights) => {
+                let rows: u64 = weights.iter().sum();
+                spread.iter_mut().zip(weights).for_each(|(spread, &count)| *spread = released * count as f64 / rows as f64);
+            }
+            None => spread.fill(released / (end - start) as f64),
+        }
+        start = end;
+    }
+    spread
+}
+
+/// For each cell, the nearest cell with a count (itself where it has one; the lower of two as near); each
+/// itself where none has a count.
+fn nearest_with_rows(counts: &[u64]) -> Vec<u32> {
+    let cells = counts.len();
+    let mut nearest: Vec<u32> = (0..cells as u32).collect();
+    let with_rows: Vec<usize> = (0..cells).filter(|&cell| counts[cell] > 0).collect();
+    if with_rows.is_empty() {
+        return nearest;
+    }
+    for (cell, nearest) in nearest.iter_mut().enumerate() {
+        let after = with_rows.partition_point(|&other| other < cell);
+        let below = after.checked_sub(1).map(|index| with_rows[index]);
+        let above = with_rows.get(after).copied();
+        *nearest = match (below, above) {
+            (Some(below), Some(above)) if above - cell < cell - below => above,
+            (Some(below), _) => below,
+            (None, above) => above.expect("a cell with rows"),
+        } as u32;
+    }
+    nearest
 }
 
 /// The joint release's rows with each mapped pair's child passed through its map, in tree order.
@@ -457,28 +559,30 @@ impl RowGenerator for PairMappedRows<'_> {
     }
 }
 
-/// The cell of a normalised value among `cells` equal cells of [0, 1] (1 in the last).
-fn cell_of(value: f64, cells: usize) -> usize {
-    ((value * cells as f64) as usize).min(cells - 1)
+/// Each value's cell on `axis`.
+fn pair_cells(values: &[f64], axis: &PairAxis) -> Vec<u32> {
+    values.par_iter().map(|&value| axis.cell_of(value) as u32).collect()
 }
 
-fn pair_cells(values: &[f64]) -> Vec<u32> {
-    values.par_iter().map(|&value| cell_of(value, PAIR_CELLS) as u32).collect()
+/// The histogram of two columns' cells (`first` of `first_cells`, `second` of `second_cells`), cell
+/// `first · second_cells + second`, as the pass bins the data.
+fn pair_histogram(first: &[u32], second: &[u32], (first_cells, second_cells): (usize, usize)) -> Vec<u64> {
+    counts_on_the_pool(first_cells * second_cells, first.len(), |row| first[row] as usize * second_cells + second[row] as usize)
 }
 
-/// The histogram of two columns' cells, cell `first · PAIR_CELLS + second`, as the pass bins the data.
-fn pair_histogram(first: &[u32], second: &[u32]) -> Vec<u64> {
-    counts_on_the_pool(PAIR_CELLS * PAIR_CELLS, first.len(), |row| first[row] as usize * PAIR_CELLS + second[row] as usize)
-}
-
-/// [`pair_histogram`] of each of `pairs` of the columns' `cells`, one after another, from one pass over the rows.
-fn pair_histograms(cells: &[Vec<u32>], pairs: &[(usize, usize)]) -> Vec<u64> {
+/// [`pair_histogram`] of each of `pairs` of the columns' `cells` (on `axes`), one after another, from one pass
+/// over the rows.
+fn pair_histograms(cells: &[Vec<u32>], pairs: &[(usize, usize)], axes: &[PairAxis]) -> Vec<u64> {
     let rows = cells.first().map_or(0, Vec::len);
-    counted_in_blocks(pairs.len() * PAIR_CELLS * PAIR_CELLS, rows, |counts, block| {
-        for (&(a, b), counts) in pairs.iter().zip(counts.chunks_exact_mut(PAIR_CELLS * PAIR_CELLS)) {
+    let sizes: Vec<usize> = pairs.iter().map(|&(a, b)| axes[a].cells() * axes[b].cells()).collect();
+    counted_in_blocks(sizes.iter().sum(), rows, |mut counts, block| {
+        for (&(a, b), &size) in pairs.iter().zip(&sizes) {
+            let (pair, rest) = counts.split_at_mut(size);
+            let second_cells = axes[b].cells();
             for (&first, &second) in cells[a][block.clone()].iter().zip(&cells[b][block.clone()]) {
-                counts[first as usize * PAIR_CELLS + second as usize] += 1;
+                pair[first as usize * second_cells + second as usize] += 1;
             }
+            counts = rest;
         }
     })
 }
@@ -526,9 +630,10 @@ fn candidate_index(dims: usize, a: usize, b: usize) -> usize {
     a * dims - a * (a + 1) / 2 + (b - a - 1)
 }
 
-/// A pair histogram with its two columns swapped (cell `second · PAIR_CELLS + first`).
-fn transposed(counts: &[u64]) -> Vec<u64> {
-    (0..PAIR_CELLS * PAIR_CELLS).map(|cell| counts[(cell % PAIR_CELLS) * PAIR_CELLS + cell / PAIR_CELLS]).collect()
+/// A pair histogram (`columns` cells of its second column) with its two columns swapped.
+fn transposed(counts: &[u64], columns: usize) -> Vec<u64> {
+    let rows = counts.len() / columns;
+    (0..counts.len()).map(|cell| counts[(cell % rows) * columns + cell / rows]).collect()
 }
 
 /// A pair's score: Σ_c |counts_c − round(T · synthetic_c / Σ synthetic)|, the data's histogram against the
@@ -566,16 +671,16 @@ fn spanning_tree(dims: usize, weight: impl Fn(usize, usize) -> i64) -> Vec<(usiz
 }
 
 /// How far a released pair histogram (`noisy`, unthresholded, Laplace scale `sigma`) is from the
-/// synthetic table's own conditionals (its pair histogram `synthetic`): per parent cell b
+/// synthetic table's own conditionals (its pair histogram `synthetic`, `child_cells` per parent cell): per parent cell b
 /// with synthetic rows, χ² = Σ_c (R_c − T·q_c)² / (2σ² + T·q_c), R the released row, T its total (at
 /// least 0), q the synthetic conditional, as a z-score (χ² − B)/√(2B); the median over those cells, and
 /// the median over the synthetic rows (each row counting with its cell's z). Near 0 where the release
 /// only repeats what the synthetic table says; 0 with no synthetic rows.
-fn disagreement(synthetic: &[u64], noisy: &[i64], sigma: f64) -> (f64, f64) {
-    let cells = PAIR_CELLS as f64;
+fn disagreement(synthetic: &[u64], noisy: &[i64], sigma: f64, child_cells: usize) -> (f64, f64) {
+    let cells = child_cells as f64;
     let mut z_scores: Vec<(f64, u64)> = synthetic
-        .chunks_exact(PAIR_CELLS)
-        .zip(noisy.chunks_exact(PAIR_CELLS))
+        .chunks_exact(child_cells)
+        .zip(noisy.chunks_exact(child_cells))
         .filter_map(|(synthetic, released)| {
             let rows: u64 = synthetic.iter().sum();
             if rows == 0 {
@@ -629,9 +734,13 @@ fn weighted_median(values: &mut [(f64, u64)]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mechanism::pmm::pair_axis::CODED_PAIR_CELLS;
     use crate::ranks::OneRank;
     use crate::testing::case_rng;
+    use rand::seq::SliceRandom;
     use rand::RngExt;
+
+    const EQUAL: (&PairAxis, &PairAxis) = (&PairAxis::Equal, &PairAxis::Equal);
 
     /// `rows` uniform values of [0, 1).
     fn uniform(rng: &mut impl RngExt, rows: usize) -> Vec<f64> {
@@ -670,14 +779,16 @@ mod tests {
             assert!(distance_to_drawn(&added, &synthetic, released_rows).abs_diff(score) <= 2, "replace");
         }
         // A transposed histogram swaps its columns' roles.
-        let transposed_counts = transposed(&counts);
+        let transposed_counts = transposed(&counts, PAIR_CELLS);
         assert_eq!(transposed_counts[3 * PAIR_CELLS + 5], counts[5 * PAIR_CELLS + 3]);
-        assert_eq!(transposed(&transposed_counts), counts);
+        assert_eq!(transposed(&transposed_counts, PAIR_CELLS), counts);
+        // A histogram of 3 × 2 cells.
+        assert_eq!(transposed(&[1, 2, 3, 4, 5, 6], 2), [1, 3, 5, 2, 4, 6]);
     }
 
     /// The synthetic pair's own histogram, as the release would give it without noise.
     fn own_histogram(parent: &[f64], child: &[f64]) -> Vec<u64> {
-        pair_histogram(&pair_cells(parent), &pair_cells(child))
+        pair_histogram(&pair_cells(parent, &PairAxis::Equal), &pair_cells(child, &PairAxis::Equal), (PAIR_CELLS, PAIR_CELLS))
     }
 
     #[test]
@@ -690,14 +801,14 @@ mod tests {
         let independent = own_histogram(&parent, &uniform(&mut rng, 100_000));
         let noisy: Vec<i64> =
             independent.iter().map(|&count| count as i64 + ((rng.random::<f64>() - 0.5) * 4.0 * sigma) as i64).collect();
-        let agreeing = disagreement(&synthetic, &noisy, sigma);
+        let agreeing = disagreement(&synthetic, &noisy, sigma, PAIR_CELLS);
         assert!(agreeing.0 < PAIR_GATE_Z && agreeing.1 < PAIR_ROWS_GATE_Z, "an agreeing release scored {agreeing:?}");
         // The release of a pair on the diagonal: every row far from the synthetic conditional.
         let diagonal: Vec<i64> = own_histogram(&parent, &parent).iter().map(|&count| count as i64).collect();
-        let disagreeing = disagreement(&synthetic, &diagonal, sigma);
+        let disagreeing = disagreement(&synthetic, &diagonal, sigma, PAIR_CELLS);
         assert!(disagreeing.0 > 100.0 * PAIR_GATE_Z, "a disagreeing release scored {disagreeing:?}");
         let empty = vec![0; PAIR_CELLS * PAIR_CELLS];
-        assert_eq!(disagreement(&empty, &diagonal, sigma), (0.0, 0.0), "no synthetic rows, nothing to compare");
+        assert_eq!(disagreement(&empty, &diagonal, sigma, PAIR_CELLS), (0.0, 0.0), "no synthetic rows, nothing to compare");
     }
 
     #[test]
@@ -721,7 +832,7 @@ mod tests {
             .map(|&count| count as i64)
             .collect();
         // 30 of 32 cells agree, so the median cell does; the median row is in a heavy cell that does not.
-        let (over_cells, over_rows) = disagreement(&synthetic, &released, 20.0);
+        let (over_cells, over_rows) = disagreement(&synthetic, &released, 20.0, PAIR_CELLS);
         assert!(over_cells < PAIR_GATE_Z, "the thin cells' median scored {over_cells}");
         assert!(over_rows > 100.0 * PAIR_ROWS_GATE_Z, "the heavy cells' disagreement scored {over_rows}");
         assert_eq!(weighted_median(&mut [(3.0, 1), (1.0, 5), (2.0, 1)]), 1.0);
@@ -744,11 +855,82 @@ mod tests {
         let released = own_histogram(&parent, &truth);
         let landed_off_code = |discrete: bool| {
             let mut drawn = DrawnRows { columns: vec![parent.clone(), child.clone()], released_rows: rows as u64, ranks: &OneRank };
-            PairMap::fit((0, 1), &pair_cells(&parent), &drawn, &released, discrete).apply(&mut drawn.columns);
+            PairMap::fit((0, 1), EQUAL, &pair_cells(&parent, &PairAxis::Equal), &drawn, &released, discrete).apply(&mut drawn.columns);
             drawn.columns[1].iter().filter(|&&value| !code_cells.contains(&cell_of(value, PAIR_CELLS))).count()
         };
         assert_eq!(landed_off_code(true), 0, "a discrete child's values on the codes only");
         assert!(landed_off_code(false) > 0, "the interpolating map puts values between codes: the test sees it");
+    }
+
+    /// `rows` values at the centres of `live` of `slots` codes (normalised), drawn evenly.
+    fn on_codes(rng: &mut impl RngExt, rows: usize, live: &[usize], slots: usize) -> Vec<f64> {
+        (0..rows).map(|_| (live[rng.random_range(0..live.len())] as f64 + 0.5) / slots as f64).collect()
+    }
+
+    /// A long list with a cell per live code tells its codes apart where equal cells lump several of them
+    /// together: each of 120 live codes of 300 sends its rows to a child cell of its own.
+    #[test]
+    fn a_coded_parent_with_a_cell_per_live_code_maps_each_code_onto_its_own_row() {
+        let mut rng = case_rng(11);
+        let (rows, slots) = (PAIR_SAMPLE_MIN_ROWS, 300);
+        let live: Vec<usize> = (0..slots).filter(|code| code % 5 < 2).collect();
+        let target = |parent: f64| (parent * slots as f64) as usize * 7 % PAIR_CELLS;
+        let parent = on_codes(&mut rng, rows, &live, slots);
+        let truth: Vec<f64> = parent.iter().map(|&p| (target(p) as f64 + rng.random::<f64>()) / PAIR_CELLS as f64).collect();
+        let released_codes: Vec<u64> = (0..slots).map(|code| u64::from(code % 5 < 2) * 100).collect();
+        let on_target = |parent_axis: &PairAxis| {
+            let released = pair_histogram(
+                &pair_cells(&parent, parent_axis),
+                &pair_cells(&truth, &PairAxis::Equal),
+                (parent_axis.cells(), PAIR_CELLS),
+            );
+            // The drawn child as the joint release gives it: the released marginal, independent of the parent.
+            let mut child = truth.clone();
+            child.shuffle(&mut case_rng(12));
+            let columns = vec![parent.clone(), child];
+            let mut drawn = DrawnRows { columns, released_rows: rows as u64, ranks: &OneRank };
+            let cells = pair_cells(&parent, parent_axis);
+            PairMap::fit((0, 1), (parent_axis, &PairAxis::Equal), &cells, &drawn, &released, false).apply(&mut drawn.columns);
+            let hits = parent.iter().zip(&drawn.columns[1]).filter(|(&p, &c)| cell_of(c, PAIR_CELLS) == target(p)).count();
+            hits as f64 / rows as f64
+        };
+        let codes = PairAxis::of_codes(&released_codes, CODED_PAIR_CELLS);
+        assert_eq!(codes.cells(), live.len());
+        let (with_codes, with_equal_cells) = (on_target(&codes), on_target(&PairAxis::Equal));
+        assert!(with_codes > 0.9, "{with_codes} of the rows on their code's row");
+        assert!(with_equal_cells < 0.6, "equal cells lump codes together ({with_equal_cells}): the test sees it");
+    }
+
+    /// A coded child's rows land on the codes its release gives rows, never on a pruned code beside them,
+    /// even in a parent cell where the drawn rows have none of the released code.
+    #[test]
+    fn a_coded_child_lands_on_live_codes_only_and_follows_its_parent() {
+        let mut rng = case_rng(13);
+        let (rows, slots) = (PAIR_SAMPLE_MIN_ROWS, 300);
+        let live: Vec<usize> = (0..slots).filter(|code| code % 6 == 1).collect();
+        let child_axis = PairAxis::of_codes(&(0..slots).map(|code| u64::from(code % 6 == 1)).collect::<Vec<_>>(), CODED_PAIR_CELLS);
+        let parent = uniform(&mut rng, rows);
+        // The release: parent cell b's rows all on live code number b; the drawn rows there all on the next
+        // one (the same marginal), so each parent cell has no drawn row on its released code.
+        let code_of = |parent: f64, shift: usize| live[(cell_of(parent, PAIR_CELLS) + shift) % PAIR_CELLS];
+        let at = |code: usize| (code as f64 + 0.5) / slots as f64;
+        let truth: Vec<f64> = parent.iter().map(|&p| at(code_of(p, 0))).collect();
+        let parent_cells = pair_cells(&parent, &PairAxis::Equal);
+        let released = pair_histogram(&parent_cells, &pair_cells(&truth, &child_axis), (PAIR_CELLS, child_axis.cells()));
+        // Each drawn value anywhere in its code's leaf, as the step onto the 1-D release leaves them.
+        let (depth, leaves) = code_leaves(slots);
+        let leaf_count = 1usize << depth;
+        let in_leaf = |code: usize, place: f64| (leaves[code] as f64 + place) / leaf_count as f64;
+        let drawn_child = parent.iter().map(|&p| in_leaf(code_of(p, 1), rng.random::<f64>())).collect();
+        let mut drawn = DrawnRows { columns: vec![parent.clone(), drawn_child], released_rows: rows as u64, ranks: &OneRank };
+        let axes = (&PairAxis::Equal, &child_axis);
+        PairMap::fit((0, 1), axes, &parent_cells, &drawn, &released, true).apply(&mut drawn.columns);
+        // The code the writer gives a value: the one in its leaf.
+        let code = |value: f64| leaves.iter().position(|&leaf| leaf as usize == cell_of(value, leaf_count));
+        let mapped = &drawn.columns[1];
+        assert!(mapped.iter().all(|&value| code(value).is_some_and(|code| code % 6 == 1)), "every value on a live code");
+        let hits = parent.iter().zip(mapped).filter(|(&p, &c)| code(c) == Some(code_of(p, 0))).count() as f64 / rows as f64;
+        assert!(hits > 0.9, "{hits} of the rows on their parent's code");
     }
 
     #[test]
@@ -759,7 +941,7 @@ mod tests {
         let released = own_histogram(&parent, &parent);
         let columns = vec![parent.clone(), child.clone()];
         let mut drawn = DrawnRows { columns, released_rows: rows as u64, ranks: &OneRank };
-        let map = PairMap::fit((0, 1), &pair_cells(&parent), &drawn, &released, false);
+        let map = PairMap::fit((0, 1), EQUAL, &pair_cells(&parent, &PairAxis::Equal), &drawn, &released, false);
         map.apply(&mut drawn.columns);
         let mapped = &drawn.columns[1];
         // Onto the diagonal: moved within its parent's cell, the child now falls in that cell, but for the
@@ -811,7 +993,7 @@ mod tests {
         let released = own_histogram(&parent, &child);
         let columns = vec![parent.clone(), child.clone()];
         let mut drawn = DrawnRows { columns, released_rows: rows as u64, ranks: &OneRank };
-        let map = PairMap::fit((0, 1), &pair_cells(&parent), &drawn, &released, false);
+        let map = PairMap::fit((0, 1), EQUAL, &pair_cells(&parent, &PairAxis::Equal), &drawn, &released, false);
         map.apply(&mut drawn.columns);
         let (before, after) = (shares(&child), shares(&drawn.columns[1]));
         let worst = before.iter().zip(&after).map(|(b, a)| (b - a).abs()).fold(0.0, f64::max);
@@ -840,7 +1022,7 @@ mod tests {
         let released: Vec<u64> = (0..PAIR_CELLS * PAIR_CELLS).map(|cell| synthetic[up(cell)]).collect();
         let columns = vec![parent.clone(), child];
         let mut drawn = DrawnRows { columns, released_rows: rows as u64, ranks: &OneRank };
-        let map = PairMap::fit((0, 1), &pair_cells(&parent), &drawn, &released, false);
+        let map = PairMap::fit((0, 1), EQUAL, &pair_cells(&parent, &PairAxis::Equal), &drawn, &released, false);
         map.apply(&mut drawn.columns);
         let mapped = &drawn.columns[1];
         let off: u64 = own_histogram(&parent, mapped).iter().zip(&released).map(|(&a, &b)| a.abs_diff(b)).sum();
@@ -854,8 +1036,17 @@ mod tests {
     #[test]
     fn a_released_row_is_spread_within_each_child_cell_as_the_synthetic_rows_are() {
         // Two finer cells in each of three child cells; the second child cell has no synthetic rows.
-        let spread = released_within(&[1, 2, 0, 0, 5, 0], &[30, 8, 5]);
+        let cell_of_fine = [0, 0, 1, 1, 2, 2];
+        let spread = released_within(&[1, 2, 0, 0, 5, 0], &[30, 8, 5], &cell_of_fine, None);
         assert_eq!(spread, vec![10.0, 20.0, 4.0, 4.0, 5.0, 0.0]);
+        // ... or as a fallback's rows are there (a coded child's marginal), evenly where it has none either.
+        let spread = released_within(&[1, 2, 0, 0, 0, 0], &[30, 8, 6], &cell_of_fine, Some(&[1, 1, 0, 3, 0, 0]));
+        assert_eq!(spread, vec![10.0, 20.0, 0.0, 8.0, 3.0, 3.0]);
+        assert_eq!(nearest_with_rows(&[0, 3, 0, 0, 0, 1, 0]), [1, 1, 1, 1, 5, 5, 5]);
+        assert_eq!(nearest_with_rows(&[0, 0]), [0, 1]);
+        // Cells of unequal widths (a coded child's codes).
+        let spread = released_within(&[1, 1, 1, 2], &[6, 4], &[0, 0, 0, 1], None);
+        assert_eq!(spread, vec![2.0, 2.0, 2.0, 4.0]);
     }
 
     #[test]

@@ -433,10 +433,10 @@ impl PmmPlan {
         release
     }
 
-    /// Whether this plan, or one n̂ may pick instead ([`Self::for_n_hat`]), maps pairs.
-    pub(super) fn may_map_pairs(&self) -> bool {
-        let mut switches = [&self.smaller, &self.larger, &self.largest].into_iter().flatten();
-        self.pairs.is_some() || switches.any(|plan| plan.pairs.is_some())
+    /// The pairs of this plan, or of one n̂ may pick instead ([`Self::for_n_hat`]), when one maps pairs.
+    pub(super) fn any_pairs(&self) -> Option<&PairPlan> {
+        let switches = [&self.smaller, &self.larger, &self.largest].into_iter().flatten();
+        self.pairs.as_ref().or_else(|| switches.filter_map(|plan| plan.pairs.as_ref()).next())
     }
 
     /// `--pair-share`'s histograms, when the plan has them.

@@ -11,13 +11,14 @@ use std::sync::Arc;
 
 use super::consistency::Consistency;
 use super::marginals::{axis_counts, BinnedMarginals, CalibratedRows, MarginalPlan, MonotoneMap, ReleasedMarginals};
-use super::pairs::{candidate_pairs, DrawnRows, PairMap, PairParameters, PairPlan, PAIR_BITS};
+use super::pair_axis::{grouped, PairAxis};
+use super::pairs::{candidate_pairs, DrawnRows, PairMap, PairParameters, PairPlan};
 use super::plan::PmmPlan;
 use super::refine::{binned_with_the_tree, AxisShapes, FinerCounts, LeafRefinement, LeafRefinementParameters};
 use super::{coarsen_leaves, release_leaf_counts};
 use super::schedule::LevelSchedule;
 use crate::binner::device::DeviceChoice;
-use crate::binner::pass::DataPass;
+use crate::binner::pass::{DataPass, PairCut};
 use crate::binner::ScanStats;
 use crate::error::{Error, Result};
 use crate::geometry::cdf::CellCdf;
@@ -311,6 +312,13 @@ impl<L> TreeRelease<'_, L> {
 /// One histogram per column, or per pair of columns.
 type Histograms = Vec<Vec<u64>>;
 
+/// The most cells, summed over the pairs, the marginals' pass counts the pairs' data histograms on (per
+/// thread; 32 MB), before their cells are known: a number's [`PAIR_CELLS`](super::pair_axis::PAIR_CELLS), a
+/// coded column's codes. A number beside a 1 480-code list takes 2^16; two long lists together may
+/// take more than a table of numbers all its pairs: then a pass of their own bins the pairs on their cells
+/// once the 1-D release has said which they are.
+const FUSED_PAIR_CELLS: usize = 1 << 22;
+
 /// What the marginals' pass gives ([`DataPass::marginal_and_pair_counts`]): each column's leaves, the data's
 /// histograms of the pairs it was given, and the scan statistics.
 type MarginalPass = (Histograms, Histograms, ScanStats);
@@ -365,10 +373,12 @@ impl PmmPlan {
         let root_count = backend.released_rows(&leaves);
         let pairs = match plan.pairs() {
             Some(pairs) => {
+                let axes = pairs.axes(marginals.as_ref().map(|(released, _)| released), root_count);
                 let maps = marginals.as_ref().map(|(_, maps)| maps.as_slice());
                 let joint = (&leaves, geometry, maps);
                 let step = backend.data().progress.step("pairs");
-                let released = timings.time("pairs", || plan.released_pairs(pairs, backend, joint, pair_counts, seeds))?;
+                let counted = (axes, pair_counts);
+                let released = timings.time("pairs", || plan.released_pairs(pairs, backend, joint, counted, seeds))?;
                 step.finish();
                 Some(released)
             }
@@ -415,15 +425,16 @@ impl PmmPlan {
         seeds: &RunSeeds,
         timings: &mut Timings,
     ) -> Result<JointTree<'_, B>> {
-        let mut pass = |depth, pairs: &[(usize, usize)]| {
-            let counted = || backend.pass(|data| data.marginal_and_pair_counts(depth, pairs, PAIR_BITS));
+        let mut pass = |depth, pairs: &[(usize, usize)], cuts: &[PairCut]| {
+            let counted = || backend.pass(|data| data.marginal_and_pair_counts(depth, pairs, cuts));
             timings.time("count and marginals", counted)
         };
         let (plan, schedule, n_hat, binned, pair_counts) = match self.releases_n_hat() {
             None => {
                 let schedule = self.schedule().ok_or_else(|| Error::internal("a plan without n̂ knows its depth"))?;
                 let first = self.marginals_first_at(marginals)?;
-                let binned = first.map(|depth| self.binned_marginals(depth, |pairs| pass(depth, pairs))).transpose()?;
+                let binned = first.map(|depth| self.binned_marginals(depth, |pairs, cuts| pass(depth, pairs, cuts)));
+                let binned = binned.transpose()?;
                 let (binned, pair_counts) = binned.map_or((None, None), |(binned, pairs, _)| (Some(binned), pairs));
                 (self, schedule.clone(), None, binned, pair_counts)
             }
@@ -432,7 +443,7 @@ impl PmmPlan {
                 // headroom; once n̂ fixes the trees' depth, their leaves are coarsened to it. Where a plan n̂
                 // may pick maps pairs, the same pass bins the data's histograms of the pairs.
                 let planned = self.marginal_pass_depth(marginals, row_count)?;
-                let (binned, pair_counts, scan) = self.binned_marginals(planned, |pairs| pass(planned, pairs))?;
+                let (binned, pair_counts, scan) = self.binned_marginals(planned, |pairs, cuts| pass(planned, pairs, cuts))?;
                 let n_hat = row_count.release(scan.summed_over(backend.ranks()).rows_binned, &seeds.noise);
                 let plan = self.for_n_hat(n_hat);
                 let schedule = plan.schedule_for_n_hat(n_hat, row_count)?;
@@ -469,23 +480,29 @@ impl PmmPlan {
         Ok(JointTree { plan, schedule, leaves, finer, warps, marginals, pair_counts, scan, binning })
     }
 
-    /// Each column's marginal leaves at `depth` and, where pairs may be mapped and `depth` is as fine as their
-    /// cells, the data's histograms of [`candidate_pairs`], from one `pass(pairs)`
-    /// ([`DataPass::marginal_and_pair_counts`]).
+    /// Each column's marginal leaves at `depth` and, where pairs may be mapped, `depth` is as fine as their
+    /// fine cells ([`PairPlan::fine_cuts`]) and these fit in [`FUSED_PAIR_CELLS`], the data's histograms of
+    /// [`candidate_pairs`] on them, from one `pass(pairs, cuts)` ([`DataPass::marginal_and_pair_counts`]).
     fn binned_marginals(
         &self,
         depth: u32,
-        pass: impl FnOnce(&[(usize, usize)]) -> Result<MarginalPass>,
+        pass: impl FnOnce(&[(usize, usize)], &[PairCut]) -> Result<MarginalPass>,
     ) -> Result<(BinnedMarginals, Option<Histograms>, ScanStats)> {
-        let pairs = if self.may_map_pairs() && depth >= PAIR_BITS { candidate_pairs(self.dims()) } else { Vec::new() };
-        let (leaves, pair_counts, scan) = pass(&pairs)?;
+        let candidates = candidate_pairs(self.dims());
+        let fused = |cuts: &Vec<PairCut>| {
+            let cells: usize = candidates.iter().map(|&(a, b)| cuts[a].cells * cuts[b].cells).sum();
+            cuts.iter().all(|cut| cut.bits <= depth) && cells <= FUSED_PAIR_CELLS
+        };
+        let cuts = self.any_pairs().map(PairPlan::fine_cuts).filter(fused).unwrap_or_default();
+        let pairs = if cuts.is_empty() { Vec::new() } else { candidates };
+        let (leaves, pair_counts, scan) = pass(&pairs, &cuts)?;
         Ok((BinnedMarginals { depth, leaves }, (!pairs.is_empty()).then_some(pair_counts), scan))
     }
 
     /// Without n̂ (replace), the depth the marginals' own pass bins at when it runs before the joint tree's so
     /// as to bin the pairs' data histograms too: where pairs are mapped; else `None` (the marginals bin later).
     fn marginals_first_at(&self, marginals: &MarginalPlan) -> Result<Option<u32>> {
-        if !self.may_map_pairs() {
+        if self.any_pairs().is_none() {
             return Ok(None);
         }
         Ok(Some(marginals.tree(None)?.pass_depth()))
@@ -546,18 +563,18 @@ impl PmmPlan {
         Ok(Some(released))
     }
 
-    /// `--pair-share`: releases the pair histograms of the tree chosen from rows drawn from the joint release
-    /// (its `leaves` on `geometry`, each column mapped by `maps` onto its released marginal) and fits the maps
-    /// of the pairs the gate lets through; the maps come back in the order they apply. The data's histograms
-    /// of [`candidate_pairs`] are `counted` where the marginals' pass binned them, else binned here. Every
-    /// histogram of either is summed over the ranks, so each rank releases the same pairs and fits the same
-    /// maps as one machine.
+    /// `--pair-share`: releases the pair histograms, on `axes`' cells, of the tree chosen from rows drawn from
+    /// the joint release (its `leaves` on `geometry`, each column mapped by `maps` onto its released marginal)
+    /// and fits the maps of the pairs the gate lets through; the maps come back in the order they apply. The
+    /// data's histograms of [`candidate_pairs`] are `counted` where the marginals' pass binned them on their
+    /// fine cells (then grouped into `axes`' cells), else binned here. Every histogram of either is summed
+    /// over the ranks, so each rank releases the same pairs and fits the same maps as one machine.
     fn released_pairs<B: Backend>(
         &self,
         pairs: &PairPlan,
         backend: &B,
         (leaves, geometry, maps): (&B::Leaves, CellGeometry, Option<&[Option<MonotoneMap>]>),
-        counted: Option<Histograms>,
+        (axes, counted): (Vec<PairAxis>, Option<Histograms>),
         seeds: &RunSeeds,
     ) -> Result<(Vec<PairMap>, PairParameters)> {
         let released_rows = backend.released_rows(leaves);
@@ -571,14 +588,15 @@ impl PmmPlan {
             backend.work(|| rows.sample_rows(0, rows.total_rows() as usize, &mut columns));
         }
         let ranks = backend.ranks();
-        let pair_counts = |pairs: &[(usize, usize)]| -> Result<Histograms> {
+        let cuts = pairs.cuts(&axes);
+        let pair_counts = |candidates: &[(usize, usize)]| -> Result<Histograms> {
             let mut counts = match counted {
-                Some(counts) => counts,
-                None => backend.pass(|data| data.pair_counts(pairs, PAIR_BITS))?.0,
+                Some(fine) => (fine.iter().zip(candidates)).map(|(fine, &(a, b))| grouped(fine, &cuts[a], &cuts[b])).collect(),
+                None => backend.pass(|data| data.pair_counts(candidates, &cuts))?.0,
             };
             counts.iter_mut().for_each(|histogram| ranks.sum(histogram));
             Ok(counts)
         };
-        pairs.release_on(DrawnRows { columns, released_rows, ranks }, pair_counts, seeds)
+        pairs.release_on(DrawnRows { columns, released_rows, ranks }, &axes, pair_counts, seeds)
     }
 }
