@@ -241,7 +241,7 @@ mod tests {
                     let mut ours = ResumedStream::new(seed, stream, start);
                     let mut theirs = reference(seed, stream, start);
                     for read in 0..reads {
-                        if (read * 7 + start as usize) % 3 == 0 {
+                        if (read * 7 + start as usize).is_multiple_of(3) {
                             assert_eq!(ours.next_u32(), theirs.next_u32(), "stream {stream} start {start} read {read}");
                         } else {
                             assert_eq!(ours.next_u64(), theirs.next_u64(), "stream {stream} start {start} read {read}");
