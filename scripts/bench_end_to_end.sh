@@ -13,7 +13,9 @@
 # nullable float, cycling) of MIXED columns, each in every compression.
 # Usage: scripts/bench_end_to_end.sh [ROWS ...]   (default 10^7; tables cached in target/bench-data)
 # Environment: DPSYNTH_BENCH_DIMS ("2 4 8"), DPSYNTH_BENCH_MIXED ("16 64"), DPSYNTH_BENCH_COMPRESSION
-# ("none snappy zstd"), DPSYNTH_BENCH_REPS (3), DPSYNTH_BENCH_DIR, DPSYNTH_BENCH_PYTHON (a Python with pyarrow).
+# ("none snappy zstd"), DPSYNTH_BENCH_REPS (3), DPSYNTH_BENCH_DIR, DPSYNTH_BENCH_PYTHON (a Python with pyarrow),
+# DPSYNTH_BENCH_KEEP (1; 0 deletes each table after its bench, so that 10^8-row tables, 1.6 GB at d = 2 and
+# as much again for synth's output, fit a small disk one at a time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rows_list=(${@:-10000000})
@@ -21,6 +23,7 @@ dims_list=(${DPSYNTH_BENCH_DIMS-2 4 8})
 mixed_list=(${DPSYNTH_BENCH_MIXED-16 64})
 compressions=(${DPSYNTH_BENCH_COMPRESSION-none snappy zstd})
 reps=${DPSYNTH_BENCH_REPS:-3}
+keep=${DPSYNTH_BENCH_KEEP:-1}
 dir=${DPSYNTH_BENCH_DIR:-target/bench-data}
 python=${DPSYNTH_BENCH_PYTHON:-target/python-test-venv/bin/python}
 mkdir -p "$dir"
@@ -93,11 +96,13 @@ for rows in ${rows_list[@]}; do
       bounds=()
       for ((k = 0; k < dims; k++)); do bounds+=(--bounds "x$k=0:1"); done
       bench "$table" "$rows" "${bounds[@]}"
+      [[ $keep == 1 ]] || rm -f "$table"
     done
     for columns in ${mixed_list[@]}; do
       table=$dir/mixed-$rows-$columns-$compression.parquet
       [[ -f $table ]] || "$python" scripts/bench_copy_floor.py mixed "$rows" "$columns" "$compression" "$table" "$table.toml"
       bench "$table" "$rows" --config "$table.toml"
+      [[ $keep == 1 ]] || rm -f "$table" "$table.toml"
     done
   done
 done

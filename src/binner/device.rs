@@ -21,6 +21,9 @@ pub enum DeviceChoice {
     Gpu,
 }
 
+/// What a refused `--device gpu` tells the user to give instead.
+const NO_GPU_WAY_OUT: &str = "give --device cpu or auto";
+
 /// The binner a run will use, and the line the run report gives for it.
 pub enum ChosenBinner {
     Cpu(CpuBinner, String),
@@ -66,7 +69,7 @@ impl Device {
     pub fn unusable_gpu(choice: DeviceChoice, error: impl std::fmt::Display) -> Result<String> {
         match choice {
             DeviceChoice::Auto => Ok(format!("; the GPU could not be used: {error}")),
-            _ => Err(Error::bad_input(format!("--device gpu: {error}; use --device cpu"))),
+            _ => Err(Error::bad_input(format!("--device gpu: {error}; {NO_GPU_WAY_OUT}"))),
         }
     }
 
@@ -79,9 +82,9 @@ impl Device {
             #[cfg(not(feature = "gpu"))]
             DeviceChoice::Auto => Ok(Device::Cpu("; built without the gpu feature".into())),
             #[cfg(not(feature = "gpu"))]
-            DeviceChoice::Gpu => Err(Error::bad_input(
-                "--device gpu: this build has no GPU support (cargo feature `gpu`)",
-            )),
+            DeviceChoice::Gpu => Err(Error::bad_input(format!(
+                "--device gpu: this build has no GPU support (cargo feature `gpu`); {NO_GPU_WAY_OUT}"
+            ))),
             #[cfg(feature = "gpu")]
             DeviceChoice::Auto if !may_have_gpu() => {
                 Ok(Device::Cpu("; no GPU device on this machine".into()))
@@ -94,12 +97,13 @@ impl Device {
             },
             #[cfg(feature = "gpu")]
             DeviceChoice::Gpu => GpuContext::open(AdapterPolicy::AnyAdapter)
-                .map_err(|error| Error::bad_input(format!("--device gpu: {error}")))?
+                .map_err(|error| Error::bad_input(format!("--device gpu: {error}; {NO_GPU_WAY_OUT}")))?
                 .map(Device::Gpu)
                 .ok_or_else(|| {
-                    Error::bad_input(
-                        "--device gpu: no GPU adapter found (for a software one, install Mesa's mesa-vulkan-drivers)",
-                    )
+                    Error::bad_input(format!(
+                        "--device gpu: no GPU adapter found (for a software one, install Mesa's \
+                         mesa-vulkan-drivers); {NO_GPU_WAY_OUT}"
+                    ))
                 }),
         }
     }

@@ -6,12 +6,14 @@
 //! - [`noise_scale`]: every noise scale rounded up to a rational with one safety margin;
 //! - [`streams`]: the registry of noise streams (which stream each release draws from);
 //! - [`seeds`]: the run's secret noise key and its named post-processing seeds;
+//! - [`resumed_stream`]: a noise stream reopened at a saved word position, cheaply, for a few draws;
 //! - [`zcdp`]: the zCDP accountant of Gaussian mechanisms and its conversion to (ε, δ);
 //! - [`row_count`]: the noisy row count n̂ that mechanisms release first under add-remove;
 //! - [`private_bounds`]: a numeric column's bounds released from a declared share of ε (`--private-bounds`).
 
 pub mod budget;
 pub mod private_bounds;
+pub mod resumed_stream;
 pub mod row_count;
 pub mod seeds;
 pub mod streams;

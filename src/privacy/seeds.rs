@@ -6,6 +6,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha12Rng;
 
 use crate::error::{Error, Result};
+use crate::privacy::resumed_stream::ResumedStream;
 use crate::privacy::NoiseStream;
 
 /// Separates the post-processing seeds from the noise key derived from the same user seed.
@@ -43,8 +44,18 @@ impl NoiseKey {
     /// The generator of one chunk of cells of one release; streams never overlap (2^64 blocks each).
     pub fn stream(&self, stream: NoiseStream, chunk: u64) -> ChaCha12Rng {
         let mut rng = ChaCha12Rng::from_seed(self.0);
-        rng.set_stream(u64::from(stream.id()) << 40 | chunk);
+        rng.set_stream(Self::stream_number(stream, chunk));
         rng
+    }
+
+    /// [`Self::stream`] resumed at word `position` for a few draws: the same words, cheaper to open.
+    pub fn resumed_stream(&self, stream: NoiseStream, chunk: u64, position: u64) -> ResumedStream {
+        ResumedStream::new(self.0, Self::stream_number(stream, chunk), position)
+    }
+
+    /// The ChaCha stream (nonce) of one chunk of one noise stream.
+    fn stream_number(stream: NoiseStream, chunk: u64) -> u64 {
+        u64::from(stream.id()) << 40 | chunk
     }
 }
 

@@ -176,39 +176,85 @@ fn synth_output_is_identical_on_cpu_and_gpu() {
     assert!(report["device"].as_str().unwrap().starts_with("gpu: "), "the report must name the adapter");
 }
 
-/// Every path of the default honours `--device gpu` or refuses it by name: at d = 3 with ε·n̂ large the
-/// default cuts the dense leaves finer from sorted leaf codes, a CPU-only pass, and must say so rather than
-/// report a CPU run for a GPU request.
+/// Every mechanism and every path of the default honours `--device gpu` (the report names the adapter) or
+/// refuses it by name with exit 2 and the way out (`--device cpu` or `auto`), whether or not an adapter
+/// exists: a GPU request is never reported as, nor silently run as, a CPU run. At d = 3 with ε·n̂ large the
+/// default cuts the dense leaves finer from sorted leaf codes, a CPU-only pass; psmm, covloss and microagg
+/// bin on the CPU only; `stream` has no device at all.
 #[test]
-fn the_default_honours_device_gpu_or_refuses_it_by_name() {
+fn every_mechanism_honours_device_gpu_or_refuses_it_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.parquet");
     let bounds = conformance_table(&input, 20_000);
-    let output = dir.path().join("out.parquet");
-    let report = dir.path().join("report.json");
-    let mut args = vec!["synth", input.to_str().unwrap(), "--output", output.to_str().unwrap(), "--epsilon", "8"];
-    let bound_args: Vec<String> = bounds[..3].iter().map(|b| b.to_string()).collect();
-    for bound in &bound_args {
-        args.extend(["--bounds", bound.as_str()]);
-    }
-    let columns = bounds[..3].iter().map(|b| b.column.as_str()).collect::<Vec<_>>().join(",");
-    args.extend(["--columns", columns.as_str(), "--device", "gpu", "--report", report.to_str().unwrap()]);
-    let result = dpsynth(&args);
-    if result.status.code() == Some(2) && stderr(&result).contains("no GPU adapter") {
-        no_gpu_adapter("the default's refined leaves under --device gpu were NOT checked");
-        return;
-    }
-    match result.status.code() {
-        Some(0) => {
+    let bound_args: Vec<String> = bounds.iter().map(|b| b.to_string()).collect();
+    let columns = |dims: usize| bounds[..dims].iter().map(|b| b.column.as_str()).collect::<Vec<_>>().join(",");
+    let (two, three, four) = (columns(2), columns(3), columns(4));
+    let replace = ["--neighbours", "replace"];
+    let binned = ["--bins", "f64=4", "--bins", "f32=4"];
+    // (what runs, its flags, whether it may bin on a GPU)
+    let cases: Vec<(&str, Vec<&str>, bool)> = vec![
+        ("pmm", vec!["--mechanism", "pmm", "--columns", &two], true),
+        ("auto, d = 2", vec!["--columns", &two], true),
+        ("auto, d = 3, refined leaves from sorted codes", vec!["--epsilon", "8", "--columns", &three], false),
+        ("auto, d = 3, small ε·n̂ (plain)", vec!["--epsilon", "0.05", "--columns", &three], true),
+        ("auto, d = 4, marginals and pairs", vec!["--epsilon", "8", "--columns", &four], true),
+        ("psmm", vec!["--mechanism", "psmm", "--columns", &two], false),
+        ("lowdim", [&["--mechanism", "lowdim", "--columns", &three], &replace[..]].concat(), true),
+        (
+            "lowdim, inner psmm",
+            [&["--mechanism", "lowdim", "--inner-mechanism", "psmm", "--columns", &three], &replace[..]].concat(),
+            false,
+        ),
+        (
+            "pe",
+            [&["--mechanism", "pe", "--delta", "1e-6", "--pe-steps", "1", "--columns", &two], &replace[..]].concat(),
+            true,
+        ),
+        ("covloss", [&["--mechanism", "covloss", "--columns", &two], &replace[..], &binned[..]].concat(), false),
+        ("microagg", [&["--mechanism", "microagg", "--k", "10", "--columns", &two], &binned[..]].concat(), false),
+    ];
+    let mut adapter_missing = false;
+    for (index, (name, flags, may_use_gpu)) in cases.into_iter().enumerate() {
+        let output = dir.path().join(format!("out-{index}.parquet"));
+        let report = dir.path().join(format!("report-{index}.json"));
+        let mut args = vec!["synth", input.to_str().unwrap(), "--output", output.to_str().unwrap(), "--quiet"];
+        args.extend(["--seed", "1", "--device", "gpu", "--report", report.to_str().unwrap()]);
+        for bound in &bound_args {
+            args.extend(["--bounds", bound.as_str()]);
+        }
+        // microagg releases no noise and refuses an ε.
+        if !flags.contains(&"--epsilon") && !flags.contains(&"microagg") {
+            args.extend(["--epsilon", "1"]);
+        }
+        args.extend(flags);
+        let result = dpsynth(&args);
+        let message = stderr(&result);
+        if result.status.code() == Some(0) {
+            assert!(may_use_gpu, "{name}: --device gpu ran where it should be refused");
             let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
             let device = report["device"].as_str().unwrap();
-            assert!(device.starts_with("gpu: "), "--device gpu ran on: {device}");
+            assert!(device.starts_with("gpu: "), "{name}: --device gpu ran on: {device}");
+            continue;
         }
-        _ => {
-            let message = stderr(&result);
-            assert_eq!(result.status.code(), Some(2), "{message}");
-            assert!(message.contains("--device gpu") && message.contains("CPU only"), "{message}");
-            assert!(!output.exists());
+        assert_eq!(result.status.code(), Some(2), "{name}: {message}");
+        assert!(message.contains("--device gpu") && message.contains("give --device cpu or auto"), "{name}: {message}");
+        assert!(!output.exists(), "{name}");
+        if may_use_gpu {
+            assert!(message.contains("no GPU adapter") || message.contains("no GPU support"), "{name}: {message}");
+            adapter_missing = true;
         }
     }
+    if adapter_missing {
+        no_gpu_adapter("the mechanisms that bin on a GPU were only checked to refuse --device gpu by name");
+    }
+    // stream has no device: a GPU request is a usage error that names the flag.
+    let state = dir.path().join("state");
+    let out = dir.path().join("stream-out");
+    let mut args = vec!["stream", input.to_str().unwrap(), "--state", state.to_str().unwrap(), "--epsilon", "1"];
+    args.extend(["--bounds", bound_args[0].as_str(), "--release-at-end", "--output-dir", out.to_str().unwrap()]);
+    args.extend(["--device", "gpu", "--quiet"]);
+    let result = dpsynth(&args);
+    assert_eq!(result.status.code(), Some(2), "{}", stderr(&result));
+    assert!(stderr(&result).contains("'--device'"), "{}", stderr(&result));
+    assert!(!state.exists());
 }

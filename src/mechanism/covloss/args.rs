@@ -28,7 +28,8 @@ impl EncodingArgs {
         refuse_first(&[
             (
                 common.device == Some(DeviceChoice::Gpu) && encoded,
-                "--device gpu applies to --mechanism pmm, lowdim and pe; covloss and microagg run on the CPU",
+                "--device gpu applies to --mechanism pmm, lowdim and pe; covloss and microagg run on the CPU only: give \
+                 --device cpu or auto",
             ),
             (given && !encoded, "--bins applies to --mechanism covloss and microagg only"),
             (

@@ -21,7 +21,6 @@ pub mod state;
 
 use std::sync::Arc;
 
-use rand_chacha::ChaCha12Rng;
 use rayon::prelude::*;
 
 use crate::error::Result;
@@ -29,6 +28,7 @@ use crate::geometry::partition::CellGeometry;
 use crate::geometry::tree::CountTree;
 use crate::mechanism::pmm::consistency::{enforce_consistency, ConsistencyRule};
 use crate::noise::discrete_laplace::sample_discrete_laplace;
+use crate::privacy::resumed_stream::ResumedStream;
 use crate::privacy::{NoiseKey, NoiseStream};
 use counter::{LevelChecks, LevelSpan, SparseCounter};
 pub use plan::{OnlinePlan, MAX_ONLINE_DEPTH};
@@ -438,7 +438,7 @@ fn for_each_cell(
     cells: &mut [Cell],
     depth: u32,
     key: &NoiseKey,
-    work: impl Fn(u64, &mut Cell, &mut ChaCha12Rng) + Sync,
+    work: impl Fn(u64, &mut Cell, &mut ResumedStream) + Sync,
 ) {
     cells.par_chunks_mut(CELLS_PER_TASK).enumerate().for_each(|(task, chunk)| {
         for (offset, cell) in chunk.iter_mut().enumerate() {
@@ -455,13 +455,11 @@ fn with_cell_stream(
     depth: u32,
     code: u64,
     key: &NoiseKey,
-    work: impl FnOnce(&mut Cell, &mut ChaCha12Rng),
+    work: impl FnOnce(&mut Cell, &mut ResumedStream),
 ) {
-    let mut rng = key.stream(NoiseStream::OnlineCell, (1u64 << depth) | code);
-    rng.set_word_pos(u128::from(cell.noise_words));
+    let mut rng = key.resumed_stream(NoiseStream::OnlineCell, (1u64 << depth) | code, cell.noise_words);
     work(cell, &mut rng);
-    cell.noise_words =
-        u64::try_from(rng.get_word_pos()).expect("a cell reads fewer than 2^64 noise words");
+    cell.noise_words = rng.word_position();
 }
 
 #[cfg(test)]

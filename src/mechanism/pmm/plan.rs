@@ -423,6 +423,7 @@ impl PmmPlan {
     /// `release` with the pair `maps` after it: their budget, parameters and the bound's words join it.
     pub(super) fn with_pair_maps(&self, mut release: Release, maps: Vec<PairMap>, parameters: PairParameters) -> Release {
         parameters.spend(&mut release.budget);
+        note_cpu_pass(&mut release.binning, "pairs");
         release.measure = ReleasedMeasure::PairMapped { inner: Box::new(release.measure), maps };
         release.accuracy.formula = PAIR_MAPPED_ACCURACY_FORMULA.for_counts(self.consistency.bottom_up);
         // The maps move the rows after the tree: its bound is not proven for the table they make.
@@ -509,6 +510,7 @@ impl PmmPlan {
         let value_cells = marginals.value_cells(&maps);
         let measure = ReleasedMeasure::Calibrated { inner: Box::new(joint), maps, value_cells };
         let mut release = self.finish(schedule, measure, root_count, scan, binning);
+        note_cpu_pass(&mut release.binning, "marginals");
         marginals.spend(&mut release.budget);
         release.accuracy.formula = match marginals.parameters.partition {
             Partition::Midpoint => CALIBRATED_ACCURACY_FORMULA,
@@ -708,6 +710,15 @@ pub fn check_depth_fits(public: &PublicInputs, depth: u32) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Adds to a GPU binner's report line that the `what` pass (the 1-D marginals' or the pairs' histograms,
+/// `DataPass::marginal_and_pair_counts`) counted on the CPU: under `--device gpu` only the joint tree's leaves
+/// are binned on the device, and the report says so rather than name the GPU for the whole run.
+fn note_cpu_pass(binning: &mut String, what: &str) {
+    if binning.starts_with("gpu") {
+        binning.push_str(&format!("; the {what} counted on the CPU"));
+    }
 }
 
 /// What the released total is, in the report's words.

@@ -34,9 +34,14 @@ impl PsmmArgs {
             ),
             (
                 gpu && runs_psmm,
-                "--device gpu applies to --mechanism pmm; psmm bins its regular grid on the CPU (its cost is the projection)",
+                "--device gpu applies to --mechanism pmm, lowdim and pe; psmm bins its regular grid on the CPU only (its cost is \
+                 the projection): give --device cpu or auto",
             ),
-            (gpu && uses_psmm, "--device gpu applies to the inner PMM; the inner psmm bins its regular grid on the CPU"),
+            (
+                gpu && uses_psmm,
+                "--device gpu applies to the inner PMM; the inner psmm bins its regular grid on the CPU only: give \
+                 --device cpu or auto",
+            ),
         ])
     }
 
