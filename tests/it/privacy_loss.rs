@@ -14,6 +14,7 @@ use dpsynth::mechanism::pmm::averaging::BottomUp;
 use dpsynth::mechanism::pmm::consistency::{Consistency, ConsistencyRule};
 use dpsynth::mechanism::pmm::marginals::{
     adaptive_cells, adaptive_counts, AdaptiveCell, AdaptiveTree, MarginalPlan, MarginalShape, MarginalTree,
+    ADAPTIVE_SPLIT_SHARE,
 };
 use dpsynth::mechanism::pmm::release_leaf_counts;
 use dpsynth::mechanism::pmm::schedule::{LevelSchedule, RootNoise};
@@ -331,7 +332,7 @@ fn shallow_marginals_are_adaptive_trees_and_deep_ones_fixed_trees() {
     assert!(shapes.contains(&"adaptive") && shapes.contains(&"tree"), "both shapes were tried: {shapes:?}");
 }
 
-/// An adaptive marginal's tree for one column of `ROWS` rows at ε·S = `epsilon` under replace.
+/// An adaptive marginal's tree for one column of 20 rows at ε·S = `epsilon` under replace.
 fn adaptive_tree(epsilon: f64) -> AdaptiveTree {
     use dpsynth::options::PmmOptions;
     let plan = MarginalPlan::new(&replace_inputs(1, 2.0 * epsilon, 20), 0.5, &PmmOptions::DEFAULT).unwrap();
@@ -369,9 +370,10 @@ fn adaptive_marginal_splits_stay_within_their_share_of_epsilon() {
         };
         max_log_frequency_ratio(&frequencies(&table(0), 0), &frequencies(&table(1), 1 << 40), MIN_COUNT)
     };
-    let tree = AdaptiveTree::new(1.0, 1.2).unwrap();
+    let column = 0.6 / ADAPTIVE_SPLIT_SHARE;
+    let tree = AdaptiveTree::new(1.0, column).unwrap();
     let claimed = tree.split_epsilon(1.0);
-    assert!((claimed - 0.6).abs() < 1e-6, "the decisions claim {claimed} of the column's 1.2");
+    assert!((claimed - 0.6).abs() < 1e-6, "the decisions claim {claimed} of the column's {column}");
     let worst = loss(&tree);
     assert!(worst <= claimed + SLACK, "log ratio {worst} exceeds the decisions' ε = {claimed}");
     assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
@@ -408,9 +410,10 @@ fn adaptive_marginal_counts_stay_within_their_share_of_epsilon() {
         };
         max_log_frequency_ratio(&frequencies(&table(0), 0), &frequencies(&table(1), 1 << 40), MIN_COUNT)
     };
-    let tree = adaptive_tree(4.0);
+    let column = 2.0 / (1.0 - ADAPTIVE_SPLIT_SHARE);
+    let tree = adaptive_tree(column);
     let claimed = tree.count_epsilon(2.0);
-    assert!((claimed - 2.0).abs() < 1e-6, "the counts claim {claimed} of the column's 4");
+    assert!((claimed - 2.0).abs() < 1e-6, "the counts claim {claimed} of the column's {column}");
     let worst = loss(&tree);
     assert!(worst <= claimed + SLACK, "log ratio {worst} exceeds the counts' ε = {claimed}");
     assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");

@@ -90,8 +90,12 @@ pub const MARGINAL_PRUNE_SCALES: f64 = 4.0;
 pub const ADAPTIVE_CELL_DEPTH: u32 = 12;
 
 /// The share of an adaptive marginal's ε (the column's) spent on its split decisions, the rest on its
-/// cells' counts: Zhang, Xiao and Xie's (2016) even split. ADAPTIVE_SHARE_FIGURES
-pub const ADAPTIVE_SPLIT_SHARE: f64 = 0.5;
+/// cells' counts. Against Zhang, Xiao and Xie's (2016) even split, 0.3 gave the cells' counts 1.4 times the
+/// budget, and fewer noise-only cells survived the floor: with `auto` at ε = 0.1 and 1 (three seeds, d = 4)
+/// the largest 1-D W1 fell from 0.0165 to 0.0096 on flights at n = 5·10^4, ε = 0.1 (0.0041 to 0.0017 at
+/// ε = 1), 0.0020 to 0.0015 on a heavy-tailed table and 0.0089 to 0.0081 on a narrow mixture at n = 10^4;
+/// transport 0.94–1.0× (docs/mechanisms/pmm.md, "Adaptive marginals").
+pub const ADAPTIVE_SPLIT_SHARE: f64 = 0.3;
 
 /// PrivTree's threshold θ on a node's biased count: a node is split while its biased noisy count exceeds
 /// it. 0 as in Zhang, Xiao and Xie (2016): the bias δ per level already stops the splits where a node's
@@ -848,7 +852,7 @@ mod tests {
         for _ in 0..50_000 {
             leaves[rng.random_range(low..high)] += 1;
         }
-        // ε = 0.0125 a column (ε = 0.1 over 4 columns at the share 0.5), add-remove.
+        // ε = 0.0125 a column (ε = 0.1 over 4 columns at the marginal share 0.5), add-remove.
         let tree = AdaptiveTree::new(1.0, 0.0125).unwrap();
         assert!((tree.split_epsilon(1.0) + tree.count_epsilon(1.0) - 0.0125).abs() < 1e-6);
         let (mut inside_cells, mut outside_mass, mut noise) = (0usize, 0u64, Vec::new());
@@ -863,8 +867,15 @@ mod tests {
                 let start = cell.index as usize * width;
                 start >= low && start + width <= high
             };
-            inside_cells += cells.iter().filter(|cell| within(cell)).count();
-            let deepest_outside = cells.iter().filter(|cell| !within(cell)).map(|cell| cell.depth).max().unwrap();
+            let outside = |cell: &&AdaptiveCell| {
+                let width = 1usize << (deepest - cell.depth);
+                let start = cell.index as usize * width;
+                start + width <= low || start >= high
+            };
+            let inside = cells.iter().filter(|cell| within(cell)).count();
+            let outside = cells.iter().filter(outside).count();
+            assert!(outside < inside, "{outside} cells over the empty 93% of the axis, {inside} over the rows' 7%");
+            inside_cells += inside;
             assert!(cells.len() < 200, "{} cells: the splits stop where the counts are noise", cells.len());
             let noisy = adaptive_counts(&leaves, &cells, &tree, &key);
             for (cell, &count) in cells.iter().zip(&noisy) {
@@ -877,11 +888,10 @@ mod tests {
             outside_mass += counts[..low].iter().chain(&counts[high..]).sum::<u64>();
             let total: u64 = counts.iter().sum();
             assert!((45_000..55_000).contains(&total), "{total} of 50000 rows released");
-            assert!(deepest_outside <= 10, "a cell {deepest_outside} deep where no row is");
         }
         assert!(inside_cells >= 20 * 8, "{inside_cells} cells in the rows' 7% over 20 runs");
         assert!(outside_mass < 20 * 2_500, "{outside_mass} rows released outside the rows' range over 20 runs");
-        // Lap_Z(160): E|Z| ≈ 160 on every cell.
+        // Lap_Z(σ): E|Z| ≈ σ on every cell.
         let mean_abs = noise.iter().map(|count| count.abs() as f64).sum::<f64>() / noise.len() as f64;
         let expected = tree.count_scale.to_f64();
         assert!((0.8 * expected..1.2 * expected).contains(&mean_abs), "mean |noise| {mean_abs} for {expected}");
