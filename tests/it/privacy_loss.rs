@@ -318,7 +318,10 @@ fn shallow_marginals_are_adaptive_trees_and_deep_ones_fixed_trees() {
                 let lambda = adaptive.split_scale.to_f64();
                 assert!((lambda * splits / (2.0 * marginals::PRIVTREE_LOSS_SCALES) - 1.0).abs() < 1e-6, "λ {lambda}");
                 assert!((adaptive.count_scale.to_f64() * (per_column - splits) / 2.0 - 1.0).abs() < 1e-6);
-                assert_eq!(adaptive.floor, (marginals::MARGINAL_PRUNE_SCALES * adaptive.count_scale.to_f64()).ceil() as i64);
+                assert_eq!(
+                    adaptive.floor,
+                    (marginals::MARGINAL_PRUNE_SCALES * adaptive.count_scale.to_f64()).ceil() as i64
+                );
                 let reported = released.parameters.adaptive.as_ref().expect("the adaptive tree reported");
                 assert!((reported.split_epsilon + reported.count_epsilon - spent).abs() < 1e-12);
             }
@@ -336,7 +339,9 @@ fn shallow_marginals_are_adaptive_trees_and_deep_ones_fixed_trees() {
 fn adaptive_tree(epsilon: f64) -> AdaptiveTree {
     use dpsynth::options::PmmOptions;
     let plan = MarginalPlan::new(&replace_inputs(1, 2.0 * epsilon, 20), 0.5, &PmmOptions::DEFAULT).unwrap();
-    let MarginalShape::Adaptive(tree) = plan.tree(None).unwrap().shape else { panic!("a shallow marginal is adaptive") };
+    let MarginalShape::Adaptive(tree) = plan.tree(None).unwrap().shape else {
+        panic!("a shallow marginal is adaptive")
+    };
     tree
 }
 
