@@ -674,7 +674,10 @@ fn the_quantile_partition_stays_within_its_marginal_and_joint_epsilon() {
     });
     let worst = max_log_frequency_ratio(&first, &second, MIN_QUANTILE_COUNT);
     assert!(worst <= claimed + SLACK, "log ratio {worst} exceeds the claimed ε = {claimed}");
-    assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
+    // An adaptive marginal's split decisions do not reach their worst-case claim on this outcome (the
+    // splits test does that); the joint tree's levels do.
+    let levels = spent("level");
+    assert!(worst >= 0.5 * levels, "log ratio {worst}: the noise is much larger than the levels' ε = {levels} needs");
 }
 
 /// Mixed columns end to end, from the rows through their coding, the binner and PMM's release: a
