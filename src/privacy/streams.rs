@@ -39,17 +39,19 @@ pub enum NoiseStream {
     /// The noise key of one column's marginal tree (chunk = the column): PMM's level streams under a key
     /// of its own ([`crate::privacy::RunSeeds::for_marginal`]).
     PmmMarginalKey,
-    /// One column's flat marginal histogram (`--marginal-share` at a shallow depth) under that column's
-    /// key, its cells drawn in order.
+    /// A coded column's marginal histogram (`--marginal-share`) under that column's key, its codes' cells
+    /// drawn in order.
     MarginalHistogram,
     /// One column pair's 2-D histogram (`--pair-share`; chunk = parent · d + child, its cells drawn in
     /// order from that one stream).
     PairHistogram,
     /// The noisy scores that choose `--pair-share`'s pairs (chunk 0: every pair's score in order).
     PairSelection,
-    /// One column's finer histogram of its flat marginal's heavy cells, under that column's key, the
-    /// heavy cells' sub-cells drawn in order.
-    MarginalRefinement,
+    /// One column's adaptive marginal's split decisions (`--marginal-share` at a shallow depth), under
+    /// that column's key, drawn level by level, each level's nodes in order.
+    MarginalSplits,
+    /// The counts of one column's adaptive marginal's cells, under that column's key, drawn in order.
+    MarginalCellCounts,
     /// The sub-cells of one refined leaf of the joint tree (`--refine-share`; chunk = the leaf), drawn in
     /// order.
     PmmRefinedLeaf,
@@ -88,7 +90,8 @@ impl NoiseStream {
             NoiseStream::PairHistogram => 131,
             NoiseStream::MarginalHistogram => 132,
             NoiseStream::PairSelection => 133,
-            NoiseStream::MarginalRefinement => 134,
+            NoiseStream::MarginalSplits => 136,
+            NoiseStream::MarginalCellCounts => 137,
             NoiseStream::PmmRefinedLeaf => 135,
             NoiseStream::PrivateBounds => 140,
         }
@@ -113,7 +116,8 @@ impl NoiseStream {
             NoiseStream::PairHistogram,
             NoiseStream::MarginalHistogram,
             NoiseStream::PairSelection,
-            NoiseStream::MarginalRefinement,
+            NoiseStream::MarginalSplits,
+            NoiseStream::MarginalCellCounts,
             NoiseStream::PmmRefinedLeaf,
             NoiseStream::PrivateBounds,
         ])

@@ -514,25 +514,25 @@ fn spent_parts(report: &serde_json::Value) -> (f64, f64, f64, f64, f64) {
     (report["guarantee"]["epsilon_spent"].as_f64().unwrap(), levels, marginals, pairs, refined)
 }
 
-/// A flat marginal's heavy cells follow the rows inside them. On the bundled flights table at ε = 0.1 the
-/// marginals are flat histograms of 64 cells, and 63% of dep_delay lies in one 24-minute cell: spread
-/// evenly over it, the synthetic quartiles were −13, −4 and 16 minutes (real −5, −2, 11) and the mean 9.6
-/// (real 12.6). With that cell's sub-cells released they are −5, −1, 10 and the mean 12.3 (this seed).
+/// An adaptive marginal's cells follow the rows. On the bundled flights table at ε = 0.1 the marginals are
+/// adaptive, and 63% of dep_delay lies in one 24-minute cell of 64 equal ones: the tree cuts that part of the
+/// bounds finely, so the synthetic quartiles and mean are near the real −5, −2, 11 and 12.6.
 #[test]
-fn flat_marginals_place_the_rows_of_their_heavy_cells() {
+fn adaptive_marginals_place_the_rows_where_they_are() {
     let dir = tempfile::tempdir().unwrap();
-    let (report, _) = synth_flights(dir.path(), "flat", &["--epsilon", "0.1"]);
+    let (report, _) = synth_flights(dir.path(), "adaptive", &["--epsilon", "0.1"]);
     let marginals = &report["parameters"]["marginal_calibration"];
-    assert_eq!(marginals["release"], "flat", "{marginals}");
-    let refined = marginals["flat_refinement"]["refined_cells"].as_array().unwrap();
-    assert!(refined[0].as_u64().unwrap() >= 1, "dep_delay has a heavy cell: {refined:?}");
-    let (_, columns) = read_parquet(&dir.path().join("flat.parquet"));
+    assert_eq!(marginals["release"], "adaptive", "{marginals}");
+    let cells = marginals["adaptive"]["cells"].as_array().unwrap();
+    assert!(cells[0].as_u64().unwrap() > 64, "dep_delay's tree stopped at {cells:?} cells");
+    let (_, columns) = read_parquet(&dir.path().join("adaptive.parquet"));
     let mut delays = columns[0].clone();
     delays.sort_by(f64::total_cmp);
     let quantile = |q: f64| delays[(q * (delays.len() - 1) as f64) as usize];
     let mean = delays.iter().sum::<f64>() / delays.len() as f64;
     eprintln!("dep_delay quartiles {} {} {}, mean {mean:.2}", quantile(0.25), quantile(0.5), quantile(0.75));
     assert!((quantile(0.25) + 5.0).abs() <= 3.0 && (quantile(0.5) + 2.0).abs() <= 2.0, "real −5, −2");
+    assert!((quantile(0.75) - 11.0).abs() <= 3.0, "real 11");
     assert!((mean - 12.56).abs() <= 2.0, "mean {mean}, real 12.56");
 }
 

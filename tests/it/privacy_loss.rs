@@ -12,7 +12,10 @@ use dpsynth::mechanism::covloss::partition::SpectralPartition;
 use dpsynth::mechanism::covloss::{CovlossPlan, CovlossSettings, Damping};
 use dpsynth::mechanism::pmm::averaging::BottomUp;
 use dpsynth::mechanism::pmm::consistency::{Consistency, ConsistencyRule};
-use dpsynth::mechanism::pmm::marginals::{release_flat, MarginalPlan, MarginalShape, MarginalTree};
+use dpsynth::mechanism::pmm::marginals::{
+    adaptive_cells, adaptive_counts, AdaptiveCell, AdaptiveTree, MarginalPlan, MarginalShape, MarginalTree,
+    ADAPTIVE_SPLIT_SHARE,
+};
 use dpsynth::mechanism::pmm::release_leaf_counts;
 use dpsynth::mechanism::pmm::schedule::{LevelSchedule, RootNoise};
 use dpsynth::noise::discrete_laplace::RationalScale;
@@ -258,7 +261,7 @@ fn marginal_trees_stay_within_their_share_of_epsilon() {
 
     let public = replace_inputs(2, 4.0, ROWS);
     let plan = MarginalPlan::new(&public, 0.5, &PmmOptions::DEFAULT).unwrap();
-    // A depth this shallow is released flat (the next test); the tree's release is checked here.
+    // A depth this shallow is released adaptively (the next tests); the tree's release is checked here.
     let tree = MarginalTree { shape: MarginalShape::Tree, ..plan.tree(None).unwrap() };
     assert_eq!(tree.schedule.depth, 1, "the d = 1 rule splits 16 rows once at ε = 1");
     let leaves = 1usize << tree.schedule.depth;
@@ -287,16 +290,15 @@ fn marginal_trees_stay_within_their_share_of_epsilon() {
     assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
 }
 
-/// `--marginal-share`'s shape rule and its accounting: a shallow column is released flat, its cells and
-/// their heavy cells' sub-cells together at the column's whole ε·S/d (sensitivity 2 under replace), the
-/// sub-cells at [`marginals::FLAT_REFINE_SHARE`] of it, or the cells alone where n could not fill
-/// [`marginals::FLAT_REFINE_MIN_HEAVY_CELLS`] heavy cells; a deep one as a tree; either claims no more than
-/// its share.
+/// `--marginal-share`'s shape rule and its accounting: a shallow column is released as an adaptive tree
+/// whose split decisions and cells' counts together spend the column's whole ε·S/d (sensitivity 2 under
+/// replace), the decisions [`marginals::ADAPTIVE_SPLIT_SHARE`] of it; a deep one as a tree; either claims
+/// no more than its share.
 #[test]
-fn shallow_marginals_are_flat_histograms_and_deep_ones_trees() {
+fn shallow_marginals_are_adaptive_trees_and_deep_ones_fixed_trees() {
     use dpsynth::mechanism::pmm::marginals;
     use dpsynth::options::PmmOptions;
-    let (mut shapes, mut refinements) = (Vec::new(), Vec::new());
+    let mut shapes = Vec::new();
     for (epsilon, rows) in [(0.05, 300_000), (0.1, 300_000), (1.0, 1000), (0.5, 300_000), (10.0, 300_000)] {
         let plan = MarginalPlan::new(&replace_inputs(3, epsilon, rows), 0.3, &PmmOptions::DEFAULT).unwrap();
         let tree = plan.tree(None).unwrap();
@@ -307,80 +309,121 @@ fn shallow_marginals_are_flat_histograms_and_deep_ones_trees() {
         let spent = released.spends[0];
         assert!(spent <= per_column && spent > per_column * (1.0 - 1e-6), "depth {depth}: {spent} of {per_column}");
         match tree.shape {
-            MarginalShape::Flat { scale, floor, refinement } => {
-                assert!(depth <= marginals::FLAT_MARGINAL_MAX_DEPTH, "flat at depth {depth}");
-                assert_eq!(floor, (marginals::FLAT_MARGINAL_PRUNE_SCALES * scale.to_f64()).ceil() as i64);
-                assert_eq!(released.parameters.release, "flat");
-                // Replace moves a row between two cells (and two sub-cells): sensitivity 2.
-                let sub_cells = per_column * marginals::FLAT_REFINE_SHARE;
-                let cells = match refinement {
-                    Some(refinement) => {
-                        assert!(rows >= marginals::FLAT_REFINE_MIN_HEAVY_CELLS * refinement.threshold(), "n = {rows}");
-                        assert!((refinement.scale.to_f64() * sub_cells / 2.0 - 1.0).abs() < 1e-6, "{refinement:?}");
-                        let refined = released.parameters.flat_refinement.as_ref().expect("the sub-cells reported");
-                        assert!((refined.epsilon - 2.0 / refinement.scale.to_f64()).abs() < 1e-12);
-                        per_column - sub_cells
-                    }
-                    None => {
-                        assert!(released.parameters.flat_refinement.is_none());
-                        per_column
-                    }
-                };
-                assert!((scale.to_f64() * cells / 2.0 - 1.0).abs() < 1e-6, "scale {scale:?}");
-                refinements.push(refinement.is_some());
+            MarginalShape::Adaptive(adaptive) => {
+                assert!(depth <= marginals::ADAPTIVE_MARGINAL_MAX_DEPTH, "adaptive at depth {depth}");
+                assert_eq!(released.parameters.release, "adaptive");
+                assert_eq!(tree.column_depth(0), marginals::ADAPTIVE_CELL_DEPTH);
+                let splits = per_column * marginals::ADAPTIVE_SPLIT_SHARE;
+                // Replace moves a row between two paths and two cells: sensitivity 2.
+                let lambda = adaptive.split_scale.to_f64();
+                assert!((lambda * splits / (2.0 * marginals::PRIVTREE_LOSS_SCALES) - 1.0).abs() < 1e-6, "λ {lambda}");
+                assert!((adaptive.count_scale.to_f64() * (per_column - splits) / 2.0 - 1.0).abs() < 1e-6);
+                assert_eq!(
+                    adaptive.floor,
+                    (marginals::MARGINAL_PRUNE_SCALES * adaptive.count_scale.to_f64()).ceil() as i64
+                );
+                let reported = released.parameters.adaptive.as_ref().expect("the adaptive tree reported");
+                assert!((reported.split_epsilon + reported.count_epsilon - spent).abs() < 1e-12);
             }
             MarginalShape::Tree => {
-                assert!(depth > marginals::FLAT_MARGINAL_MAX_DEPTH, "a tree at depth {depth}");
+                assert!(depth > marginals::ADAPTIVE_MARGINAL_MAX_DEPTH, "a tree at depth {depth}");
                 assert_eq!(released.parameters.release, "tree");
             }
         }
         shapes.push(released.parameters.release);
     }
-    assert!(shapes.contains(&"flat") && shapes.contains(&"tree"), "both shapes were tried: {shapes:?}");
-    assert!(refinements.contains(&true) && refinements.contains(&false), "flat with and without: {refinements:?}");
+    assert!(shapes.contains(&"adaptive") && shapes.contains(&"tree"), "both shapes were tried: {shapes:?}");
 }
 
-/// `--marginal-share`'s release at a shallow depth: a flat histogram of the column's cells, on
-/// replace-neighbouring tables where one row moves from the first cell to the last (empty in the first
-/// table). The outcome is those two noisy cells (the floor set to 0: pruning is post-processing), against
-/// what the cells claim (16 rows cannot fill heavy cells, so the cells have the column's whole ε: the
-/// sub-cells are the next test); a scale not doubled for replace, or a share not split over the columns,
-/// doubles the log ratio. (That empty cells are noised:
-/// `a_flat_histogram_noises_every_cell_empty_ones_included`.)
-#[test]
-fn flat_marginals_stay_within_their_share_of_epsilon() {
+/// An adaptive marginal's tree for one column of 20 rows at ε·S = `epsilon` under replace.
+fn adaptive_tree(epsilon: f64) -> AdaptiveTree {
     use dpsynth::options::PmmOptions;
-    const ROWS: u64 = 16;
+    let plan = MarginalPlan::new(&replace_inputs(1, 2.0 * epsilon, 20), 0.5, &PmmOptions::DEFAULT).unwrap();
+    let MarginalShape::Adaptive(tree) = plan.tree(None).unwrap().shape else {
+        panic!("a shallow marginal is adaptive")
+    };
+    tree
+}
 
-    let public = replace_inputs(1, 4.0, ROWS);
-    let plan = MarginalPlan::new(&public, 0.5, &PmmOptions::DEFAULT).unwrap();
-    let tree = plan.tree(None).unwrap();
-    let MarginalShape::Flat { scale, refinement, .. } = tree.shape else { panic!("a shallow marginal is flat") };
-    let leaves = 1usize << tree.column_depth(0);
-    let column = |moved: u64| {
-        let mut counts = vec![0u64; leaves];
-        counts[0] = ROWS - moved;
-        counts[leaves - 1] = moved;
-        counts
+/// A scale with half the value of `scale`.
+fn halved(scale: RationalScale) -> RationalScale {
+    RationalScale::new(scale.num(), 2 * scale.den()).unwrap()
+}
+
+/// An adaptive marginal's split decisions (PrivTree): on add-remove-neighbouring tables of 64 leaves whose
+/// rows all lie in the first leaf, 3δ of them or one more, the decisions along that leaf's path sit where
+/// they cost most (the threshold is crossed at depth 3, the levels above and below it are δ apart). The
+/// outcome is the depth of the cell the first leaf stopped at (post-processing of the decisions), against
+/// what the decisions claim ([`AdaptiveTree::split_epsilon`] at sensitivity 1): a split scale halved takes
+/// the log ratio past the claim. (The replace sensitivity's doubling:
+/// `shallow_marginals_are_adaptive_trees_and_deep_ones_fixed_trees`.)
+#[test]
+fn adaptive_marginal_splits_stay_within_their_share_of_epsilon() {
+    let loss = |tree: &AdaptiveTree| {
+        let table = |added: u64| {
+            let mut leaves = vec![0u64; 64];
+            leaves[0] = 3 * tree.bias as u64 + added;
+            leaves
+        };
+        let frequencies = |leaves: &[u64], seed_base: u64| {
+            let mut frequencies: HashMap<u32, u64> = HashMap::new();
+            for run in 0..RUNS {
+                let cells = adaptive_cells(leaves, tree, &NoiseKey::from_user_seed(seed_base + run));
+                *frequencies.entry(cells[0].depth).or_insert(0) += 1;
+            }
+            frequencies
+        };
+        max_log_frequency_ratio(&frequencies(&table(0), 0), &frequencies(&table(1), 1 << 40), MIN_COUNT)
     };
-    let frequencies = |leaves: &[u64], seed_base: u64| {
-        let mut frequencies: HashMap<Vec<u64>, u64> = HashMap::new();
-        for run in 0..RUNS {
-            let seeds = RunSeeds::new(Some(seed_base + run)).unwrap();
-            let flat = release_flat(leaves, tree.schedule.depth, (scale, 0), refinement, &seeds.noise);
-            assert!(refinement.is_none() && flat.heavy.is_empty(), "{ROWS} rows make no heavy cell");
-            *frequencies.entry(vec![flat.cells[0], *flat.cells.last().unwrap()]).or_insert(0) += 1;
-        }
-        frequencies
-    };
-    let seeds = RunSeeds::new(Some(0)).unwrap();
-    let spent: f64 = plan.release_leaves(&tree, vec![column(0)], &seeds).unwrap().spends.iter().sum();
-    assert!(spent <= 2.0 + 1e-9 && spent > 2.0 - 1e-6, "one column of ε·share = 2 claims {spent}");
-    let claimed = 2.0 / scale.to_f64();
-    assert!((claimed - spent).abs() < 1e-12, "the cells claim {claimed} of the column's {spent}");
-    let worst = max_log_frequency_ratio(&frequencies(&column(0), 0), &frequencies(&column(1), 1 << 40), MIN_COUNT);
-    assert!(worst <= claimed + SLACK, "log ratio {worst} exceeds the cells' ε = {claimed}");
+    let column = 0.6 / ADAPTIVE_SPLIT_SHARE;
+    let tree = AdaptiveTree::new(1.0, column).unwrap();
+    let claimed = tree.split_epsilon(1.0);
+    assert!((claimed - 0.6).abs() < 1e-6, "the decisions claim {claimed} of the column's {column}");
+    let worst = loss(&tree);
+    assert!(worst <= claimed + SLACK, "log ratio {worst} exceeds the decisions' ε = {claimed}");
     assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
+    let halved = AdaptiveTree::with_scales(halved(tree.split_scale), tree.count_scale);
+    let halved_loss = loss(&halved);
+    assert!(halved_loss > claimed + SLACK, "a halved split scale went unnoticed: log ratio {halved_loss}");
+}
+
+/// An adaptive marginal's cells' counts: on replace-neighbouring tables where one row moves from the first
+/// cell to the last of a fixed partition (the decisions are the previous test's), the outcome is those two
+/// noisy counts (unpruned: pruning and the spreading are post-processing), against what the counts claim
+/// ([`AdaptiveTree::count_epsilon`] at sensitivity 2). A halved count scale doubles the log ratio.
+#[test]
+fn adaptive_marginal_counts_stay_within_their_share_of_epsilon() {
+    let cells = [
+        AdaptiveCell { depth: 1, index: 0 },
+        AdaptiveCell { depth: 2, index: 2 },
+        AdaptiveCell { depth: 3, index: 6 },
+        AdaptiveCell { depth: 3, index: 7 },
+    ];
+    let loss = |tree: &AdaptiveTree| {
+        let table = |moved: u64| {
+            let mut leaves = vec![0u64; 8];
+            (leaves[1], leaves[7]) = (20 - moved, moved);
+            leaves
+        };
+        let frequencies = |leaves: &[u64], seed_base: u64| {
+            let mut frequencies: HashMap<(i64, i64), u64> = HashMap::new();
+            for run in 0..RUNS {
+                let noisy = adaptive_counts(leaves, &cells, tree, &NoiseKey::from_user_seed(seed_base + run));
+                *frequencies.entry((noisy[0], noisy[3])).or_insert(0) += 1;
+            }
+            frequencies
+        };
+        max_log_frequency_ratio(&frequencies(&table(0), 0), &frequencies(&table(1), 1 << 40), MIN_COUNT)
+    };
+    let column = 2.0 / (1.0 - ADAPTIVE_SPLIT_SHARE);
+    let tree = adaptive_tree(column);
+    let claimed = tree.count_epsilon(2.0);
+    assert!((claimed - 2.0).abs() < 1e-6, "the counts claim {claimed} of the column's {column}");
+    let worst = loss(&tree);
+    assert!(worst <= claimed + SLACK, "log ratio {worst} exceeds the counts' ε = {claimed}");
+    assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
+    let halved_loss = loss(&AdaptiveTree { count_scale: halved(tree.count_scale), ..tree });
+    assert!(halved_loss > claimed + SLACK, "a halved count scale went unnoticed: log ratio {halved_loss}");
 }
 
 /// A categorical column's 1-D marginal (a cell per code): on replace-neighbouring tables where one row
@@ -418,53 +461,6 @@ fn coded_marginals_stay_within_their_share_of_epsilon() {
     let worst =
         max_log_frequency_ratio(&frequencies(table(20, 20), 0), &frequencies(table(19, 21), 1 << 40), MIN_COUNT);
     assert!(worst <= claimed + SLACK, "log ratio {worst} exceeds the column's ε = {claimed}");
-    assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
-}
-
-/// A flat marginal's heavy cells: on replace-neighbouring tables where a heavy first cell's rows all lie
-/// in its first sub-cell, or all but one, moved to its second. The outcome is those two noisy sub-cells
-/// (unpruned: pruning and the sharing out are post-processing), against what the sub-cells claim: their
-/// share [`FLAT_REFINE_SHARE`] of the column's ε. A scale not doubled for replace, or the column's whole ε
-/// spent on them, doubles the log ratio or more.
-#[test]
-fn flat_marginal_sub_cells_stay_within_their_share_of_epsilon() {
-    use dpsynth::mechanism::pmm::marginals::{self, FLAT_REFINE_SHARE};
-    use dpsynth::options::PmmOptions;
-    const ROWS: u64 = 400;
-
-    // ε·share = 10 for the one column: 8 for its cells, 2 for the sub-cells (Lap_Z of scale 1 under replace).
-    let public = replace_inputs(1, 20.0, ROWS);
-    let plan = MarginalPlan::new(&public, 0.5, &PmmOptions::DEFAULT).unwrap();
-    let tree = plan.tree(None).unwrap();
-    let MarginalShape::Flat { scale, floor, refinement: Some(refinement) } = tree.shape else {
-        panic!("a shallow marginal of {ROWS} rows is flat, with sub-cells")
-    };
-    assert!(ROWS >= marginals::FLAT_REFINE_MIN_HEAVY_CELLS * refinement.threshold(), "the first cell is heavy");
-    let column = |moved: u64| {
-        let mut counts = vec![0u64; 1 << tree.column_depth(0)];
-        counts[0] = ROWS - moved;
-        counts[1] = moved;
-        counts
-    };
-    let frequencies = |leaves: &[u64], seed_base: u64| {
-        let mut frequencies: HashMap<Vec<i64>, u64> = HashMap::new();
-        for run in 0..RUNS {
-            let seeds = RunSeeds::new(Some(seed_base + run)).unwrap();
-            let flat = release_flat(leaves, tree.schedule.depth, (scale, floor), Some(refinement), &seeds.noise);
-            assert_eq!(flat.heavy, [0], "the first cell, and only it, is heavy");
-            *frequencies.entry(flat.sub_cells[..2].to_vec()).or_insert(0) += 1;
-        }
-        frequencies
-    };
-    let claimed = 2.0 / refinement.scale.to_f64();
-    assert!((claimed - 10.0 * FLAT_REFINE_SHARE).abs() < 1e-6, "the sub-cells claim {claimed}");
-    let cells = 2.0 / scale.to_f64();
-    assert!((cells + claimed - 10.0).abs() < 1e-6, "the cells claim {cells}, the rest of the column's 10");
-    let seeds = RunSeeds::new(Some(0)).unwrap();
-    let spent: f64 = plan.release_leaves(&tree, vec![column(0)], &seeds).unwrap().spends.iter().sum();
-    assert!((spent - cells - claimed).abs() < 1e-12, "the column spends {spent}");
-    let worst = max_log_frequency_ratio(&frequencies(&column(0), 0), &frequencies(&column(1), 1 << 40), MIN_COUNT);
-    assert!(worst <= claimed + SLACK, "log ratio {worst} exceeds the sub-cells' ε = {claimed}");
     assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
 }
 
@@ -678,7 +674,10 @@ fn the_quantile_partition_stays_within_its_marginal_and_joint_epsilon() {
     });
     let worst = max_log_frequency_ratio(&first, &second, MIN_QUANTILE_COUNT);
     assert!(worst <= claimed + SLACK, "log ratio {worst} exceeds the claimed ε = {claimed}");
-    assert!(worst >= 0.5 * claimed, "log ratio {worst}: the noise is much larger than ε = {claimed} needs");
+    // An adaptive marginal's split decisions do not reach their worst-case claim on this outcome (the
+    // splits test does that); the joint tree's levels do.
+    let levels = spent("level");
+    assert!(worst >= 0.5 * levels, "log ratio {worst}: the noise is much larger than the levels' ε = {levels} needs");
 }
 
 /// Mixed columns end to end, from the rows through their coding, the binner and PMM's release: a

@@ -1,7 +1,7 @@
 //! Marginal calibration (`--marginal-share`, docs/mechanisms/pmm.md): a declared share of ε releases
 //! each column's marginal on a fine 1-D dyadic tree (PMM in one dimension, with its own noise key per
-//! column), or, where the tree would be shallow, as one flat histogram of its leaves
-//! ([`FLAT_MARGINAL_MAX_DEPTH`]); and every synthetic value is then mapped onto its column's released
+//! column), or, where that tree would be shallow, as an adaptive tree whose cells follow the column's rows
+//! ([`ADAPTIVE_MARGINAL_MAX_DEPTH`], PrivTree); and every synthetic value is then mapped onto its column's released
 //! marginal by the monotone map x ↦ G⁻¹(F(x)): F is the joint release's own marginal CDF along that
 //! axis, G the released 1-D one, both piecewise linear because points are uniform in their cells. The map
 //! reads released counts only (post-processing) and keeps each column's ranks, so the joint's dependence
@@ -71,36 +71,47 @@ pub const QUANTILE_ALIGNED_CELLS: usize = PAIR_CELLS;
 /// worse.
 pub const QUANTILE_ALIGN_MIN_CELLS: f64 = 4.0;
 
-/// Where the d = 1 depth rule gives a column this many levels or fewer, its marginal is released as one
-/// flat histogram of the leaves instead of a tree. The rule's bound is a worst case: at its shallow depths
-/// each leaf of the tree carries the noise of every level above it, where a flat histogram's carries one
-/// level's at the whole column's ε. On flights (d = 3–6, ε = 0.1, 0.3, 1, 10, five seeds; depths 5–6 at
-/// ε = 0.1, 7 at 0.3, 8 and more above) flat histograms at depths 5–6 cut the 2-way TV by 12–32% and the
-/// largest mean error by up to 31%, with the joint W1 1–6% lower; at depth 7 the mean error rose up to
-/// 1.66×, and from depth 8 the tree did better on the marginals (docs/mechanisms/pmm.md, "Flat marginals").
-pub const FLAT_MARGINAL_MAX_DEPTH: u32 = 6;
+/// Where the d = 1 depth rule gives a column this many levels or fewer, its marginal is released as an
+/// adaptive tree ([`AdaptiveTree`]) instead of a tree of that fixed depth. The rule's depth follows ε·n
+/// alone, so at these depths a column is cut into at most 64 equal cells of its public bounds wherever its
+/// rows are: at ε = 0.1 on 5·10^4 rows (d = 4, 16 cells) a column whose rows fill 7–14% of its bounds was
+/// smeared over two or three cells (1-D TV on 32 bins 0.23–0.49, MST's 0.015–0.027). Adaptive cells against
+/// the flat histograms with refined heavy cells that these depths had before (`auto`, d = 4, ε = 0.1 and 1,
+/// n = 10^4 and 5·10^4, three seeds): the largest 1-D W1 0.03–0.71× on flights and on tables filling 7–10% of
+/// their bounds, transport 0.04–1.07×; at depth 6 on the whole flights table (ε = 0.1), whose columns fill
+/// their bounds, transport 1.12× and the 2-way TV 1.45× (docs/mechanisms/pmm.md, "Adaptive marginals").
+pub const ADAPTIVE_MARGINAL_MAX_DEPTH: u32 = 6;
 
-/// A flat marginal's noisy counts below this many noise scales are taken as empty: the tree drops an
-/// empty region a subtree at a time, a flat histogram cell by cell, and at 2 scales the survivors in
-/// empty cells moved the mean and the correlations (4 did best of 2.5, 3 and 4 on flights).
-pub const FLAT_MARGINAL_PRUNE_SCALES: f64 = 4.0;
+/// A marginal's noisy counts below this many noise scales are taken as empty: the tree drops an empty
+/// region a subtree at a time, a histogram cell by cell, and at 2 scales the survivors in empty cells
+/// moved the mean and the correlations (4 did best of 2.5, 3 and 4 on flights, with flat histograms).
+pub const MARGINAL_PRUNE_SCALES: f64 = 4.0;
 
-/// A flat marginal's heavy cells are cut into 2^this equal sub-cells, released as a second histogram. At
-/// the shallow depths a flat histogram is used for, one cell can hold most of a column (flights at ε = 0.1:
-/// 63% of dep_delay in one 24-minute cell), and points spread uniformly over it miss where the rows are
-/// inside it; a deeper flat histogram would cut the light cells too and lose more of them to the floor.
-pub const FLAT_REFINE_LEVELS: u32 = 4;
+/// An adaptive marginal's finest cells are 2^this equal cells of the column's bounds. Its splits stop
+/// where the counts turn to noise wherever the cap is, so the cap bounds the memory and the pass that
+/// counts each column's rows at this depth (2^12 counts a column): a column whose rows fill 5% of its
+/// bounds still gets 200 cells there, more than the 64 bins the peers and the scores use.
+pub const ADAPTIVE_CELL_DEPTH: u32 = 12;
 
-/// The share of a flat marginal's ε (the column's) that its heavy cells' sub-cells are released with. On
-/// flights at ε = 0.1 (d = 4–6, five seeds) it cut the pairwise 2-D W1 by 8–17% and the largest 1-D W1 by
-/// 4–24%; 0.1 did as well on those but left the mean error at d = 6 at 0.0032 against 0.0023
-/// (docs/mechanisms/pmm.md, "A flat marginal's heavy cells").
-pub const FLAT_REFINE_SHARE: f64 = 0.2;
+/// The share of an adaptive marginal's ε (the column's) spent on its split decisions, the rest on its
+/// cells' counts. Against Zhang, Xiao and Xie's (2016) even split, 0.3 gave the cells' counts 1.4 times the
+/// budget, and fewer noise-only cells survived the floor: with `auto` at ε = 0.1 and 1 (three seeds, d = 4)
+/// the largest 1-D W1 fell from 0.0165 to 0.0096 on flights at n = 5·10^4, ε = 0.1 (0.0041 to 0.0017 at
+/// ε = 1), 0.0020 to 0.0015 on a heavy-tailed table and 0.0089 to 0.0081 on a narrow mixture at n = 10^4;
+/// transport 0.94–1.0× (docs/mechanisms/pmm.md, "Adaptive marginals").
+pub const ADAPTIVE_SPLIT_SHARE: f64 = 0.3;
 
-/// A flat marginal's heavy cells are refined where the rows (n, or the released n̂) could fill this many
-/// of them ([`Refinement::threshold`] each): below it the share mostly buys nothing, while every cell
-/// carries more noise.
-pub const FLAT_REFINE_MIN_HEAVY_CELLS: u64 = 4;
+/// PrivTree's threshold θ on a node's biased count: a node is split while its biased noisy count exceeds
+/// it. 0 as in Zhang, Xiao and Xie (2016): the bias δ per level already stops the splits where a node's
+/// rows are fewer than its depth times δ.
+pub const ADAPTIVE_SPLIT_THRESHOLD: i64 = 0;
+
+/// The privacy loss of a binary PrivTree's split decisions in units of 1/λ for a row added or removed:
+/// (2β − 1)/(β − 1) with fanout β = 2 (Zhang, Xiao and Xie 2016, Theorem 3.1). With discrete Laplace
+/// noise and whole counts the same bound holds: along the row's path the biased counts fall by δ ≥ λ·ln 2
+/// a level, so the decisions within δ of θ cost 1/λ each (two at most) and the others a geometric series
+/// of ratio e^(−δ/λ) ≤ ½ (one more 1/λ at most).
+pub const PRIVTREE_LOSS_SCALES: f64 = 3.0;
 
 /// The most rows [`MarginalPlan::rows_for_depth`] looks at: 2^62, beyond any table.
 const DEEPEST_SEARCHED_ROWS: u64 = 1 << 62;
@@ -124,17 +135,11 @@ pub struct MarginalParameters {
     /// Each column's tree: its depth (2^depth cells on the column's bounds) and the rule that chose it.
     pub depths: Vec<u32>,
     pub depth_rule: String,
-    /// `tree` (PMM in one dimension) or `flat` (one histogram of the leaves: [`FLAT_MARGINAL_MAX_DEPTH`]).
+    /// `tree` (PMM in one dimension) or `adaptive` (PrivTree: [`ADAPTIVE_MARGINAL_MAX_DEPTH`]).
     pub release: &'static str,
-    /// A flat histogram's Laplace scale per cell and the floor below which its counts were taken as empty.
+    /// An adaptive tree's noise, thresholds and cells.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub flat_sigma: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub flat_prune_floor: Option<i64>,
-    /// A flat histogram's heavy cells, cut finer ([`FLAT_REFINE_LEVELS`]); absent where the rows could not
-    /// fill [`FLAT_REFINE_MIN_HEAVY_CELLS`] of them.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub flat_refinement: Option<RefinementParameters>,
+    pub adaptive: Option<AdaptiveParameters>,
     /// The categorical and Boolean columns' marginals ([`CodedMarginal`]); absent without one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub codes: Option<CodedParameters>,
@@ -194,9 +199,9 @@ impl MarginalPlan {
     /// The tree every column gets, for the public n (replace) or the joint release's n̂ and its scale
     /// (add-remove: the trees' released root).
     pub fn tree(&self, row_count: Option<(u64, NoisyRowCount)>) -> Result<MarginalTree> {
-        let (size, rows) = match (self.public.neighbours, row_count) {
-            (Neighbours::Replace, _) => (TreeSize::Public(self.public.file_rows), self.public.file_rows),
-            (Neighbours::AddRemove, Some((n_hat, row_count))) => (TreeSize::AlreadyReleased { n_hat, row_count }, n_hat),
+        let size = match (self.public.neighbours, row_count) {
+            (Neighbours::Replace, _) => TreeSize::Public(self.public.file_rows),
+            (Neighbours::AddRemove, Some((n_hat, row_count))) => TreeSize::AlreadyReleased { n_hat, row_count },
             (Neighbours::AddRemove, None) => {
                 return Err(Error::internal("the marginal trees under add-remove need the joint release's n̂"))
             }
@@ -208,19 +213,9 @@ impl MarginalPlan {
             .schedule()
             .ok_or_else(|| Error::internal("a marginal tree's depth is known from its size"))?
             .clone();
-        let shape = if schedule.depth <= FLAT_MARGINAL_MAX_DEPTH {
+        let shape = if schedule.depth <= ADAPTIVE_MARGINAL_MAX_DEPTH {
             let sensitivity = self.public.neighbours.histogram_sensitivity();
-            let sub_cells_epsilon = self.epsilon_per_column * FLAT_REFINE_SHARE;
-            let refine_scale =
-                noise_scale(sensitivity / sub_cells_epsilon, "a flat marginal's heavy cells (--marginal-share)")?;
-            let refinement = Refinement { scale: refine_scale, floor: prune_floor(refine_scale) };
-            let (refinement, cells_epsilon) = if rows >= FLAT_REFINE_MIN_HEAVY_CELLS * refinement.threshold() {
-                (Some(refinement), self.epsilon_per_column - sub_cells_epsilon)
-            } else {
-                (None, self.epsilon_per_column)
-            };
-            let scale = noise_scale(sensitivity / cells_epsilon, "a flat marginal (--marginal-share)")?;
-            MarginalShape::Flat { scale, floor: prune_floor(scale), refinement }
+            MarginalShape::Adaptive(AdaptiveTree::new(sensitivity, self.epsilon_per_column)?)
         } else {
             MarginalShape::Tree
         };
@@ -285,10 +280,10 @@ impl MarginalPlan {
         let size = TreeSize::ReleasedFirst(row_count);
         let planned =
             PmmPlan::with_size(&self.public, 1, self.epsilon_per_column, size, &self.options, "")?.planned_depth();
-        // Deep enough for a flat marginal's sub-cells too, wherever n̂ turns out to give a flat one, and for a
-        // cell per code of every coded column.
+        // Deep enough for an adaptive marginal's finest cells too, wherever n̂ turns out to give one, and for
+        // a cell per code of every coded column.
         let code_depth = self.options.marginal_codes.iter().map(|&slots| code_depth(slots)).max().unwrap_or(0);
-        Ok(planned.max(planned.min(FLAT_MARGINAL_MAX_DEPTH) + FLAT_REFINE_LEVELS).max(code_depth))
+        Ok(planned.max(ADAPTIVE_CELL_DEPTH).max(code_depth))
     }
 
     /// Each column's true leaf counts at its depth in `tree` ([`MarginalTree::column_depth`]): `binned`
@@ -304,8 +299,8 @@ impl MarginalPlan {
     }
 
     /// Noises each column's leaf counts `leaves[k]` (at `tree`'s leaf depth) as `tree`'s shape says (a key
-    /// of its own per column: [`RunSeeds::for_marginal`]): the tree made consistent, or the flat histogram
-    /// with its floor and its heavy cells refined ([`release_flat`]).
+    /// of its own per column: [`RunSeeds::for_marginal`]): the tree made consistent, or the adaptive tree's
+    /// cells ([`release_adaptive`]).
     pub fn release_leaves(
         &self,
         tree: &MarginalTree,
@@ -313,7 +308,7 @@ impl MarginalPlan {
         seeds: &RunSeeds,
     ) -> Result<ReleasedMarginals> {
         let columns = leaves.len();
-        let mut refined_cells = Vec::new();
+        let mut adaptive_cells = Vec::new();
         let counts = leaves
             .into_iter()
             .enumerate()
@@ -324,33 +319,35 @@ impl MarginalPlan {
                 }
                 match tree.shape {
                     MarginalShape::Tree => tree.plan.release_leaves(leaves, &seeds, &mut Timings::default()),
-                    MarginalShape::Flat { scale, floor, refinement } => {
-                        let flat = release_flat(&leaves, tree.schedule.depth, (scale, floor), refinement, &seeds.noise);
-                        refined_cells.push(flat.heavy.len());
-                        Ok(flat.leaf_counts())
+                    MarginalShape::Adaptive(adaptive) => {
+                        let (counts, cells) = release_adaptive(&leaves, &adaptive, &seeds.noise);
+                        adaptive_cells.push(cells);
+                        Ok(counts)
                     }
                 }
             })
             .collect::<Result<Vec<_>>>()?;
         let sensitivity = self.public.neighbours.histogram_sensitivity();
-        let (spent, release, flat_sigma, flat_prune_floor, flat_refinement) = match tree.shape {
-            MarginalShape::Tree => (tree_epsilon(&tree.schedule), "tree", None, None, None),
-            MarginalShape::Flat { scale, floor, refinement } => {
-                let refined = refinement.map(|refinement| RefinementParameters {
-                    levels: FLAT_REFINE_LEVELS,
-                    epsilon: sensitivity / refinement.scale.to_f64(),
-                    sigma: refinement.scale.to_f64(),
-                    prune_floor: refinement.floor,
-                    from_count: refinement.threshold(),
-                    refined_cells,
-                });
-                let spent = sensitivity / scale.to_f64() + refined.as_ref().map_or(0.0, |refined| refined.epsilon);
-                (spent, "flat", Some(scale.to_f64()), Some(floor), refined)
+        let (spent, release, adaptive) = match tree.shape {
+            MarginalShape::Tree => (tree_epsilon(&tree.schedule), "tree", None),
+            MarginalShape::Adaptive(adaptive) => {
+                let parameters = AdaptiveParameters {
+                    split_epsilon: adaptive.split_epsilon(sensitivity),
+                    split_sigma: adaptive.split_scale.to_f64(),
+                    split_bias: adaptive.bias,
+                    split_threshold: ADAPTIVE_SPLIT_THRESHOLD,
+                    count_epsilon: adaptive.count_epsilon(sensitivity),
+                    count_sigma: adaptive.count_scale.to_f64(),
+                    prune_floor: adaptive.floor,
+                    cell_depth: ADAPTIVE_CELL_DEPTH,
+                    cells: adaptive_cells,
+                };
+                (parameters.split_epsilon + parameters.count_epsilon, "adaptive", Some(parameters))
             }
         };
         let coded_spent = |coded: &CodedMarginal| sensitivity / coded.scale.to_f64();
         let spends = tree.coded.iter().map(|coded| coded.as_ref().map_or(spent, coded_spent)).collect();
-        let depths = (0..columns).map(|column| tree.coded[column].as_ref().map_or(tree.schedule.depth, |coded| coded.depth));
+        let depths = (0..columns).map(|column| tree.column_depth(column));
         let coded_columns: Vec<usize> = (0..columns).filter(|&column| tree.coded[column].is_some()).collect();
         let codes = tree.coded.iter().flatten().next().map(|coded| CodedParameters {
             columns: coded_columns,
@@ -369,9 +366,7 @@ impl MarginalPlan {
                 codes,
                 depth_rule: tree.depth_rule.clone(),
                 release,
-                flat_sigma,
-                flat_prune_floor,
-                flat_refinement,
+                adaptive,
                 partition: self.partition,
                 map: match self.partition {
                     Partition::Midpoint => {
@@ -390,19 +385,24 @@ impl MarginalPlan {
     }
 }
 
-/// What the report says about a flat marginal's heavy cells.
+/// What the report says about the adaptive marginals ([`AdaptiveTree`]).
 #[derive(Clone, Debug, Serialize)]
-pub struct RefinementParameters {
-    /// Each heavy cell is cut into 2^levels equal sub-cells.
-    pub levels: u32,
-    /// What the sub-cells spend (part of `epsilon_per_column`), their Laplace scale and floor.
-    pub epsilon: f64,
-    pub sigma: f64,
+pub struct AdaptiveParameters {
+    /// What the split decisions spend (part of `epsilon_per_column`), their Laplace scale λ, the bias δ
+    /// per level and the threshold θ.
+    pub split_epsilon: f64,
+    pub split_sigma: f64,
+    pub split_bias: i64,
+    pub split_threshold: i64,
+    /// What the cells' counts spend (the rest of `epsilon_per_column`), their Laplace scale and the floor
+    /// below which a count was taken as empty.
+    pub count_epsilon: f64,
+    pub count_sigma: f64,
     pub prune_floor: i64,
-    /// A cell is heavy from this released count on.
-    pub from_count: u64,
-    /// How many cells of each number column were heavy.
-    pub refined_cells: Vec<usize>,
+    /// The finest cells: 2^cell_depth on the column's bounds.
+    pub cell_depth: u32,
+    /// How many cells each number column's tree stopped at.
+    pub cells: Vec<usize>,
 }
 
 /// Every column's 1-D leaf counts from a pass made before the trees' depth was known.
@@ -424,13 +424,12 @@ pub struct MarginalTree {
 }
 
 impl MarginalTree {
-    /// The depth a number's true leaves are counted at: a flat histogram's sub-cells lie
-    /// [`FLAT_REFINE_LEVELS`] below its cells.
+    /// The depth a number's true leaves are counted and released at: the tree's, or an adaptive tree's
+    /// finest cells'.
     fn number_depth(&self) -> u32 {
         match self.shape {
             MarginalShape::Tree => self.schedule.depth,
-            MarginalShape::Flat { refinement: Some(_), .. } => self.schedule.depth + FLAT_REFINE_LEVELS,
-            MarginalShape::Flat { refinement: None, .. } => self.schedule.depth,
+            MarginalShape::Adaptive(_) => ADAPTIVE_CELL_DEPTH,
         }
     }
 
@@ -507,91 +506,134 @@ impl CodedMarginal {
 pub enum MarginalShape {
     /// The schedule's noisy levels, made consistent top-down (PMM in one dimension).
     Tree,
-    /// One histogram of the schedule's cells, Lap_Z(`scale`) on every cell ([`flat_histogram`]); noisy
-    /// counts below `floor` are taken as empty. Its heavy cells are then cut finer (`refinement`, where
-    /// the rows could fill [`FLAT_REFINE_MIN_HEAVY_CELLS`] of them).
-    Flat { scale: RationalScale, floor: i64, refinement: Option<Refinement> },
+    /// PrivTree's cells, which follow the rows ([`AdaptiveTree`]).
+    Adaptive(AdaptiveTree),
 }
 
-/// The second histogram of a flat marginal: the sub-cells of every cell whose released count reaches
-/// [`Refinement::threshold`], Lap_Z(`scale`) on each (empty ones included), below `floor` taken as empty.
-/// A row lies in one sub-cell, so it is a histogram with the flat one's sensitivity; which cells are
-/// heavy is read from the flat histogram's release (sequential composition).
+/// A column's marginal released by PrivTree (Zhang, Xiao and Xie, SIGMOD 2016) on the dyadic cells of its
+/// bounds. From the whole range down, a node at depth k holding c rows is split in two while its biased
+/// count max(c − k·δ, θ − δ) plus Lap_Z(λ) exceeds θ ([`ADAPTIVE_SPLIT_THRESHOLD`]), down to
+/// [`ADAPTIVE_CELL_DEPTH`] at most: the decisions spend sensitivity·[`PRIVTREE_LOSS_SCALES`]/λ whatever the
+/// depth. The cells it stopped at partition the bounds, and their counts are a histogram released with
+/// Lap_Z(`count_scale`) each (sequential composition: the partition is released first). Where the rows are
+/// the cells are small; elsewhere a few wide cells carry the noise.
+///
+/// Under replace a row leaves one root-to-cell path and joins another: below their common part the two
+/// paths' counts move by one each, so both the decisions and the counts have sensitivity 2.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Refinement {
-    pub scale: RationalScale,
+pub struct AdaptiveTree {
+    /// λ, the split decisions' noise.
+    pub split_scale: RationalScale,
+    /// δ: the least whole count with e^(−δ/λ) ≤ ½.
+    pub bias: i64,
+    pub count_scale: RationalScale,
+    /// Noisy cell counts below this are taken as empty ([`MARGINAL_PRUNE_SCALES`] count scales).
     pub floor: i64,
 }
 
-impl Refinement {
-    /// A cell is cut from this released count on: its sub-cells then clear the floor on average.
-    pub fn threshold(&self) -> u64 {
-        (self.floor.max(1) as u64) << FLAT_REFINE_LEVELS
+impl AdaptiveTree {
+    /// The tree that spends `epsilon` (a column's) at `sensitivity`, [`ADAPTIVE_SPLIT_SHARE`] of it on the
+    /// split decisions.
+    pub fn new(sensitivity: f64, epsilon: f64) -> Result<Self> {
+        let split_epsilon = epsilon * ADAPTIVE_SPLIT_SHARE;
+        let split_sigma = sensitivity * PRIVTREE_LOSS_SCALES / split_epsilon;
+        let split_scale = noise_scale(split_sigma, "an adaptive marginal's splits (--marginal-share)")?;
+        let count_sigma = sensitivity / (epsilon - split_epsilon);
+        let count_scale = noise_scale(count_sigma, "an adaptive marginal's cells (--marginal-share)")?;
+        Ok(Self::with_scales(split_scale, count_scale))
+    }
+
+    /// The tree with these noise scales, its bias and floor following from them.
+    pub fn with_scales(split_scale: RationalScale, count_scale: RationalScale) -> Self {
+        // δ ≥ λ·ln 2, a hair above it so that rounding cannot leave it under.
+        let bias = (split_scale.to_f64() * std::f64::consts::LN_2 * (1.0 + 1e-9)).ceil() as i64;
+        AdaptiveTree { split_scale, bias: bias.max(1), count_scale, floor: prune_floor(count_scale) }
+    }
+
+    /// What the split decisions spend at `sensitivity`.
+    pub fn split_epsilon(&self, sensitivity: f64) -> f64 {
+        sensitivity * PRIVTREE_LOSS_SCALES / self.split_scale.to_f64()
+    }
+
+    /// What the cells' counts spend at `sensitivity`.
+    pub fn count_epsilon(&self, sensitivity: f64) -> f64 {
+        sensitivity / self.count_scale.to_f64()
     }
 }
 
-/// Noisy counts below this are taken as empty ([`FLAT_MARGINAL_PRUNE_SCALES`] noise scales).
-fn prune_floor(scale: RationalScale) -> i64 {
-    (FLAT_MARGINAL_PRUNE_SCALES * scale.to_f64()).ceil() as i64
+/// One cell of an adaptive marginal: the `index`-th of the 2^`depth` equal cells of the bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AdaptiveCell {
+    pub depth: u32,
+    pub index: u64,
 }
 
-/// One column's flat marginal released from its true `leaves`: the cells at `depth` (`scale`, pruned below
-/// `floor`), then, with a `refinement` (the leaves then lie [`FLAT_REFINE_LEVELS`] deeper), the sub-cells
-/// of the heavy ones among them.
-pub fn release_flat(
-    leaves: &[u64],
-    depth: u32,
-    (scale, floor): (RationalScale, i64),
-    refinement: Option<Refinement>,
-    key: &NoiseKey,
-) -> FlatRelease {
-    let levels = if refinement.is_some() { FLAT_REFINE_LEVELS } else { 0 };
-    assert_eq!(leaves.len(), 1 << (depth + levels), "the leaves lie at the cells' depth plus the refinement's");
-    let Some(refinement) = refinement else {
-        let cells = flat_histogram(leaves, scale, key).into_iter().map(|count| pruned(count, floor)).collect();
-        return FlatRelease { cells, heavy: Vec::new(), sub_cells: Vec::new(), refinement: None };
-    };
-    let per_cell = 1usize << levels;
-    let true_cells: Vec<u64> = leaves.chunks_exact(per_cell).map(|sub_cells| sub_cells.iter().sum()).collect();
-    let cells: Vec<u64> =
-        flat_histogram(&true_cells, scale, key).into_iter().map(|count| pruned(count, floor)).collect();
-    let heavy: Vec<usize> = (0..cells.len()).filter(|&cell| cells[cell] >= refinement.threshold()).collect();
-    let inside: Vec<u64> =
-        heavy.iter().flat_map(|&cell| &leaves[cell * per_cell..(cell + 1) * per_cell]).copied().collect();
-    let mut rng = key.stream(NoiseStream::MarginalRefinement, 0);
-    let sub_cells = ScaleSampler::new(refinement.scale).noisy_counts(&inside, &mut rng);
-    FlatRelease { cells, heavy, sub_cells, refinement: Some(refinement) }
-}
-
-/// What [`release_flat`] releases: the cells' counts (pruned), which of them are heavy, and the heavy
-/// cells' sub-cells with their noise (2^[`FLAT_REFINE_LEVELS`] per heavy cell, in order, unpruned).
-pub struct FlatRelease {
-    pub cells: Vec<u64>,
-    pub heavy: Vec<usize>,
-    pub sub_cells: Vec<i64>,
-    refinement: Option<Refinement>,
-}
-
-impl FlatRelease {
-    /// The column's counts at the leaves' depth: without a refinement the cells'; with one, each heavy
-    /// cell's count shared out over its sub-cells in proportion to their release pruned below the
-    /// refinement's floor (evenly where all of them fell below it), a light cell's evenly. Post-processing.
-    pub fn leaf_counts(self) -> Vec<u64> {
-        let Some(refinement) = self.refinement else { return self.cells };
-        const UNWEIGHTED: [u64; 1 << FLAT_REFINE_LEVELS] = [0; 1 << FLAT_REFINE_LEVELS];
-        let mut heavy = self.heavy.iter().zip(self.sub_cells.chunks_exact(UNWEIGHTED.len())).peekable();
-        let mut counts = Vec::with_capacity(self.cells.len() * UNWEIGHTED.len());
-        for (cell, &count) in self.cells.iter().enumerate() {
-            match heavy.next_if(|&(&heavy_cell, _)| heavy_cell == cell) {
-                Some((_, noisy)) => {
-                    let weights: Vec<u64> = noisy.iter().map(|&count| pruned(count, refinement.floor)).collect();
-                    counts.extend(apportion(count, &weights));
-                }
-                None => counts.extend(apportion(count, &UNWEIGHTED)),
+/// PrivTree's split decisions ([`AdaptiveTree`]) on a column's true `leaves` (2^D of them, D the deepest
+/// cells' depth), drawn level by level from the column key's own stream: the cells it stopped at, in
+/// order along the axis.
+pub fn adaptive_cells(leaves: &[u64], tree: &AdaptiveTree, key: &NoiseKey) -> Vec<AdaptiveCell> {
+    assert!(leaves.len().is_power_of_two(), "the leaves of a dyadic axis");
+    let deepest = leaves.len().trailing_zeros();
+    let mut prefix = Vec::with_capacity(leaves.len() + 1);
+    prefix.push(0u64);
+    for &count in leaves {
+        prefix.push(prefix[prefix.len() - 1] + count);
+    }
+    let sampler = ScaleSampler::new(tree.split_scale);
+    let mut rng = key.stream(NoiseStream::MarginalSplits, 0);
+    let (mut cells, mut level) = (Vec::new(), vec![0u64]);
+    for depth in 0..deepest {
+        let width = 1usize << (deepest - depth);
+        let mut next = Vec::with_capacity(2 * level.len());
+        for index in level {
+            let start = index as usize * width;
+            let count = i64::try_from(prefix[start + width] - prefix[start]).unwrap_or(i64::MAX);
+            let biased = count.saturating_sub(i64::from(depth).saturating_mul(tree.bias));
+            let biased = biased.max(ADAPTIVE_SPLIT_THRESHOLD.saturating_sub(tree.bias));
+            if biased.saturating_add(sampler.sample(&mut rng)) > ADAPTIVE_SPLIT_THRESHOLD {
+                next.extend([2 * index, 2 * index + 1]);
+            } else {
+                cells.push(AdaptiveCell { depth, index });
             }
         }
-        counts
+        level = next;
     }
+    cells.extend(level.into_iter().map(|index| AdaptiveCell { depth: deepest, index }));
+    cells.sort_unstable_by_key(|cell| cell.index << (deepest - cell.depth));
+    cells
+}
+
+/// The noisy counts of `cells` (a partition of the axis of `leaves`), Lap_Z(`tree.count_scale`) on each,
+/// drawn in order from the column key's own stream.
+pub fn adaptive_counts(leaves: &[u64], cells: &[AdaptiveCell], tree: &AdaptiveTree, key: &NoiseKey) -> Vec<i64> {
+    let deepest = leaves.len().trailing_zeros();
+    let counts: Vec<u64> = cells
+        .iter()
+        .map(|cell| {
+            let width = 1usize << (deepest - cell.depth);
+            leaves[cell.index as usize * width..][..width].iter().sum()
+        })
+        .collect();
+    ScaleSampler::new(tree.count_scale).noisy_counts(&counts, &mut key.stream(NoiseStream::MarginalCellCounts, 0))
+}
+
+/// A column's adaptive marginal released from its true `leaves`: its counts at the leaves' depth, each
+/// cell's noisy count pruned below the floor and spread evenly over its leaves (post-processing), and how
+/// many cells it has.
+pub fn release_adaptive(leaves: &[u64], tree: &AdaptiveTree, key: &NoiseKey) -> (Vec<u64>, usize) {
+    let deepest = leaves.len().trailing_zeros();
+    let cells = adaptive_cells(leaves, tree, key);
+    let noisy = adaptive_counts(leaves, &cells, tree, key);
+    let mut counts = Vec::with_capacity(leaves.len());
+    for (cell, &count) in cells.iter().zip(&noisy) {
+        counts.extend(apportion(pruned(count, tree.floor), &vec![0; 1 << (deepest - cell.depth)]));
+    }
+    (counts, cells.len())
+}
+
+/// Noisy counts below this are taken as empty ([`MARGINAL_PRUNE_SCALES`] noise scales).
+fn prune_floor(scale: RationalScale) -> i64 {
+    (MARGINAL_PRUNE_SCALES * scale.to_f64()).ceil() as i64
 }
 
 fn pruned(count: i64, floor: i64) -> u64 {
@@ -667,8 +709,8 @@ impl ReleasedMarginals {
     }
 
     /// Per column mapped by `maps`, how many equal cells of its bounds its values are spread over: the
-    /// tree's leaves, or a flat histogram's cells (its heavy cells' sub-cells only move values inside
-    /// them, so an integer column's values stay on the integers of their cell: [`crate::io::integer_cells`]).
+    /// tree's leaves, or an adaptive tree's finest cells (each of its cells is a run of them, so an integer
+    /// column's values stay on the integers of their cell: [`crate::io::integer_cells`]).
     /// A column without a map keeps coordinates that may be warped (the quantile partition), so `None`.
     pub fn value_cells(&self, maps: &[Option<MonotoneMap>]) -> Vec<Option<u64>> {
         maps.iter().zip(&self.parameters.depths).map(|(map, &depth)| map.as_ref().map(|_| 1u64 << depth)).collect()
@@ -809,35 +851,71 @@ mod tests {
         assert_eq!(shares.iter().sum::<u64>(), 1_000_003);
     }
 
+    /// Rows in 7% of the bounds: PrivTree cuts that part finely and leaves the rest in a few wide cells,
+    /// every cell noised (empty ones included), and the released counts keep the rows where they are.
     #[test]
-    fn a_flat_marginal_refines_its_heavy_cells_only_and_noises_all_their_sub_cells() {
-        let sub_cells = 1usize << FLAT_REFINE_LEVELS;
-        let scale = RationalScale::round_up(2.0).unwrap();
-        let refinement = Refinement { scale: RationalScale::round_up(3.0).unwrap(), floor: 12 };
-        assert_eq!(refinement.threshold(), 12 * sub_cells as u64);
-        // Depth 2: a heavy first cell whose rows all lie in its last sub-cell, a light second one, two empty.
-        let mut leaves = vec![0u64; 4 * sub_cells];
-        leaves[sub_cells - 1] = 100_000;
-        leaves[sub_cells + 3] = 50;
-        let mut empty_noise = Vec::new();
-        for seed in 0..200 {
-            let flat = release_flat(&leaves, 2, (scale, 8), Some(refinement), &NoiseKey::from_user_seed(seed));
-            assert_eq!(flat.heavy, [0]);
-            assert_eq!(flat.sub_cells.len(), sub_cells, "the sub-cells of the heavy cell only");
-            empty_noise.extend(flat.sub_cells[..sub_cells - 1].iter().copied());
-            let cells = flat.cells.clone();
-            let counts = flat.leaf_counts();
-            assert_eq!(counts.len(), leaves.len());
-            assert_eq!(counts[..sub_cells].iter().sum::<u64>(), cells[0]);
-            // Rarely an empty sub-cell's noise clears the floor and takes a share.
-            assert!(counts[sub_cells - 1] as f64 >= 0.99 * cells[0] as f64, "its rows go where its sub-cells say");
-            let light = &counts[sub_cells..2 * sub_cells];
-            assert_eq!(light.iter().sum::<u64>(), cells[1]);
-            assert!(light.iter().max().unwrap() - light.iter().min().unwrap() <= 1, "a light cell spread evenly");
+    fn an_adaptive_marginal_cuts_finely_where_the_rows_are_only() {
+        let deepest = ADAPTIVE_CELL_DEPTH;
+        let mut rng = case_rng(0xada);
+        let mut leaves = vec![0u64; 1 << deepest];
+        let (low, high) = (2048, 2048 + 287);
+        for _ in 0..50_000 {
+            leaves[rng.random_range(low..high)] += 1;
         }
-        // Lap_Z(3) on the empty sub-cells: E|Z| ≈ 3, so they are noised, not skipped.
-        let mean_abs = empty_noise.iter().map(|count| count.abs() as f64).sum::<f64>() / empty_noise.len() as f64;
-        assert!((2.5..3.5).contains(&mean_abs), "mean |noise| {mean_abs} on empty sub-cells");
+        // ε = 0.0125 a column (ε = 0.1 over 4 columns at the marginal share 0.5), add-remove.
+        let tree = AdaptiveTree::new(1.0, 0.0125).unwrap();
+        assert!((tree.split_epsilon(1.0) + tree.count_epsilon(1.0) - 0.0125).abs() < 1e-6);
+        let (mut inside_cells, mut outside_mass, mut noise) = (0usize, 0u64, Vec::new());
+        for seed in 0..20 {
+            let key = NoiseKey::from_user_seed(seed);
+            let cells = adaptive_cells(&leaves, &tree, &key);
+            assert_eq!(cells, adaptive_cells(&leaves, &tree, &key), "seeded decisions repeat");
+            let covered: u64 = cells.iter().map(|cell| 1u64 << (deepest - cell.depth)).sum();
+            assert_eq!(covered, 1 << deepest, "the cells partition the axis");
+            let within = |cell: &AdaptiveCell| {
+                let width = 1usize << (deepest - cell.depth);
+                let start = cell.index as usize * width;
+                start >= low && start + width <= high
+            };
+            let outside = |cell: &&AdaptiveCell| {
+                let width = 1usize << (deepest - cell.depth);
+                let start = cell.index as usize * width;
+                start + width <= low || start >= high
+            };
+            let inside = cells.iter().filter(|cell| within(cell)).count();
+            let outside = cells.iter().filter(outside).count();
+            assert!(outside < inside, "{outside} cells over the empty 93% of the axis, {inside} over the rows' 7%");
+            inside_cells += inside;
+            assert!(cells.len() < 200, "{} cells: the splits stop where the counts are noise", cells.len());
+            let noisy = adaptive_counts(&leaves, &cells, &tree, &key);
+            for (cell, &count) in cells.iter().zip(&noisy) {
+                let width = 1usize << (deepest - cell.depth);
+                let true_count: u64 = leaves[cell.index as usize * width..][..width].iter().sum();
+                noise.push(count - true_count as i64);
+            }
+            let (counts, released_cells) = release_adaptive(&leaves, &tree, &key);
+            assert_eq!((counts.len(), released_cells), (leaves.len(), cells.len()));
+            outside_mass += counts[..low].iter().chain(&counts[high..]).sum::<u64>();
+            let total: u64 = counts.iter().sum();
+            assert!((45_000..55_000).contains(&total), "{total} of 50000 rows released");
+        }
+        assert!(inside_cells >= 20 * 8, "{inside_cells} cells in the rows' 7% over 20 runs");
+        assert!(outside_mass < 20 * 2_500, "{outside_mass} rows released outside the rows' range over 20 runs");
+        // Lap_Z(σ): E|Z| ≈ σ on every cell.
+        let mean_abs = noise.iter().map(|count| count.abs() as f64).sum::<f64>() / noise.len() as f64;
+        let expected = tree.count_scale.to_f64();
+        assert!((0.8 * expected..1.2 * expected).contains(&mean_abs), "mean |noise| {mean_abs} for {expected}");
+    }
+
+    /// The bias δ is the least whole count with e^(−δ/λ) ≤ ½, which the split decisions' bound needs.
+    #[test]
+    fn an_adaptive_marginals_bias_halves_the_split_odds_per_level() {
+        for sigma in [0.7, 1.0, 3.0, 6.0, 535.3, 1e6] {
+            let tree = AdaptiveTree::with_scales(RationalScale::round_up(sigma).unwrap(), RationalScale::round_up(1.0).unwrap());
+            let lambda = tree.split_scale.to_f64();
+            assert!((-(tree.bias as f64) / lambda).exp() <= 0.5, "λ = {lambda}: δ = {}", tree.bias);
+            assert!(tree.bias == 1 || (-((tree.bias - 1) as f64) / lambda).exp() > 0.5, "λ = {lambda}: δ = {} not least", tree.bias);
+        }
     }
 
     /// The edges of `grid` that a cell of `warped` crosses, over `values`.
