@@ -454,7 +454,7 @@ mod tests {
             }
             assert!(pass.marginal_and_pair_counts(6, &pairs, &cuts).is_err(), "pair cells finer than the pass's");
             // Cells grouped in the pass are the equal cells' counts summed by group.
-            let grouping = |bits: u32, cells: u32| (0..1u32 << bits).map(|cell| cell * cells >> bits).collect::<Vec<_>>();
+            let grouping = |bits: u32, cells: u32| (0..1u32 << bits).map(|cell| (cell * cells) >> bits).collect::<Vec<_>>();
             let grouped: Vec<PairCut> = cuts
                 .iter()
                 .zip([3, 10, 1])
