@@ -170,6 +170,8 @@ impl PairAxis {
     pub fn cut(&self, bits: u32) -> PairCut {
         let shift = bits - self.bits();
         let groups = match self {
+            // The pass's own cells: no lookup in its loop over the rows.
+            PairAxis::Equal if shift == 0 => return PairCut::equal(bits),
             PairAxis::Equal => (0..1u32 << bits).map(|cell| cell >> shift).collect(),
             PairAxis::Codes(_) => {
                 let leaf_cells = self.cell_of_fine();
