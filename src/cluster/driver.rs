@@ -86,7 +86,7 @@ pub fn synthesize_across(
     let opened = agree(comm, open(input, &outputs.directory, options))?;
     let (source, run_columns) = opened;
     let (columns, bounds) = run_columns.numeric();
-    let split = split.map(|pmm| pmm.for_codes(&run_columns.code_slots()));
+    let split = split.map(|pmm| pmm.for_columns((&run_columns.code_slots(), &run_columns.null_bands())));
     let (threads, pool) = thread_pool(options)?;
     let public = shared_public(comm, public_inputs(&source, &run_columns, options, threads));
     let weights: Vec<u64> = (0..source.row_group_count()).map(|group| source.row_group_bytes(group)).collect();

@@ -49,11 +49,11 @@ impl MechanismOptions {
         matches!(self, MechanismOptions::Pmm(_) | MechanismOptions::Psmm(_))
     }
 
-    /// These options for a run whose columns have these code slots (0 for a number; PMM's marginals then
-    /// get a cell per code; the other mechanisms are as they are).
-    pub fn for_codes(&self, codes: &[usize]) -> MechanismOptions {
+    /// These options for a run whose columns have these code slots (0 for a number) and null bands (PMM's
+    /// marginals then get a cell per code, its pairs a cell for null; the other mechanisms are as they are).
+    pub fn for_columns(&self, columns: (&[usize], &[f64])) -> MechanismOptions {
         match self {
-            MechanismOptions::Pmm(pmm) => MechanismOptions::Pmm(pmm.for_codes(codes)),
+            MechanismOptions::Pmm(pmm) => MechanismOptions::Pmm(pmm.for_columns(columns)),
             other => other.clone(),
         }
     }

@@ -110,7 +110,7 @@ pub fn fit(source: &Source, options: &SynthOptions, progress: &Progress) -> Resu
     let (numeric, bounds) = columns.numeric();
     let data = DataPass { source, columns: numeric, bounds, nulls: options.nulls, progress, ranks: None };
     let (release, epsilon_spent, timings) = pool.install(|| -> Result<_> {
-        let plan = Plan::new(&public, &options.mechanism.for_codes(&columns.code_slots()))?;
+        let plan = Plan::new(&public, &options.mechanism.for_columns((&columns.code_slots(), &columns.null_bands())))?;
         let mut timings = Timings::default();
         let mut release = plan.release(&data, &seeds, &mut timings)?;
         if let Some(released) = &private_bounds {
@@ -362,6 +362,17 @@ impl RunColumns {
             _ => (axis.hi - axis.lo).round() as usize,
         };
         columns.iter().zip(bounds).map(slots).collect()
+    }
+
+    /// Per column, the share of a nullable number's axis below its public bounds (its null band), 0 for a
+    /// coded column or a number without nulls.
+    pub fn null_bands(&self) -> Vec<f64> {
+        let (columns, bounds) = self.numeric();
+        let band = |(column, axis): (&NumericColumn, &ColumnBounds)| match (&column.coding, column.nulls) {
+            (Coding::Number, Some(slot)) => (slot.below - axis.lo) / (axis.hi - axis.lo),
+            _ => 0.0,
+        };
+        columns.iter().zip(bounds).map(band).collect()
     }
 
     pub fn names(&self) -> Vec<String> {

@@ -284,6 +284,10 @@ struct SavedPairMap<'a> {
     /// before coded columns had cells of their own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     parent_cells: Option<Cow<'a, [u32]>>,
+    /// A nullable number parent's null band (its share of the axis); absent for a number without nulls,
+    /// a coded parent, and in files written before nulls had a pair cell of their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    parent_null_band: Option<f64>,
 }
 
 /// A check of a decoded part: `Err` says what is wrong.
@@ -474,6 +478,10 @@ impl<'a> SavedMeasure<'a> {
                             knots: knots.into(),
                             discrete,
                             parent_cells: parent_axis.cell_of_code().map(Cow::Borrowed),
+                            parent_null_band: match parent_axis {
+                                &PairAxis::NullBand(band) => Some(band),
+                                _ => None,
+                            },
                         }
                     })
                     .collect(),
@@ -557,9 +565,11 @@ impl<'a> SavedMeasure<'a> {
                     .into_iter()
                     .map(|map| {
                         let quantile = map.quantile.map(cdf).transpose()?;
-                        let parent_axis = match map.parent_cells {
-                            None => Some(PairAxis::Equal),
-                            Some(cells) => PairAxis::from_cell_of_code(cells.into_owned()),
+                        let parent_axis = match (map.parent_cells, map.parent_null_band) {
+                            (None, None) => Some(PairAxis::Equal),
+                            (None, Some(band)) => (band > 0.0 && band < 1.0).then_some(PairAxis::NullBand(band)),
+                            (Some(cells), None) => PairAxis::from_cell_of_code(cells.into_owned()),
+                            (Some(_), Some(_)) => None,
                         };
                         let pair = parent_axis.map(|axis| (map.parent, map.child, axis));
                         pair.and_then(|pair| {

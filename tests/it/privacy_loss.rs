@@ -515,7 +515,7 @@ fn refined_leaves_stay_within_their_share_of_epsilon() {
 fn pair_histograms_stay_within_their_share_of_epsilon() {
     use dpsynth::mechanism::pmm::pairs::PairPlan;
     let public = dpsynth::mechanism::PublicInputs { neighbours: Neighbours::AddRemove, ..replace_inputs(3, 8.0, 100) };
-    let plan = PairPlan::new(&public, 0.5, &[]).unwrap();
+    let plan = PairPlan::new(&public, 0.5, &[], &[]).unwrap();
     let claimed = 2.0 * plan.epsilon_per_pair();
     assert!(claimed <= 3.6 && claimed > 3.6 - 1e-6, "two pairs of 0.9·ε·S/(d − 1) = 1.8 claim {claimed}");
     let frequencies = |count: u64, seed_base: u64| {
@@ -543,7 +543,7 @@ fn pair_histograms_stay_within_their_share_of_epsilon() {
 fn pair_scores_stay_within_their_share_of_epsilon() {
     use dpsynth::mechanism::pmm::pairs::PairPlan;
     let public = dpsynth::mechanism::PublicInputs { neighbours: Neighbours::AddRemove, ..replace_inputs(3, 8.0, 100) };
-    let plan = PairPlan::new(&public, 0.5, &[]).unwrap();
+    let plan = PairPlan::new(&public, 0.5, &[], &[]).unwrap();
     let claimed = plan.selection_epsilon();
     assert!(claimed <= 0.4 && claimed > 0.4 - 1e-6, "a tenth of ε·S = 4 claims {claimed}");
     let frequencies = |score: u64, seed_base: u64| {

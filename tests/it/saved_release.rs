@@ -139,6 +139,28 @@ fn rows_and_row_order_draw_as_synth_does() {
     assert!(sampled == direct, "--row-order random on the saved release is synth's random order");
 }
 
+/// Flights with its lists and nulls: the pair maps' parents include nullable numbers (a null cell beside
+/// 32 of the bounds) and coded columns (a cell per code with rows), and both come back from the file.
+#[test]
+fn pair_maps_with_null_and_coded_parents_sample_as_synth_drew() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (input, config) = (root.join("datasets/flights_mixed.parquet"), root.join("datasets/flights_mixed.toml"));
+    let (_, report) = sample_reproduces_synth(dir.path(), &input, &["--config", path(&config), "--epsilon", "1"], &[]);
+    let pairs = &report["parameters"]["pair_marginals"];
+    let cells: Vec<u64> =
+        pairs["cells_of_columns"].as_array().unwrap().iter().map(|cells| cells.as_u64().unwrap()).collect();
+    // dep_delay, arr_delay and air_time are nullable numbers, distance is not; dest is coded.
+    assert_eq!(&cells[..4], &[33, 33, 33, 32], "{pairs}");
+    assert!(cells[6] > 33, "{pairs}");
+    let mapped_parents: Vec<u64> = (pairs["pairs"].as_array().unwrap().iter())
+        .filter(|pair| pair["mapped"] == true)
+        .map(|pair| pair["parent"].as_u64().unwrap())
+        .collect();
+    assert!(mapped_parents.iter().any(|&parent| parent < 3), "a nullable parent mapped: {pairs}");
+    assert!(mapped_parents.iter().any(|&parent| parent >= 4 && parent <= 6), "a coded parent mapped: {pairs}");
+}
+
 #[test]
 fn a_mixed_table_comes_back_with_its_schema_and_rows() {
     let dir = tempfile::tempdir().unwrap();

@@ -126,6 +126,7 @@ impl PmmArgs {
             pair_share: self.pair_share.unwrap_or(0.0),
             refine_share: self.refine_share.unwrap_or(0.0),
             marginal_codes: Vec::new(),
+            null_bands: Vec::new(),
             chosen_by: auto.map(|auto| auto.reason),
             larger_table: None,
             largest_table: None,

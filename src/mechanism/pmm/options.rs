@@ -34,6 +34,10 @@ pub struct PmmOptions {
     /// cell per code ([`super::marginals::CodedMarginal`]). Set by the run from its columns' public
     /// domains, not a flag.
     pub marginal_codes: Vec<usize>,
+    /// Per column, the share of a nullable number's axis its null band takes, 0 for none (empty: none has):
+    /// its pair cells give null a cell of its own ([`super::pair_axis::PairAxis::NullBand`]). Set by the
+    /// run from its columns' public domains, not a flag.
+    pub null_bands: Vec<f64>,
     /// `--mechanism auto`: the rule that chose these settings, for the report.
     pub chosen_by: Option<&'static str>,
     /// `--mechanism auto` at d ≥ 3: the settings it runs instead on a table large enough for them.
@@ -74,6 +78,7 @@ impl PmmOptions {
         pair_share: 0.0,
         refine_share: 0.0,
         marginal_codes: Vec::new(),
+        null_bands: Vec::new(),
         chosen_by: None,
         larger_table: None,
         largest_table: None,
@@ -81,9 +86,14 @@ impl PmmOptions {
     };
 
     /// These options, and the ones auto switches to, for a run whose columns have these code slots (0 for a
-    /// number): their 1-D marginals get a cell per code ([`Self::marginal_codes`]).
-    pub fn for_codes(&self, codes: &[usize]) -> PmmOptions {
-        let with = |options: &PmmOptions| PmmOptions { marginal_codes: codes.to_vec(), ..options.clone() };
+    /// number) and null bands: their 1-D marginals get a cell per code ([`Self::marginal_codes`]), their
+    /// pairs a cell for null ([`Self::null_bands`]).
+    pub fn for_columns(&self, (codes, null_bands): (&[usize], &[f64])) -> PmmOptions {
+        let with = |options: &PmmOptions| PmmOptions {
+            marginal_codes: codes.to_vec(),
+            null_bands: null_bands.to_vec(),
+            ..options.clone()
+        };
         let mut options = with(self);
         for larger in [&mut options.larger_table, &mut options.largest_table].into_iter().flatten() {
             larger.options = with(&larger.options);

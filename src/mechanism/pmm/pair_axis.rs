@@ -1,5 +1,6 @@
 //! How a pair histogram cuts each of its two columns (docs/mechanisms/pmm.md, "Mixed columns"). A number
-//! is cut into [`PAIR_CELLS`] equal cells of its public bounds. A categorical or Boolean column whose 1-D
+//! is cut into [`PAIR_CELLS`] equal cells of its public bounds, with a cell of its own for null where the
+//! column is nullable (its null band, below the bounds on its axis). A categorical or Boolean column whose 1-D
 //! marginal was released is cut into a cell per code that marginal gives rows: equal cells of a long list
 //! put dozens of codes in one cell, and a pair released on them cannot say which of those codes goes with
 //! what (flights' destinations: 46 of the 1 480 listed airports per cell, 2-way TV 0.2–0.46 on their
@@ -21,21 +22,33 @@ pub const CODED_PAIR_CELLS: usize = 128;
 
 /// A coded column gets at most as many pair cells as leave a pair cell beside a number's 32 this many
 /// noise scales of released rows on average ([`PairAxis::coded_cells_for`]), and never fewer than a number's
-/// 32. On flights' 9 columns at ε = 0.1 (σ ≈ 440) a cell per flown destination took the mean 2-way TV from
-/// 0.150 to 0.175, its cells mostly noise; at ε = 1 and 10 the same cells took it from 0.103 and 0.095 to
-/// 0.070 and 0.048 (docs/mechanisms/pmm.md, "Mixed columns").
-pub const CODED_CELL_SCALES: f64 = 3.0;
+/// 32. Most cells of a pair with a long list are empty, and pruned, so one scale is enough: on flights'
+/// 9 columns at ε = 1 (σ ≈ 44) a cell per flown destination (one scale) took the mean 2-way TV from
+/// 0.066–0.069 (three scales: 44 cells) to 0.056–0.062; at ε = 0.1 (σ ≈ 440) such cells were mostly noise
+/// (0.176 against 0.136–0.142 on 19 cells), and one scale still gives 32 cells at most there
+/// (docs/mechanisms/pmm.md, "Mixed columns").
+pub const CODED_CELL_SCALES: f64 = 1.0;
 
 /// Equal cells of x a number's pair cell is cut into where a pair map spreads its released rows as the
 /// synthetic rows lie (the child's whole 1-D marginal and its shape in each parent cell); a coded
 /// column's finer cells are the cells of its codes ([`code_leaves`]).
 pub const NUMBER_FINE_CELLS: usize = 1 << 12;
 
+/// log2 of the equal cells of its axis a nullable number's pair cells are counted from, each in the pair
+/// cell its centre lies in: exact where the null band is a sixteenth of the axis (a float column, an integer
+/// one whose bounds' width is a multiple of 15), else within 1/1024 of the axis.
+pub const NULL_BAND_BITS: u32 = 10;
+
 /// A column's pair cells.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PairAxis {
     /// [`PAIR_CELLS`] equal cells of the normalised axis [0, 1].
     Equal,
+    /// A nullable number: its null band (the first `0.0`-th of the normalised axis, below its public
+    /// bounds) in cell 0, then [`PAIR_CELLS`] equal cells of its bounds. Equal cells of the whole axis
+    /// would put null and the lowest values in one cell and cut the bounds elsewhere than at their 32nds
+    /// (flights' delays and air time: the null band is 2 of those 32 cells).
+    NullBand(f64),
     /// A coded column of `cell_of_code.len()` code slots: code k in pair cell `cell_of_code[k]`,
     /// consecutive codes in consecutive cells from 0.
     Codes(CodeCells),
@@ -115,6 +128,7 @@ impl PairAxis {
     pub fn cells(&self) -> usize {
         match self {
             PairAxis::Equal => PAIR_CELLS,
+            PairAxis::NullBand(_) => PAIR_CELLS + 1,
             PairAxis::Codes(codes) => codes.cells,
         }
     }
@@ -123,6 +137,10 @@ impl PairAxis {
     pub fn cell_of(&self, value: f64) -> usize {
         match self {
             PairAxis::Equal => cell_of(value, PAIR_CELLS),
+            &PairAxis::NullBand(band) => match value < band {
+                true => 0,
+                false => 1 + cell_of((value - band) / (1.0 - band), PAIR_CELLS),
+            },
             PairAxis::Codes(codes) => {
                 let code = codes.code_of_leaf[cell_of(value, codes.code_of_leaf.len())];
                 codes.cell_of_code[code as usize] as usize
@@ -134,7 +152,7 @@ impl PairAxis {
     /// leaves.
     pub fn fine_cells(&self) -> usize {
         match self {
-            PairAxis::Equal => NUMBER_FINE_CELLS,
+            PairAxis::Equal | PairAxis::NullBand(_) => NUMBER_FINE_CELLS,
             PairAxis::Codes(codes) => codes.code_of_leaf.len(),
         }
     }
@@ -143,6 +161,7 @@ impl PairAxis {
     pub fn cell_of_fine(&self) -> Vec<u32> {
         match self {
             PairAxis::Equal => (0..NUMBER_FINE_CELLS).map(|fine| (fine * PAIR_CELLS / NUMBER_FINE_CELLS) as u32).collect(),
+            PairAxis::NullBand(_) => self.centres_cells(NUMBER_FINE_CELLS),
             PairAxis::Codes(codes) => codes.code_of_leaf.iter().map(|&code| codes.cell_of_code[code as usize]).collect(),
         }
     }
@@ -150,16 +169,17 @@ impl PairAxis {
     /// The coded cells, for a saved release (`None` for equal cells).
     pub fn cell_of_code(&self) -> Option<&[u32]> {
         match self {
-            PairAxis::Equal => None,
+            PairAxis::Equal | PairAxis::NullBand(_) => None,
             PairAxis::Codes(codes) => Some(&codes.cell_of_code),
         }
     }
 
     /// The equal cells the data's pass bins the column on before grouping them into these: 2^this per
-    /// axis ([`PAIR_BITS`] for a number, the codes' leaves).
+    /// axis ([`PAIR_BITS`] for a number, [`NULL_BAND_BITS`] for a nullable one, the codes' leaves).
     pub fn bits(&self) -> u32 {
         match self {
             PairAxis::Equal => PAIR_BITS,
+            PairAxis::NullBand(_) => NULL_BAND_BITS,
             PairAxis::Codes(codes) => codes.depth,
         }
     }
@@ -173,12 +193,21 @@ impl PairAxis {
             // The pass's own cells: no lookup in its loop over the rows.
             PairAxis::Equal if shift == 0 => return PairCut::equal(bits),
             PairAxis::Equal => (0..1u32 << bits).map(|cell| cell >> shift).collect(),
+            PairAxis::NullBand(_) => {
+                let cells = self.centres_cells(1 << self.bits());
+                (0..1u32 << bits).map(|cell| cells[(cell >> shift) as usize]).collect()
+            }
             PairAxis::Codes(_) => {
                 let leaf_cells = self.cell_of_fine();
                 (0..1u32 << bits).map(|cell| leaf_cells[(cell >> shift) as usize]).collect()
             }
         };
         PairCut { bits, groups: Some(groups), cells: self.cells() }
+    }
+
+    /// The pair cell of the centre of each of `cells` equal cells of the axis.
+    fn centres_cells(&self, cells: usize) -> Vec<u32> {
+        (0..cells).map(|cell| self.cell_of((cell as f64 + 0.5) / cells as f64) as u32).collect()
     }
 }
 
@@ -238,8 +267,27 @@ mod tests {
         // where they would be noise at any width.
         assert!(PairAxis::of_codes(&vec![7; 100], 40).cells() <= 40);
         assert_eq!(PairAxis::coded_cells_for(336_000, 444.0), PAIR_CELLS);
-        assert_eq!(PairAxis::coded_cells_for(336_000, 44.4), 78);
+        assert_eq!(PairAxis::coded_cells_for(336_000, 100.0), 105);
         assert_eq!(PairAxis::coded_cells_for(336_000, 4.44), CODED_PAIR_CELLS);
+    }
+
+    #[test]
+    fn a_nullable_number_has_a_null_cell_and_its_bounds_in_32_equal_cells() {
+        let axis = PairAxis::NullBand(1.0 / 16.0);
+        assert_eq!(axis.cells(), PAIR_CELLS + 1);
+        assert_eq!([0.0, 0.062, 0.0625, 1.0].map(|value| axis.cell_of(value)), [0, 0, 1, PAIR_CELLS]);
+        for cell in 0..PAIR_CELLS {
+            let centre = 1.0 / 16.0 + 15.0 / 16.0 * (cell as f64 + 0.5) / PAIR_CELLS as f64;
+            assert_eq!(axis.cell_of(centre), cell + 1);
+        }
+        // A sixteenth of the axis is null: the first 2^(bits − 4) of the pass's cells, and of the fine ones.
+        let cut = axis.cut(12);
+        assert_eq!(cut.cells, PAIR_CELLS + 1);
+        let groups = cut.groups();
+        assert!(groups[..256].iter().all(|&cell| cell == 0) && groups[256] == 1 && groups[4095] == PAIR_CELLS as u32);
+        // Each value cell is 15 · 2^(bits − 9) of the pass's cells, its edges on theirs.
+        assert!((1..=PAIR_CELLS as u32).all(|cell| groups.iter().filter(|&&group| group == cell).count() == 120));
+        assert_eq!(axis.cell_of_fine(), groups.to_vec());
     }
 
     /// A value is its leaf's code, as the writer decodes it: near a code's edge the leaf, not the nearest

@@ -6,8 +6,9 @@
 //! of the share), and the maximum spanning tree of those noisy scores. Then, pair by
 //! pair from column 0 outwards, each synthetic child value is moved, order kept, within its parent's
 //! cell onto that row of the released histogram (x ↦ G_b⁻¹(F_b(x)), G_b spreading each released cell's
-//! rows inside it as the synthetic rows are), and the column is put back onto its own 1-D marginal
-//! keeping its new ranks. A pair is mapped only where its released rows disagree with
+//! rows inside it as the synthetic rows are), and a number is put back onto its own 1-D marginal
+//! keeping its new ranks (a coded child's released rows are first fitted to both columns' marginals, so it
+//! keeps its own). A pair is mapped only where its released rows disagree with
 //! the synthetic table's own conditionals beyond their noise; elsewhere the release only repeats what
 //! the joint release says, and mapping onto it would add its noise. The maps are fitted on rows drawn
 //! from the joint release and read released counts only.
@@ -81,6 +82,8 @@ pub struct PairPlan {
     dims: usize,
     /// Per column, a categorical or Boolean column's code slots, 0 for a number.
     codes: Vec<usize>,
+    /// Per column, the share of a nullable number's axis its null band takes (0: none).
+    null_bands: Vec<f64>,
 }
 
 /// What the report says about the pairs.
@@ -125,8 +128,9 @@ pub struct PairInfo {
 
 impl PairPlan {
     /// `share` of `public.epsilon`: the scores, then the d − 1 pairs; `codes`: per column, a coded column's
-    /// code slots, 0 for a number (empty: all numbers).
-    pub fn new(public: &PublicInputs, share: f64, codes: &[usize]) -> Result<Self> {
+    /// code slots, 0 for a number (empty: all numbers); `null_bands`: per number, the share of its axis its
+    /// null band takes, 0 where it has none (empty: none has).
+    pub fn new(public: &PublicInputs, share: f64, codes: &[usize], null_bands: &[f64]) -> Result<Self> {
         if public.dims < 2 {
             return Err(Error::bad_input("--pair-share releases pairs of columns: it needs at least 2 columns"));
         }
@@ -143,12 +147,13 @@ impl PairPlan {
         let epsilon_per_pair = public.epsilon * share * histograms / (public.dims - 1) as f64;
         let scale = noise_scale(sensitivity / epsilon_per_pair, "a pair histogram (--pair-share)")?;
         let codes = (0..public.dims).map(|column| codes.get(column).copied().unwrap_or(0)).collect();
-        Ok(PairPlan { share, scale, selection_scale, sensitivity, dims: public.dims, codes })
+        let null_bands = (0..public.dims).map(|column| null_bands.get(column).copied().unwrap_or(0.0)).collect();
+        Ok(PairPlan { share, scale, selection_scale, sensitivity, dims: public.dims, codes, null_bands })
     }
 
     /// Each column's pair cells: a coded column's from its released 1-D marginal where there is one
     /// ([`PairAxis::of_codes`], as many as [`PairAxis::coded_cells_for`] the joint release's
-    /// `released_rows` allows), else equal cells.
+    /// `released_rows` allows), else equal cells (beside a null cell for a nullable number).
     pub fn axes(&self, marginals: Option<&ReleasedMarginals>, released_rows: u64) -> Vec<PairAxis> {
         let most_cells = PairAxis::coded_cells_for(released_rows, self.scale.to_f64());
         (self.codes.iter().enumerate())
@@ -158,9 +163,17 @@ impl PairPlan {
                     let counts = &released.counts[column];
                     PairAxis::of_codes(&leaves.iter().map(|&leaf| counts[leaf as usize]).collect::<Vec<_>>(), most_cells)
                 }
-                _ => PairAxis::Equal,
+                _ => self.number_axis(column),
             })
             .collect()
+    }
+
+    /// A number's pair cells, or a coded column's where no 1-D marginal says which of its codes have rows.
+    fn number_axis(&self, column: usize) -> PairAxis {
+        match self.null_bands[column] {
+            band if band > 0.0 && self.codes[column] == 0 => PairAxis::NullBand(band),
+            _ => PairAxis::Equal,
+        }
     }
 
     /// How the data's pass puts each column in `axes`' cells: binned at the depth they need (a number at
@@ -170,11 +183,25 @@ impl PairPlan {
         axes.iter().zip(fine).map(|(axis, fine)| axis.cut(fine.bits)).collect()
     }
 
-    /// The equal cells a pass may count the pairs on before the 1-D marginals are released, fine enough to be
-    /// grouped into any of [`Self::cuts`] afterwards: [`PAIR_BITS`] for a number, a cell per code.
+    /// The cells a pass may count the pairs on before the 1-D marginals are released, fine enough to be
+    /// grouped into any of [`Self::cuts`] afterwards ([`Self::regroupings`]): [`PAIR_BITS`] for a number, a
+    /// cell per code; a nullable number's own cells, which no release changes.
     pub fn fine_cuts(&self) -> Vec<PairCut> {
-        (self.codes.iter())
-            .map(|&slots| PairCut::equal(if slots == 0 { PAIR_BITS } else { code_leaves(slots).0 }))
+        (self.codes.iter().enumerate())
+            .map(|(column, &slots)| match self.number_axis(column) {
+                axis @ PairAxis::NullBand(_) => axis.cut(axis.bits()),
+                _ => PairCut::equal(if slots == 0 { PAIR_BITS } else { code_leaves(slots).0 }),
+            })
+            .collect()
+    }
+
+    /// How the cells of [`Self::fine_cuts`] group into `axes`' cells (a nullable number's are already them).
+    pub fn regroupings(&self, axes: &[PairAxis]) -> Vec<PairCut> {
+        (self.fine_cuts().into_iter().zip(axes))
+            .map(|(fine, axis)| match fine.groups {
+                Some(_) => PairCut { bits: fine.bits, groups: Some((0..fine.cells as u32).collect()), cells: fine.cells },
+                None => axis.cut(fine.bits),
+            })
             .collect()
     }
 
@@ -293,13 +320,14 @@ impl PairPlan {
             sample_rows: self.drawn_rows(drawn.released_rows),
             pairs,
             tree: "maximum spanning tree of the noisy scores, grown from column 0; a pair's score is the l1 distance \
-                   between the data's histogram of it (32 equal cells of a number, a cell per code the released 1-D \
-                   marginal gives rows) and that of rows drawn from the joint release (scaled to its released rows), \
+                   between the data's histogram of it (32 equal cells of a number's bounds and one for its null, a \
+                   cell per code the released 1-D marginal gives rows) and that of rows drawn from the joint release (scaled to its released rows), \
                    with Laplace noise",
             map: "in tree order, where the gate lets a pair through: x -> G_b^-1(F_b(x)) on the child, b the \
                   parent's cell, F_b the synthetic child's CDF in it, G_b the released row's (pruned, each \
                   cell's rows spread inside it as the synthetic rows are); then the child back onto its own \
-                  1-D marginal keeping its new ranks; fitted on rows drawn from the joint release; \
+                  1-D marginal keeping its new ranks (a coded child: its released rows first fitted to both \
+                  columns' drawn marginals, no step back); fitted on rows drawn from the joint release; \
                   post-processing",
         };
         Ok((maps, parameters))
@@ -336,7 +364,7 @@ impl PairParameters {
     }
 }
 
-/// One pair's map: the child moved within each parent cell, then put back onto its own marginal;
+/// One pair's map: the child moved within each parent cell, then (a number) put back onto its own marginal;
 /// tabulated per parent cell at [`MAP_KNOTS`] + 1 equally spaced quantiles of the child's marginal and
 /// linear between them.
 ///
@@ -408,6 +436,21 @@ impl PairMap {
         // its codes as the drawn rows' marginal has them: spread evenly, they would land on codes the 1-D
         // release pruned.
         let fallback = matches!(child_axis, PairAxis::Codes(_)).then_some(marginal_counts.as_slice());
+        // A coded child's released rows are fitted to the drawn rows' marginals of both columns, so that the
+        // moved child keeps its own marginal and needs no step back onto it: that step keeps ranks, and a
+        // rank moved across a code's edge is a row given another code (flights' Honolulu flights went to
+        // codes beside it in the list, with 75-minute air times).
+        let coded = matches!(child_axis, PairAxis::Codes(_));
+        let released: Vec<f64> = match coded {
+            true => {
+                let parent_rows: Vec<u64> = shapes.chunks_exact(fine).map(|shape| shape.iter().sum()).collect();
+                let mut child_rows = vec![0u64; child_axis.cells()];
+                marginal_counts.iter().zip(&cell_of_fine).for_each(|(&count, &cell)| child_rows[cell as usize] += count);
+                raked(released, &parent_rows, &child_rows)
+            }
+            false => released.iter().map(|&count| count as f64).collect(),
+        };
+        let released = released.as_slice();
         let quantile = CellCdf::from_counts(&marginal_counts);
         let to_quantile = |x: f64| quantile.as_ref().map_or(x, |cdf| cdf.value(x));
         let to_value = |u: f64| quantile.as_ref().map_or(u, |cdf| cdf.inverse(u));
@@ -431,12 +474,10 @@ impl PairMap {
         // A coded child's mapped values settle on the centre of the nearest code the drawn rows have. The
         // inverse CDFs put a value on the upper edge of a code where the next codes have no rows, and that
         // edge is the next code's: whole parent cells of flights' destinations went to airports without
-        // flights (1-D TV 0.18). Only the knots settle: a value moved within its parent cell keeps its place
-        // inside its code, so that the step back onto the marginal can split a code's rows by their ranks
-        // (settled there too, every row of a code went to one code: 1-D TV 0.10).
+        // flights (1-D TV 0.18).
         let settled = match child_axis {
             PairAxis::Codes(_) => Some(nearest_with_rows(&marginal_counts)),
-            PairAxis::Equal => None,
+            PairAxis::Equal | PairAxis::NullBand(_) => None,
         };
         let settle = |value: f64| match &settled {
             Some(nearest) => (nearest[cell_of(value, fine)] as f64 + 0.5) / fine as f64,
@@ -444,13 +485,17 @@ impl PairMap {
         };
         let conditional =
             |cell: usize, u: f64| conditionals[cell].as_ref().map_or_else(|| to_value(u), |map| map.apply(u));
-        let moved_counts = counts_on_the_pool(fine, parent_cells.len(), |row| {
-            cell_of(conditional(parent_cells[row] as usize, child_quantile(row)), fine)
-        });
-        // The moved child's marginal → the child's marginal before the move.
-        let marginal = CellCdf::from_counts(&drawn.histogram(moved_counts))
-            .zip(quantile.clone())
-            .map(|(from, to)| MonotoneMap { from, to });
+        // A number: the moved child's marginal → the child's marginal before the move.
+        let marginal = match coded {
+            true => None,
+            false => {
+                let moved_counts = counts_on_the_pool(fine, parent_cells.len(), |row| {
+                    cell_of(conditional(parent_cells[row] as usize, child_quantile(row)), fine)
+                });
+                let moved = CellCdf::from_counts(&drawn.histogram(moved_counts));
+                moved.zip(quantile.clone()).map(|(from, to)| MonotoneMap { from, to })
+            }
+        };
         let cell_knots = |cell: usize| -> Vec<f64> {
             (0..=MAP_KNOTS)
                 .map(|knot| {
@@ -494,13 +539,13 @@ impl PairMap {
 /// synthetic rows are in each child cell; where there are none, as `fallback`'s are, or evenly. The map
 /// then moves rows between child cells and keeps the joint release's shape inside them, which at
 /// ε·n̂ = 10^8 is finer than the pairs' 32 cells.
-fn released_within(shape: &[u64], released: &[u64], cell_of_fine: &[u32], fallback: Option<&[u64]>) -> Vec<f64> {
+fn released_within(shape: &[u64], released: &[f64], cell_of_fine: &[u32], fallback: Option<&[u64]>) -> Vec<f64> {
     let mut spread = vec![0.0; shape.len()];
     let mut start = 0;
     while start < shape.len() {
         let cell = cell_of_fine[start];
         let end = start + cell_of_fine[start..].iter().take_while(|&&other| other == cell).count();
-        let released = released[cell as usize] as f64;
+        let released = released[cell as usize];
         let weights = [Some(&shape[start..end]), fallback.map(|fallback| &fallback[start..end])]
             .into_iter()
             .flatten()
@@ -516,6 +561,44 @@ fn released_within(shape: &[u64], released: &[u64], cell_of_fine: &[u32], fallba
         start = end;
     }
     spread
+}
+
+/// The released rows of a pair (`released[b · cells + c]`, parent cell b, child cell c) fitted to the drawn
+/// rows' parent and child marginals (`parent_rows`, `child_rows`) by iterative proportional fitting. A parent
+/// cell with drawn rows and no released ones starts as the child marginal.
+fn raked(released: &[u64], parent_rows: &[u64], child_rows: &[u64]) -> Vec<f64> {
+    const SWEEPS: usize = 64;
+    let cells = child_rows.len();
+    let mut table: Vec<f64> = released.iter().map(|&count| count as f64).collect();
+    for (row, &rows) in table.chunks_exact_mut(cells).zip(parent_rows) {
+        if rows > 0 && row.iter().all(|&count| count == 0.0) {
+            row.iter_mut().zip(child_rows).for_each(|(cell, &count)| *cell = count as f64);
+        }
+    }
+    for _ in 0..SWEEPS {
+        for (row, &rows) in table.chunks_exact_mut(cells).zip(parent_rows) {
+            let sum: f64 = row.iter().sum();
+            if rows > 0 && sum > 0.0 {
+                row.iter_mut().for_each(|cell| *cell *= rows as f64 / sum);
+            }
+        }
+        let mut sums = vec![0.0; cells];
+        for (row, &rows) in table.chunks_exact(cells).zip(parent_rows) {
+            if rows > 0 {
+                sums.iter_mut().zip(row).for_each(|(sum, &cell)| *sum += cell);
+            }
+        }
+        for (row, &rows) in table.chunks_exact_mut(cells).zip(parent_rows) {
+            if rows > 0 {
+                for ((cell, &sum), &target) in row.iter_mut().zip(&sums).zip(child_rows) {
+                    if sum > 0.0 {
+                        *cell *= target as f64 / sum;
+                    }
+                }
+            }
+        }
+    }
+    table
 }
 
 /// For each cell, the nearest cell with a count (itself where it has one; the lower of two as near); each
@@ -933,6 +1016,90 @@ mod tests {
         assert!(hits > 0.9, "{hits} of the rows on their parent's code");
     }
 
+    /// A nullable number's pair cells are its null band and 32 equal cells of its bounds: where the band is
+    /// not a whole number of the axis's 32nds (an integer column's bounds whose width is no multiple of 15),
+    /// equal cells of the axis straddle two of those and mix what the release says of each.
+    #[test]
+    fn a_nullable_parent_maps_its_null_rows_and_each_bound_cell_onto_their_own_rows() {
+        let mut rng = case_rng(17);
+        let (rows, band) = (PAIR_SAMPLE_MIN_ROWS, 0.05);
+        let axis = PairAxis::NullBand(band);
+        // A tenth of the rows null (anywhere in the band, as the sampler spreads them), the rest uniform.
+        let parent: Vec<f64> = (0..rows)
+            .map(|_| match rng.random::<f64>() < 0.1 {
+                true => rng.random::<f64>() * band,
+                false => band + rng.random::<f64>() * (1.0 - band),
+            })
+            .collect();
+        let target = |parent: f64| axis.cell_of(parent) * 7 % PAIR_CELLS;
+        let truth: Vec<f64> = parent.iter().map(|&p| (target(p) as f64 + rng.random::<f64>()) / PAIR_CELLS as f64).collect();
+        let on_target = |parent_axis: &PairAxis| {
+            let cells = pair_cells(&parent, parent_axis);
+            let released = pair_histogram(&cells, &pair_cells(&truth, &PairAxis::Equal), (parent_axis.cells(), PAIR_CELLS));
+            let mut child = truth.clone();
+            child.shuffle(&mut case_rng(18));
+            let mut drawn = DrawnRows { columns: vec![parent.clone(), child], released_rows: rows as u64, ranks: &OneRank };
+            PairMap::fit((0, 1), (parent_axis, &PairAxis::Equal), &cells, &drawn, &released, false).apply(&mut drawn.columns);
+            let hits = parent.iter().zip(&drawn.columns[1]).filter(|(&p, &c)| cell_of(c, PAIR_CELLS) == target(p)).count();
+            hits as f64 / rows as f64
+        };
+        let (with_band, with_equal_cells) = (on_target(&axis), on_target(&PairAxis::Equal));
+        assert!(with_band > 0.9, "{with_band} of the rows on their cell's row");
+        assert!(with_equal_cells < 0.7, "equal cells of the axis mix two cells' rows ({with_equal_cells}): the test sees it");
+    }
+
+    /// A coded child's released rows disagree with its drawn marginal (noise, pruning): fitted to both
+    /// marginals first, the map keeps the child's marginal, and no row takes a code its parent cell's
+    /// release gives none. A step back onto the marginal by ranks moved rows across codes' edges instead.
+    #[test]
+    fn a_coded_child_keeps_its_marginal_and_no_code_leaves_the_parent_cells_released_with_it() {
+        let mut rng = case_rng(19);
+        let (rows, slots) = (PAIR_SAMPLE_MIN_ROWS, 3);
+        let child_axis = PairAxis::of_codes(&[1, 1, 1], CODED_PAIR_CELLS);
+        let (depth, leaves) = code_leaves(slots);
+        let leaf_count = 1usize << depth;
+        let parent = uniform(&mut rng, rows);
+        // Drawn: codes 0, 1, 2 in shares 0.2, 0.3, 0.5, independent of the parent, anywhere in their leaves.
+        let drawn_child: Vec<f64> = (0..rows)
+            .map(|_| {
+                let code = match rng.random::<f64>() {
+                    u if u < 0.2 => 0,
+                    u if u < 0.5 => 1,
+                    _ => 2,
+                };
+                (leaves[code] as f64 + rng.random::<f64>()) / leaf_count as f64
+            })
+            .collect();
+        // Released: the lower half of the parent on codes 0 and 1 (4 : 3), the upper half on code 2; its
+        // child marginal (0.29, 0.21, 0.5) is not the drawn one.
+        let parent_cells = pair_cells(&parent, &PairAxis::Equal);
+        let released: Vec<u64> = (0..PAIR_CELLS).flat_map(|cell| if cell < 16 { [400, 300, 0] } else { [0, 0, 700] }).collect();
+        let mut drawn = DrawnRows { columns: vec![parent.clone(), drawn_child], released_rows: rows as u64, ranks: &OneRank };
+        let axes = (&PairAxis::Equal, &child_axis);
+        PairMap::fit((0, 1), axes, &parent_cells, &drawn, &released, true).apply(&mut drawn.columns);
+        let code = |value: f64| leaves.iter().position(|&leaf| leaf as usize == cell_of(value, leaf_count)).expect("a code");
+        let mapped: Vec<usize> = drawn.columns[1].iter().map(|&value| code(value)).collect();
+        let astray = parent.iter().zip(&mapped).filter(|(&p, &c)| (p < 0.5) != (c < 2)).count();
+        assert_eq!(astray, 0, "rows on a code their parent cell was released without");
+        for (code, share) in [0.2, 0.3, 0.5].into_iter().enumerate() {
+            let mapped_share = mapped.iter().filter(|&&c| c == code).count() as f64 / rows as f64;
+            assert!((mapped_share - share).abs() < 0.01, "code {code}: {mapped_share} of the rows, drawn {share}");
+        }
+    }
+
+    #[test]
+    fn raking_fits_both_marginals_and_fills_a_released_row_without_rows() {
+        let raked = raked(&[4, 0, 1, 1, 0, 0], &[10, 5, 5], &[12, 8]);
+        let (rows, columns): (Vec<f64>, Vec<f64>) =
+            (raked.chunks_exact(2).map(|row| row.iter().sum()).collect(), (0..2).map(|c| raked[c] + raked[2 + c] + raked[4 + c]).collect());
+        rows.iter().zip([10.0, 5.0, 5.0]).for_each(|(row, target)| assert!((row - target).abs() < 1e-6, "{rows:?}"));
+        columns.iter().zip([12.0, 8.0]).for_each(|(column, target)| assert!((column - target).abs() < 1e-6, "{columns:?}"));
+        // Parent cell 0 released no row of child cell 1: it still has none.
+        assert_eq!(raked[1], 0.0);
+        // The third released row was empty: it starts as the child marginal.
+        assert!(raked[4] > 0.0 && raked[5] > 0.0);
+    }
+
     #[test]
     fn the_map_moves_each_parent_cell_onto_its_row_keeps_the_order_there_and_the_marginal() {
         let mut rng = case_rng(3);
@@ -1037,15 +1204,15 @@ mod tests {
     fn a_released_row_is_spread_within_each_child_cell_as_the_synthetic_rows_are() {
         // Two finer cells in each of three child cells; the second child cell has no synthetic rows.
         let cell_of_fine = [0, 0, 1, 1, 2, 2];
-        let spread = released_within(&[1, 2, 0, 0, 5, 0], &[30, 8, 5], &cell_of_fine, None);
+        let spread = released_within(&[1, 2, 0, 0, 5, 0], &[30.0, 8.0, 5.0], &cell_of_fine, None);
         assert_eq!(spread, vec![10.0, 20.0, 4.0, 4.0, 5.0, 0.0]);
         // ... or as a fallback's rows are there (a coded child's marginal), evenly where it has none either.
-        let spread = released_within(&[1, 2, 0, 0, 0, 0], &[30, 8, 6], &cell_of_fine, Some(&[1, 1, 0, 3, 0, 0]));
+        let spread = released_within(&[1, 2, 0, 0, 0, 0], &[30.0, 8.0, 6.0], &cell_of_fine, Some(&[1, 1, 0, 3, 0, 0]));
         assert_eq!(spread, vec![10.0, 20.0, 0.0, 8.0, 3.0, 3.0]);
         assert_eq!(nearest_with_rows(&[0, 3, 0, 0, 0, 1, 0]), [1, 1, 1, 1, 5, 5, 5]);
         assert_eq!(nearest_with_rows(&[0, 0]), [0, 1]);
         // Cells of unequal widths (a coded child's codes).
-        let spread = released_within(&[1, 1, 1, 2], &[6, 4], &[0, 0, 0, 1], None);
+        let spread = released_within(&[1, 1, 1, 2], &[6.0, 4.0], &[0, 0, 0, 1], None);
         assert_eq!(spread, vec![2.0, 2.0, 2.0, 4.0]);
     }
 
@@ -1054,7 +1221,7 @@ mod tests {
         use crate::privacy::Neighbours;
         let public = |neighbours| crate::testing::public_inputs(5, 2.0, neighbours, 1000);
         for (neighbours, sensitivity) in [(Neighbours::AddRemove, 1.0), (Neighbours::Replace, 2.0)] {
-            let plan = PairPlan::new(&public(neighbours), 0.4, &[]).unwrap();
+            let plan = PairPlan::new(&public(neighbours), 0.4, &[], &[]).unwrap();
             // ε·S = 0.8: a tenth, 0.08, on the ten scores (scale 10·Δ/0.08), then 0.18 on each of four pairs.
             assert!((plan.selection_epsilon() - 0.08).abs() < 1e-8 && plan.selection_epsilon() <= 0.08);
             assert!((plan.selection_scale.unwrap().to_f64() - 10.0 * sensitivity / 0.08).abs() < 1e-4);
@@ -1064,19 +1231,19 @@ mod tests {
             assert!(spent <= 0.8 && spent > 0.8 - 1e-6, "{spent}");
         }
         // Two columns: one pair, nothing to choose; it gets the whole share.
-        let two = PairPlan::new(&PublicInputs { dims: 2, ..public(Neighbours::AddRemove) }, 0.4, &[]).unwrap();
+        let two = PairPlan::new(&PublicInputs { dims: 2, ..public(Neighbours::AddRemove) }, 0.4, &[], &[]).unwrap();
         assert!(two.selection_scale.is_none() && two.selection_epsilon() == 0.0);
         // ... and releases no score: an un-noised one would be the data's distance itself.
         assert!(two.noisy_scores(&[5], &crate::privacy::NoiseKey::from_user_seed(1)).is_none());
         assert!((two.epsilon_per_pair() - 0.8).abs() < 1e-8 && two.epsilon_per_pair() <= 0.8);
         let one_column = PublicInputs { dims: 1, ..public(Neighbours::AddRemove) };
-        assert!(PairPlan::new(&one_column, 0.4, &[]).is_err());
+        assert!(PairPlan::new(&one_column, 0.4, &[], &[]).is_err());
     }
 
     #[test]
     fn the_pairs_draw_as_many_rows_as_were_released_within_their_bounds() {
         let public = |dims| crate::testing::public_inputs(dims, 1.0, crate::privacy::Neighbours::AddRemove, 1000);
-        let drawn = |dims, released| PairPlan::new(&public(dims), 0.2, &[]).unwrap().drawn_rows(released);
+        let drawn = |dims, released| PairPlan::new(&public(dims), 0.2, &[], &[]).unwrap().drawn_rows(released);
         // A small table's rows are drawn more than once over, as before.
         assert_eq!(drawn(4, 1000), PAIR_SAMPLE_MIN_ROWS);
         // A large one's rows once, up to 2^24 values.

@@ -235,7 +235,7 @@ impl PmmPlan {
     /// [`Self::new`] for one set of settings; `n_hat_epsilon`: the ε of n̂ when it is not `--root-share`'s
     /// share (the larger table's n̂, which the smaller table's plan releases too).
     fn without_switch(public: &PublicInputs, options: &PmmOptions, n_hat_epsilon: Option<f64>) -> Result<Self> {
-        let pairs = if options.pair_share > 0.0 { Some(PairPlan::new(public, options.pair_share, &options.marginal_codes)?) } else { None };
+        let pairs = if options.pair_share > 0.0 { Some(PairPlan::new(public, options.pair_share, &options.marginal_codes, &options.null_bands)?) } else { None };
         let epsilon = public.epsilon;
         let public = &PublicInputs { epsilon: epsilon * (1.0 - options.pair_share), ..*public };
         let share_of_n_hat = public.epsilon * options.noisy_n_share;

@@ -589,9 +589,12 @@ impl PmmPlan {
         }
         let ranks = backend.ranks();
         let cuts = pairs.cuts(&axes);
+        let regroupings = pairs.regroupings(&axes);
         let pair_counts = |candidates: &[(usize, usize)]| -> Result<Histograms> {
             let mut counts = match counted {
-                Some(fine) => (fine.iter().zip(candidates)).map(|(fine, &(a, b))| grouped(fine, &cuts[a], &cuts[b])).collect(),
+                Some(fine) => (fine.iter().zip(candidates))
+                    .map(|(fine, &(a, b))| grouped(fine, &regroupings[a], &regroupings[b]))
+                    .collect(),
                 None => backend.pass(|data| data.pair_counts(candidates, &cuts))?.0,
             };
             counts.iter_mut().for_each(|histogram| ranks.sum(histogram));
