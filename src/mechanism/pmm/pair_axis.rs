@@ -80,16 +80,29 @@ impl PairAxis {
     /// the cell of the code with rows before it (the first cell where there is none before it). The data
     /// may have rows there that the release pruned: those count with that neighbour.
     ///
-    /// Beyond `most_cells`, consecutive codes with rows share cells: a cell is closed once it holds
-    /// 2/(cap − 1) of the released rows, or before a code that would take it past that, so a heavy code
-    /// has a cell of its own. Two neighbouring cells then hold more than that share together, which keeps
-    /// the cells within the cap.
+    /// Beyond `most_cells`, consecutive codes with rows share cells: a cell is closed once it holds a share
+    /// of the released rows, or before a code that would take it past that, so a heavy code has a cell of
+    /// its own; the share is the smallest that keeps the cells within the cap (2/(cap − 1) of the rows
+    /// always does: two neighbouring cells then hold more than that together). A fixed 2/(cap − 1) gave
+    /// flights' destinations 19 cells under a cap of 32.
     pub fn of_codes(released: &[u64], most_cells: usize) -> PairAxis {
         let live = released.iter().filter(|&&count| count > 0).count();
-        let share = match live <= most_cells {
-            true => 0,
-            false => (2 * released.iter().sum::<u64>()).div_ceil(most_cells.max(2) as u64 - 1),
-        };
+        if live <= most_cells {
+            return PairAxis::of_cells(Self::grouped_codes(released, 0));
+        }
+        let (mut fits, mut too_small) = ((2 * released.iter().sum::<u64>()).div_ceil(most_cells.max(2) as u64 - 1), 0);
+        while fits - too_small > 1 {
+            let share = too_small + (fits - too_small) / 2;
+            match Self::grouped_codes(released, share).last().map_or(0, |&cell| cell as usize + 1) <= most_cells {
+                true => fits = share,
+                false => too_small = share,
+            }
+        }
+        PairAxis::of_cells(Self::grouped_codes(released, fits))
+    }
+
+    /// Each code's cell when a cell closes once it holds `share` released rows (0: a cell per live code).
+    fn grouped_codes(released: &[u64], share: u64) -> Vec<u32> {
         let (mut cell_of_code, mut cell, mut in_cell, mut opened) = (Vec::with_capacity(released.len()), 0u32, 0u64, false);
         for &count in released {
             if count > 0 {
@@ -102,7 +115,7 @@ impl PairAxis {
             }
             cell_of_code.push(cell);
         }
-        PairAxis::of_cells(cell_of_code)
+        cell_of_code
     }
 
     /// The axis with codes in `cell_of_code` (consecutive cells from 0).
@@ -266,6 +279,12 @@ mod tests {
         // A smaller cap where the pair cells would be mostly noise: no more cells than it, nor than a number's
         // where they would be noise at any width.
         assert!(PairAxis::of_codes(&vec![7; 100], 40).cells() <= 40);
+        // Many more codes than the cap: nearly as many cells as it allows (64 with a fixed share).
+        assert!(PairAxis::of_codes(&vec![7; 4000], CODED_PAIR_CELLS).cells() >= CODED_PAIR_CELLS * 9 / 10);
+        // Skewed counts under a small cap (flights' 72 released destinations under 32): close to the cap.
+        let skewed: Vec<u64> = (0..72u64).map(|code| 30_000 / (code + 1)).collect();
+        let cells = PairAxis::of_codes(&skewed, PAIR_CELLS).cells();
+        assert!((PAIR_CELLS * 9 / 10..=PAIR_CELLS).contains(&cells), "{cells} cells");
         assert_eq!(PairAxis::coded_cells_for(336_000, 444.0), PAIR_CELLS);
         assert_eq!(PairAxis::coded_cells_for(336_000, 100.0), 105);
         assert_eq!(PairAxis::coded_cells_for(336_000, 4.44), CODED_PAIR_CELLS);
