@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use super::cpu::CpuBinner;
 use super::device::{ChosenBinner, DeviceChoice};
 use super::grid::GridBinner;
-use super::histogram::SpillingHistogram;
+use super::histogram::{count_pair, SpillingHistogram};
 use super::{scan_leaf_counts, scan_quantised_rows, AxisPlan, BinnerWorker, NullPolicy, ScanStats};
 use crate::encoding::read::{read_bits, BitRows};
 use crate::encoding::Encoding;
@@ -311,12 +311,18 @@ struct PairHistograms<'p> {
     cuts: &'p [PairCut],
     shifts: Vec<u32>,
     counts: Vec<Vec<u64>>,
+    /// Each column's cut cell of every row of the batch, worked out once per column rather than once per
+    /// pair (a column is in d − 1 pairs): the pairs' loops then read two short arrays each and count.
+    cells: Vec<Vec<u16>>,
+    /// [`count_pair`]'s spare histograms.
+    spare: Vec<u64>,
 }
 
 impl<'p> PairHistograms<'p> {
     fn new(pairs: &'p [(usize, usize)], cuts: &'p [PairCut], shifts: Vec<u32>) -> Self {
         let counts = pairs.iter().map(|&(a, b)| vec![0; cuts[a].cells * cuts[b].cells]).collect();
-        PairHistograms { pairs, cuts, shifts, counts }
+        let cells = if pairs.is_empty() { Vec::new() } else { vec![Vec::new(); cuts.len()] };
+        PairHistograms { pairs, cuts, shifts, counts, cells, spare: Vec::new() }
     }
 
     /// The threads' histograms added up (each pair's, in `pairs` order).
@@ -331,30 +337,44 @@ impl<'p> PairHistograms<'p> {
         }
         counts
     }
+
+    /// A column's cut cells of the batch's rows (`indices`, `shift` bits finer) into `cells`; false where
+    /// they do not fit in 16 bits.
+    fn cut_cells(cut: &PairCut, shift: u32, indices: &[u32], cells: &mut Vec<u16>) -> bool {
+        if cut.cells > 1 << 16 {
+            return false;
+        }
+        cells.clear();
+        match &cut.groups {
+            None => cells.extend(indices.iter().map(|&index| (index >> shift) as u16)),
+            Some(groups) => cells.extend(indices.iter().map(|&index| groups[(index >> shift) as usize] as u16)),
+        }
+        true
+    }
 }
 
 impl BinnerWorker for PairHistograms<'_> {
     fn add_batch(&mut self, axes: &[&[u32]]) -> Result<()> {
+        if self.pairs.is_empty() {
+            return Ok(());
+        }
+        let fits = (self.cuts.iter().zip(&self.shifts).zip(axes).zip(&mut self.cells))
+            .all(|(((cut, &shift), indices), cells)| Self::cut_cells(cut, shift, indices, cells));
+        if fits {
+            for (&(a, b), counts) in self.pairs.iter().zip(&mut self.counts) {
+                count_pair(counts, &mut self.spare, (&self.cells[a], &self.cells[b]), self.cuts[b].cells);
+            }
+            return Ok(());
+        }
         for (&(a, b), counts) in self.pairs.iter().zip(&mut self.counts) {
             let (first_shift, second_shift) = (self.shifts[a], self.shifts[b]);
             let (first_cut, second_cut) = (&self.cuts[a], &self.cuts[b]);
             let rows = axes[a].iter().zip(axes[b]);
-            match (&first_cut.groups, &second_cut.groups) {
-                // Equal cells on both: the cell's index is the two cells' bits side by side.
-                (None, None) => {
-                    let bits = second_cut.bits;
-                    for (&first, &second) in rows {
-                        counts[(((first >> first_shift) << bits) | (second >> second_shift)) as usize] += 1;
-                    }
-                }
-                _ => {
-                    let (first_groups, second_groups) = (first_cut.groups(), second_cut.groups());
-                    let cells = second_cut.cells;
-                    for (&first, &second) in rows {
-                        let first = first_groups[(first >> first_shift) as usize] as usize;
-                        counts[first * cells + second_groups[(second >> second_shift) as usize] as usize] += 1;
-                    }
-                }
+            let (first_groups, second_groups) = (first_cut.groups(), second_cut.groups());
+            let cells = second_cut.cells;
+            for (&first, &second) in rows {
+                let first = first_groups[(first >> first_shift) as usize] as usize;
+                counts[first * cells + second_groups[(second >> second_shift) as usize] as usize] += 1;
             }
         }
         Ok(())
