@@ -1053,7 +1053,7 @@ mod tests {
         for map in [map.clone(), PairMap { discrete: true, ..map.clone() }] {
             let mut blocked = drawn.columns[1].clone();
             map.map_all(&parent, &mut blocked);
-            let rows = parent.iter().zip(&drawn.columns[1]).zip(&blocked);
+            let mut rows = parent.iter().zip(&drawn.columns[1]).zip(&blocked);
             assert!(rows.all(|((&p, &c), &b)| map.map(p, c).to_bits() == b.to_bits()), "discrete: {}", map.discrete);
         }
         map.apply(&mut drawn.columns);
