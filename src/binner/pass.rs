@@ -366,15 +366,27 @@ impl BinnerWorker for PairHistograms<'_> {
             }
             return Ok(());
         }
+        // A cut of more than 2^16 cells (a long code list's own cells): each pair from the quantised rows.
         for (&(a, b), counts) in self.pairs.iter().zip(&mut self.counts) {
             let (first_shift, second_shift) = (self.shifts[a], self.shifts[b]);
             let (first_cut, second_cut) = (&self.cuts[a], &self.cuts[b]);
             let rows = axes[a].iter().zip(axes[b]);
-            let (first_groups, second_groups) = (first_cut.groups(), second_cut.groups());
-            let cells = second_cut.cells;
-            for (&first, &second) in rows {
-                let first = first_groups[(first >> first_shift) as usize] as usize;
-                counts[first * cells + second_groups[(second >> second_shift) as usize] as usize] += 1;
+            match (&first_cut.groups, &second_cut.groups) {
+                // Equal cells on both: the cell's index is the two cells' bits side by side.
+                (None, None) => {
+                    let bits = second_cut.bits;
+                    for (&first, &second) in rows {
+                        counts[(((first >> first_shift) << bits) | (second >> second_shift)) as usize] += 1;
+                    }
+                }
+                _ => {
+                    let (first_groups, second_groups) = (first_cut.groups(), second_cut.groups());
+                    let cells = second_cut.cells;
+                    for (&first, &second) in rows {
+                        let first = first_groups[(first >> first_shift) as usize] as usize;
+                        counts[first * cells + second_groups[(second >> second_shift) as usize] as usize] += 1;
+                    }
+                }
             }
         }
         Ok(())
@@ -447,6 +459,42 @@ mod tests {
         for histogram in &counts {
             assert_eq!(histogram.iter().sum::<u64>(), stats.rows_binned);
         }
+    }
+
+    #[test]
+    fn pairs_on_a_cut_past_16_bits_are_the_narrower_cuts_refined() {
+        // A cut of 2^17 cells takes the pass's path for long code lists (no 16-bit cells): its histograms,
+        // summed over the low bits, are the histograms on 2^12 cells (the top bits, to the bit); as a cut of
+        // 2^16 cells (16-bit cells) is on 2^11.
+        let source = table();
+        let names = ["a", "b", "c"].map(String::from);
+        let columns = source.numeric_columns(&names).unwrap();
+        let bounds: Vec<ColumnBounds> = names.iter().map(|name| ColumnBounds::new(name, -0.37, 0.91).unwrap()).collect();
+        let progress = Progress::hidden();
+        let (columns, bounds, progress) = (&columns, &bounds, &progress);
+        let pass = DataPass { source: &source, columns, bounds, nulls: NullPolicy::Drop, progress, ranks: None };
+        let pairs = [(0, 1), (2, 0), (1, 2)];
+        let mut failed = Vec::new();
+        for top in [17, 16] {
+            let (wide, narrow) = ([top, 2, 3].map(PairCut::equal), [top - 5, 2, 3].map(PairCut::equal));
+            let (_, counted, _) = pass.marginal_and_pair_counts(top, &pairs, &wide).unwrap();
+            let (own, _) = pass.pair_counts(&pairs, &narrow).unwrap();
+            for ((&(a, b), counted), own) in pairs.iter().zip(&counted).zip(&own) {
+                let mut summed = vec![0; narrow[a].cells * narrow[b].cells];
+                for (cell, &count) in counted.iter().enumerate() {
+                    let (x, y) = (cell >> wide[b].bits, cell & ((1 << wide[b].bits) - 1));
+                    let (x, y) = (x >> (wide[a].bits - narrow[a].bits), y >> (wide[b].bits - narrow[b].bits));
+                    summed[x * narrow[b].cells + y] += count;
+                }
+                let first = summed.iter().zip(own).position(|(x, y)| x != y);
+                if let Some(first) = first {
+                    let totals = (summed.iter().sum::<u64>(), own.iter().sum::<u64>());
+                    let lengths = (summed.len(), own.len());
+                    failed.push(format!("top {top}, pair ({a}, {b}): cell {first} of {lengths:?}, totals {totals:?}"));
+                }
+            }
+        }
+        assert!(failed.is_empty(), "{failed:#?}");
     }
 
     #[test]
