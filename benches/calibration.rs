@@ -1,6 +1,7 @@
 //! The calibration maps x ↦ G⁻¹(F(x)) that every calibrated run (the default at d ≥ 3) passes each
 //! synthetic value through, against a plain affine pass over the same values in one run: the ratio is
-//! what locating the cells of F and G costs beyond reading and writing the column.
+//! what locating the cells of F and G costs beyond reading and writing the column; and the same maps
+//! applied to the whole column in blocks ([`MonotoneMap::apply_all`], what sampling runs).
 
 use std::hint::black_box;
 
@@ -62,6 +63,13 @@ fn calibration_maps(c: &mut Criterion) {
                 for (out, &x) in column.iter_mut().zip(&values) {
                     *out = map.apply(x);
                 }
+                black_box(&column);
+            })
+        });
+        group.bench_function(BenchmarkId::new("monotone_map_in_blocks", shape), |b| {
+            b.iter(|| {
+                column.copy_from_slice(&values);
+                map.apply_all(&mut column);
                 black_box(&column);
             })
         });

@@ -66,3 +66,51 @@ impl SpillingHistogram {
         self.rows_in_counts = 0;
     }
 }
+
+/// A cell index as a pair histogram's rows hold it.
+pub trait PairCell: Copy {
+    fn index(self) -> usize;
+}
+
+impl PairCell for u16 {
+    #[inline]
+    fn index(self) -> usize {
+        usize::from(self)
+    }
+}
+
+impl PairCell for u32 {
+    #[inline]
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Counts rows `first[i]`, `second[i]` into `counts` (cell `first · columns + second`), four rows at a time
+/// into four histograms (`counts` and three in `spare`, zero before and after): rows in the same cell one
+/// after another (low-cardinality columns, or rows drawn in cell order) make each increment wait on the
+/// last one's store, and four histograms keep four such chains apart. Exact, as integer counts are.
+pub fn count_pair<C: PairCell>(counts: &mut [u64], spare: &mut Vec<u64>, (first, second): (&[C], &[C]), columns: usize) {
+    let size = counts.len();
+    if spare.len() < 3 * size {
+        spare.resize(3 * size, 0);
+    }
+    let (one, rest) = spare.split_at_mut(size);
+    let (two, three) = rest.split_at_mut(size);
+    let three = &mut three[..size];
+    let (firsts, seconds) = (first.chunks_exact(4), second.chunks_exact(4));
+    let tail = firsts.remainder().iter().zip(seconds.remainder());
+    for (f, s) in firsts.zip(seconds) {
+        counts[f[0].index() * columns + s[0].index()] += 1;
+        one[f[1].index() * columns + s[1].index()] += 1;
+        two[f[2].index() * columns + s[2].index()] += 1;
+        three[f[3].index() * columns + s[3].index()] += 1;
+    }
+    for (&f, &s) in tail {
+        counts[f.index() * columns + s.index()] += 1;
+    }
+    for (((count, one), two), three) in counts.iter_mut().zip(one).zip(two).zip(three) {
+        *count += *one + *two + *three;
+        (*one, *two, *three) = (0, 0, 0);
+    }
+}

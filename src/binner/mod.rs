@@ -10,7 +10,7 @@ pub mod device;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod grid;
-mod histogram;
+pub mod histogram;
 pub mod pass;
 mod scan;
 pub mod value_grid;

@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use super::cpu::CpuBinner;
 use super::device::{ChosenBinner, DeviceChoice};
 use super::grid::GridBinner;
-use super::histogram::SpillingHistogram;
+use super::histogram::{count_pair, SpillingHistogram};
 use super::{scan_leaf_counts, scan_quantised_rows, AxisPlan, BinnerWorker, NullPolicy, ScanStats};
 use crate::encoding::read::{read_bits, BitRows};
 use crate::encoding::Encoding;
@@ -311,12 +311,18 @@ struct PairHistograms<'p> {
     cuts: &'p [PairCut],
     shifts: Vec<u32>,
     counts: Vec<Vec<u64>>,
+    /// Each column's cut cell of every row of the batch, worked out once per column rather than once per
+    /// pair (a column is in d − 1 pairs): the pairs' loops then read two short arrays each and count.
+    cells: Vec<Vec<u16>>,
+    /// [`count_pair`]'s spare histograms.
+    spare: Vec<u64>,
 }
 
 impl<'p> PairHistograms<'p> {
     fn new(pairs: &'p [(usize, usize)], cuts: &'p [PairCut], shifts: Vec<u32>) -> Self {
         let counts = pairs.iter().map(|&(a, b)| vec![0; cuts[a].cells * cuts[b].cells]).collect();
-        PairHistograms { pairs, cuts, shifts, counts }
+        let cells = if pairs.is_empty() { Vec::new() } else { vec![Vec::new(); cuts.len()] };
+        PairHistograms { pairs, cuts, shifts, counts, cells, spare: Vec::new() }
     }
 
     /// The threads' histograms added up (each pair's, in `pairs` order).
@@ -331,10 +337,36 @@ impl<'p> PairHistograms<'p> {
         }
         counts
     }
+
+    /// A column's cut cells of the batch's rows (`indices`, `shift` bits finer) into `cells`; false where
+    /// they do not fit in 16 bits.
+    fn cut_cells(cut: &PairCut, shift: u32, indices: &[u32], cells: &mut Vec<u16>) -> bool {
+        if cut.cells > 1 << 16 {
+            return false;
+        }
+        cells.clear();
+        match &cut.groups {
+            None => cells.extend(indices.iter().map(|&index| (index >> shift) as u16)),
+            Some(groups) => cells.extend(indices.iter().map(|&index| groups[(index >> shift) as usize] as u16)),
+        }
+        true
+    }
 }
 
 impl BinnerWorker for PairHistograms<'_> {
     fn add_batch(&mut self, axes: &[&[u32]]) -> Result<()> {
+        if self.pairs.is_empty() {
+            return Ok(());
+        }
+        let fits = (self.cuts.iter().zip(&self.shifts).zip(axes).zip(&mut self.cells))
+            .all(|(((cut, &shift), indices), cells)| Self::cut_cells(cut, shift, indices, cells));
+        if fits {
+            for (&(a, b), counts) in self.pairs.iter().zip(&mut self.counts) {
+                count_pair(counts, &mut self.spare, (&self.cells[a], &self.cells[b]), self.cuts[b].cells);
+            }
+            return Ok(());
+        }
+        // A cut of more than 2^16 cells (a long code list's own cells): each pair from the quantised rows.
         for (&(a, b), counts) in self.pairs.iter().zip(&mut self.counts) {
             let (first_shift, second_shift) = (self.shifts[a], self.shifts[b]);
             let (first_cut, second_cut) = (&self.cuts[a], &self.cuts[b]);
@@ -427,6 +459,42 @@ mod tests {
         for histogram in &counts {
             assert_eq!(histogram.iter().sum::<u64>(), stats.rows_binned);
         }
+    }
+
+    #[test]
+    fn pairs_on_a_cut_past_16_bits_are_the_narrower_cuts_refined() {
+        // A cut of 2^17 cells takes the pass's path for long code lists (no 16-bit cells): its histograms,
+        // summed over the low bits, are the histograms on 2^12 cells (the top bits, to the bit); as a cut of
+        // 2^16 cells (16-bit cells) is on 2^11.
+        let source = table();
+        let names = ["a", "b", "c"].map(String::from);
+        let columns = source.numeric_columns(&names).unwrap();
+        let bounds: Vec<ColumnBounds> = names.iter().map(|name| ColumnBounds::new(name, -0.37, 0.91).unwrap()).collect();
+        let progress = Progress::hidden();
+        let (columns, bounds, progress) = (&columns, &bounds, &progress);
+        let pass = DataPass { source: &source, columns, bounds, nulls: NullPolicy::Drop, progress, ranks: None };
+        let pairs = [(0, 1), (2, 0), (1, 2)];
+        let mut failed = Vec::new();
+        for top in [17, 16] {
+            let (wide, narrow) = ([top, 2, 3].map(PairCut::equal), [top - 5, 2, 3].map(PairCut::equal));
+            let (_, counted, _) = pass.marginal_and_pair_counts(top, &pairs, &wide).unwrap();
+            let (own, _) = pass.pair_counts(&pairs, &narrow).unwrap();
+            for ((&(a, b), counted), own) in pairs.iter().zip(&counted).zip(&own) {
+                let mut summed = vec![0; narrow[a].cells * narrow[b].cells];
+                for (cell, &count) in counted.iter().enumerate() {
+                    let (x, y) = (cell >> wide[b].bits, cell & ((1 << wide[b].bits) - 1));
+                    let (x, y) = (x >> (wide[a].bits - narrow[a].bits), y >> (wide[b].bits - narrow[b].bits));
+                    summed[x * narrow[b].cells + y] += count;
+                }
+                let first = summed.iter().zip(own).position(|(x, y)| x != y);
+                if let Some(first) = first {
+                    let totals = (summed.iter().sum::<u64>(), own.iter().sum::<u64>());
+                    let lengths = (summed.len(), own.len());
+                    failed.push(format!("top {top}, pair ({a}, {b}): cell {first} of {lengths:?}, totals {totals:?}"));
+                }
+            }
+        }
+        assert!(failed.is_empty(), "{failed:#?}");
     }
 
     #[test]

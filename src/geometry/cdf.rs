@@ -202,12 +202,45 @@ impl CellCdf {
     #[inline]
     pub fn inverse(&self, u: f64) -> f64 {
         let u = u.clamp(0.0, 1.0);
-        // The first cell whose upper cumulative reaches u and that holds mass: one of the two bracketing
-        // u's bucket where there are two, else it lies between the guides of the buckets around u's (one
-        // bucket of margin each side, so rounding in u·cells cannot put it outside), and is found there as
-        // a search over every cell would find it.
+        let cell = self.picked_cell(u, self.brackets[self.bracket_of(u)]);
+        self.within_cell(cell, u)
+    }
+
+    /// [`Self::inverse`] of every value of `values`, in place and to the bit, in blocks of [`INVERSE_BLOCK`]:
+    /// each step's table reads for the block are independent of one another (the brackets, then the
+    /// cumulative share that picks between two cells, then the cell's edges), so that a large CDF's
+    /// cache misses overlap instead of following one value's chain of reads after another's.
+    pub fn inverse_all(&self, values: &mut [f64]) {
+        let mut picks = [[0u32; 2]; INVERSE_BLOCK];
+        let mut cells = [0usize; INVERSE_BLOCK];
+        for block in values.chunks_mut(INVERSE_BLOCK) {
+            for (value, pick) in block.iter_mut().zip(&mut picks) {
+                *value = value.clamp(0.0, 1.0);
+                *pick = self.brackets[self.bracket_of(*value)];
+            }
+            for ((&u, &pick), cell) in block.iter().zip(&picks).zip(&mut cells) {
+                *cell = self.picked_cell(u, pick);
+            }
+            for (value, &cell) in block.iter_mut().zip(&cells) {
+                *value = self.within_cell(cell, *value);
+            }
+        }
+    }
+
+    /// The bracket bucket of u (in [0,1]).
+    #[inline]
+    fn bracket_of(&self, u: f64) -> usize {
+        (u * (self.brackets.len() - 1) as f64) as usize
+    }
+
+    /// The first cell whose upper cumulative reaches u (in [0,1]) and that holds mass, from u's `bracket`:
+    /// one of the two bracketing u's bucket where there are two, else it lies between the guides of the
+    /// buckets around u's (one bucket of margin each side, so rounding in u·cells cannot put it outside), and
+    /// is found there as a search over every cell would find it.
+    #[inline]
+    fn picked_cell(&self, u: f64, bracket: [u32; 2]) -> usize {
         let cells = self.cells();
-        let cell = match self.brackets[(u * (self.brackets.len() - 1) as f64) as usize] {
+        match bracket {
             [NO_CELL, _] => {
                 let bucket = (u * cells as f64) as usize;
                 let from = self.guide[bucket.saturating_sub(1)] as usize;
@@ -222,7 +255,13 @@ impl CellCdf {
                 let (first, next) = (first as usize, next as usize);
                 first + usize::from(self.cumulative[first + 1] < u) * (next - first)
             }
-        };
+        }
+    }
+
+    /// F⁻¹(u) for u (in [0,1]) in `cell`: linearly inside it.
+    #[inline]
+    fn within_cell(&self, cell: usize, u: f64) -> f64 {
+        let cells = self.cells();
         let (low, high) = (self.cumulative[cell], self.cumulative[cell + 1]);
         let within = if high > low { ((u - low) / (high - low)).clamp(0.0, 1.0) } else { 0.5 };
         // Multiplying by 2^−k is dividing by 2^k to the bit, and spares a division's latency per value.
@@ -233,6 +272,9 @@ impl CellCdf {
         }
     }
 }
+
+/// Values per block of [`CellCdf::inverse_all`].
+const INVERSE_BLOCK: usize = 64;
 
 #[cfg(test)]
 mod tests {
@@ -306,9 +348,13 @@ mod tests {
                 let steps = (0..=1000).map(|step| step as f64 / 1000.0);
                 let draws: Vec<f64> = (0..1000).map(|_| rng.random()).collect();
                 let probes = steps.chain(draws).chain(edges.iter().copied());
-                for u in probes.chain([-0.5, 1.5, f64::NAN, 1e-300, 1.0 - 1e-16]) {
+                let probes: Vec<f64> = probes.chain([-0.5, 1.5, f64::NAN, 1e-300, 1.0 - 1e-16]).collect();
+                let mut in_blocks = probes.clone();
+                cdf.inverse_all(&mut in_blocks);
+                for (&u, blocked) in probes.iter().zip(in_blocks) {
                     let (guided, full) = (cdf.inverse(u), inverse_by_full_search(&cdf, u));
                     assert!(guided.to_bits() == full.to_bits(), "case {case}, u = {u}: {guided} vs {full}");
+                    assert!(blocked.to_bits() == full.to_bits(), "case {case}, u = {u}: {blocked} in blocks vs {full}");
                 }
             }
         }

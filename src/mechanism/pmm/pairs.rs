@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use super::marginals::{code_leaves, MonotoneMap, ReleasedMarginals};
 use super::pair_axis::{cell_of, PairAxis, PAIR_BITS, PAIR_CELLS};
+use crate::binner::histogram::count_pair;
 use crate::binner::pass::PairCut;
 use crate::error::{Error, Result};
 use crate::geometry::cdf::CellCdf;
@@ -508,7 +509,8 @@ impl PairMap {
         PairMap { parent, child, parent_axis: parent_axis.clone(), quantile, knots, discrete }
     }
 
-    /// The child value `value` mapped beside the parent value `parent`.
+    /// The child value `value` mapped beside the parent value `parent` ([`Self::map_all`] maps many).
+    #[cfg(test)]
     fn map(&self, parent: f64, value: f64) -> f64 {
         let knots = &self.knots[self.parent_axis.cell_of(parent) * (MAP_KNOTS + 1)..][..=MAP_KNOTS];
         let u = self.quantile.as_ref().map_or(value, |cdf| cdf.value(value));
@@ -525,12 +527,35 @@ impl PairMap {
         const CHUNK: usize = 1 << 14;
         let mut child = std::mem::take(&mut columns[self.child]);
         let parent = &columns[self.parent];
-        child.par_chunks_mut(CHUNK).zip(parent.par_chunks(CHUNK)).for_each(|(child, parent)| {
-            for (value, &parent) in child.iter_mut().zip(parent) {
-                *value = self.map(parent, *value);
-            }
-        });
+        child.par_chunks_mut(CHUNK).zip(parent.par_chunks(CHUNK)).for_each(|(child, parent)| self.map_all(parent, child));
         columns[self.child] = child;
+    }
+
+    /// [`Self::map`] of every child value of `child` beside its parent in `parent`, in place and to the bit,
+    /// in blocks: first every value's knot and its place between two, then the knots read, so that the
+    /// reads of a block (the knots of 32 parent cells are a megabyte) are independent of one another.
+    fn map_all(&self, parent: &[f64], child: &mut [f64]) {
+        const BLOCK: usize = 64;
+        let mut firsts = [0usize; BLOCK];
+        for (child, parent) in child.chunks_mut(BLOCK).zip(parent.chunks(BLOCK)) {
+            for ((value, &parent), first) in child.iter_mut().zip(parent).zip(&mut firsts) {
+                let u = self.quantile.as_ref().map_or(*value, |cdf| cdf.value(*value));
+                *value = u.clamp(0.0, 1.0) * MAP_KNOTS as f64;
+                *first = self.parent_axis.cell_of(parent) * (MAP_KNOTS + 1);
+            }
+            if self.discrete {
+                for (value, &first) in child.iter_mut().zip(&firsts) {
+                    *value = self.knots[first + (*value + 0.5) as usize];
+                }
+                continue;
+            }
+            for (value, &first) in child.iter_mut().zip(&firsts) {
+                let scaled = *value;
+                let knot = (scaled as usize).min(MAP_KNOTS - 1);
+                let (low, high) = (self.knots[first + knot], self.knots[first + knot + 1]);
+                *value = low + (scaled - knot as f64) * (high - low);
+            }
+        }
     }
 }
 
@@ -659,12 +684,11 @@ fn pair_histograms(cells: &[Vec<u32>], pairs: &[(usize, usize)], axes: &[PairAxi
     let rows = cells.first().map_or(0, Vec::len);
     let sizes: Vec<usize> = pairs.iter().map(|&(a, b)| axes[a].cells() * axes[b].cells()).collect();
     counted_in_blocks(sizes.iter().sum(), rows, |mut counts, block| {
+        let mut spare = Vec::new();
         for (&(a, b), &size) in pairs.iter().zip(&sizes) {
             let (pair, rest) = counts.split_at_mut(size);
-            let second_cells = axes[b].cells();
-            for (&first, &second) in cells[a][block.clone()].iter().zip(&cells[b][block.clone()]) {
-                pair[first as usize * second_cells + second as usize] += 1;
-            }
+            let rows = (&cells[a][block.clone()], &cells[b][block.clone()]);
+            count_pair(pair, &mut spare, rows, axes[b].cells());
             counts = rest;
         }
     })
@@ -676,11 +700,15 @@ fn counts_on_the_pool(cells: usize, rows: usize, cell_of_row: impl Fn(usize) -> 
 }
 
 /// `count` run on blocks of `rows` rows into `cells` counts per task, summed: the drawn rows are millions,
-/// and integer counts add up to the same whatever the split.
+/// and integer counts add up to the same whatever the split. At most about two tasks per thread, each with
+/// one histogram: the candidates' histograms of a wide table are millions of cells.
 fn counted_in_blocks(cells: usize, rows: usize, count: impl Fn(&mut [u64], Range<usize>) + Sync) -> Vec<u64> {
     const BLOCK_ROWS: usize = 1 << 16;
-    (0..rows.div_ceil(BLOCK_ROWS))
+    let blocks = rows.div_ceil(BLOCK_ROWS);
+    let per_task = blocks.div_ceil(2 * rayon::current_num_threads()).max(1);
+    (0..blocks)
         .into_par_iter()
+        .with_min_len(per_task)
         .fold(
             || vec![0u64; cells],
             |mut counts, block| {
@@ -688,13 +716,11 @@ fn counted_in_blocks(cells: usize, rows: usize, count: impl Fn(&mut [u64], Range
                 counts
             },
         )
-        .reduce(
-            || vec![0u64; cells],
-            |mut total, counts| {
-                total.iter_mut().zip(counts).for_each(|(total, count)| *total += count);
-                total
-            },
-        )
+        .reduce_with(|mut total, counts| {
+            total.iter_mut().zip(counts).for_each(|(total, count)| *total += count);
+            total
+        })
+        .unwrap_or_else(|| vec![0u64; cells])
 }
 
 /// Every pair (a, b) of `dims` columns with a < b, in order: the pairs the scores are released for.
@@ -1190,6 +1216,13 @@ mod tests {
         let columns = vec![parent.clone(), child];
         let mut drawn = DrawnRows { columns, released_rows: rows as u64, ranks: &OneRank };
         let map = PairMap::fit((0, 1), EQUAL, &pair_cells(&parent, &PairAxis::Equal), &drawn, &released, false);
+        // The maps applied in blocks are the row-by-row map to the bit, continuous and discrete.
+        for map in [map.clone(), PairMap { discrete: true, ..map.clone() }] {
+            let mut blocked = drawn.columns[1].clone();
+            map.map_all(&parent, &mut blocked);
+            let mut rows = parent.iter().zip(&drawn.columns[1]).zip(&blocked);
+            assert!(rows.all(|((&p, &c), &b)| map.map(p, c).to_bits() == b.to_bits()), "discrete: {}", map.discrete);
+        }
         map.apply(&mut drawn.columns);
         let mapped = &drawn.columns[1];
         let off: u64 = own_histogram(&parent, mapped).iter().zip(&released).map(|(&a, &b)| a.abs_diff(b)).sum();
