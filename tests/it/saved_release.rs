@@ -158,7 +158,7 @@ fn pair_maps_with_null_and_coded_parents_sample_as_synth_drew() {
         .map(|pair| pair["parent"].as_u64().unwrap())
         .collect();
     assert!(mapped_parents.iter().any(|&parent| parent < 3), "a nullable parent mapped: {pairs}");
-    assert!(mapped_parents.iter().any(|&parent| parent >= 4 && parent <= 6), "a coded parent mapped: {pairs}");
+    assert!(mapped_parents.iter().any(|&parent| (4..=6).contains(&parent)), "a coded parent mapped: {pairs}");
 }
 
 #[test]
