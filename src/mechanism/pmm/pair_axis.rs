@@ -44,8 +44,8 @@ pub const NULL_BAND_BITS: u32 = 10;
 pub enum PairAxis {
     /// [`PAIR_CELLS`] equal cells of the normalised axis [0, 1].
     Equal,
-    /// A nullable number: its null band (the first `0.0`-th of the normalised axis, below its public
-    /// bounds) in cell 0, then [`PAIR_CELLS`] equal cells of its bounds. Equal cells of the whole axis
+    /// A nullable number (a date or a timestamp too): its null band, the share `.0` of the normalised axis
+    /// below its public bounds, in cell 0, then [`PAIR_CELLS`] equal cells of its bounds. Equal cells of the whole axis
     /// would put null and the lowest values in one cell and cut the bounds elsewhere than at their 32nds
     /// (flights' delays and air time: the null band is 2 of those 32 cells).
     NullBand(f64),
