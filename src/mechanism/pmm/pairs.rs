@@ -7,7 +7,8 @@
 //! pair from column 0 outwards, each synthetic child value is moved, order kept, within its parent's
 //! cell onto that row of the released histogram (x ↦ G_b⁻¹(F_b(x)), G_b spreading each released cell's
 //! rows inside it as the synthetic rows are), the released rows first fitted to both columns' marginals
-//! of the drawn rows; then a number is put back onto its own 1-D marginal keeping its new ranks. A pair is mapped only where its released rows disagree with
+//! of the drawn rows; then a number is put back onto its own 1-D marginal keeping its new ranks. A pair is
+//! mapped only where its released rows disagree with
 //! the synthetic table's own conditionals beyond their noise; elsewhere the release only repeats what
 //! the joint release says, and mapping onto it would add its noise. The maps are fitted on rows drawn
 //! from the joint release and read released counts only.
@@ -321,8 +322,8 @@ impl PairPlan {
             pairs,
             tree: "maximum spanning tree of the noisy scores, grown from column 0; a pair's score is the l1 distance \
                    between the data's histogram of it (32 equal cells of a number's bounds and one for its null, a \
-                   cell per code the released 1-D marginal gives rows) and that of rows drawn from the joint release (scaled to its released rows), \
-                   with Laplace noise",
+                   cell per code the released 1-D marginal gives rows) and that of rows drawn from the joint \
+                   release (scaled to its released rows), with Laplace noise",
             map: "in tree order, where the gate lets a pair through: x -> G_b^-1(F_b(x)) on the child, b the \
                   parent's cell, F_b the synthetic child's CDF in it, G_b the released row's (pruned, each \
                   cell's rows spread inside it as the synthetic rows are; the released rows first fitted to both \
@@ -435,14 +436,14 @@ impl PairMap {
         // Where a parent cell has no drawn rows in a child cell, a coded child's released rows there go to
         // its codes as the drawn rows' marginal has them: spread evenly, they would land on codes the 1-D
         // release pruned.
-        let fallback = matches!(child_axis, PairAxis::Codes(_)).then_some(marginal_counts.as_slice());
+        let coded = matches!(child_axis, PairAxis::Codes(_));
+        let fallback = coded.then_some(marginal_counts.as_slice());
         // The released rows fitted to the drawn rows' marginals of both columns (post-processing), so that
         // the moved child keeps its own marginal on the pair cells. The step back onto it keeps ranks, and
         // where the release's child marginal differed from the drawn one that step moved ranks across cells:
         // flights' distances left their destination's cell (2-way TV 0.14–0.22 against 0.02 fitted), and a
         // coded child's rows took the codes beside theirs in the list (Honolulu flights with 75-minute air
         // times). A coded child takes no step back at all: the fitted rows are its marginal.
-        let coded = matches!(child_axis, PairAxis::Codes(_));
         let parent_rows: Vec<u64> = shapes.chunks_exact(fine).map(|shape| shape.iter().sum()).collect();
         let mut child_rows = vec![0u64; child_axis.cells()];
         marginal_counts.iter().zip(&cell_of_fine).for_each(|(&count, &cell)| child_rows[cell as usize] += count);
@@ -472,10 +473,7 @@ impl PairMap {
         // inverse CDFs put a value on the upper edge of a code where the next codes have no rows, and that
         // edge is the next code's: whole parent cells of flights' destinations went to airports without
         // flights (1-D TV 0.18).
-        let settled = match child_axis {
-            PairAxis::Codes(_) => Some(nearest_with_rows(&marginal_counts)),
-            PairAxis::Equal | PairAxis::NullBand(_) => None,
-        };
+        let settled = coded.then(|| nearest_with_rows(&marginal_counts));
         let settle = |value: f64| match &settled {
             Some(nearest) => (nearest[cell_of(value, fine)] as f64 + 0.5) / fine as f64,
             None => value,
